@@ -1,0 +1,22 @@
+"""gradviz_widgets: see gradient flow in PyTorch models, in Jupyter or from Python."""
+
+from .capture import Capture, capture
+from .errors import GradExplorerError
+from .graph import GradEdge, GradGraph, GradNode
+from .report import GradReport, ParamRecord
+from .stats import Thresholds
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Capture",
+    "GradEdge",
+    "GradExplorerError",
+    "GradGraph",
+    "GradNode",
+    "GradReport",
+    "ParamRecord",
+    "Thresholds",
+    "__version__",
+    "capture",
+]

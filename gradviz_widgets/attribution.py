@@ -1,0 +1,116 @@
+"""Which module call created each autograd node.
+
+A module stack is kept with global forward-pre/forward hooks (nothing is registered on the
+user's modules), and a TorchFunctionMode claims every new grad_fn for the innermost module
+call on the stack at the moment the op ran. Ops outside any child module belong to the root
+(path ""); ops after the model's forward (the loss) belong to the pseudo-module "loss".
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+
+LOSS_SCOPE = "loss"
+
+#: A module call: (module path, call index of that module in this run).
+Call = tuple[str, int]
+#: The calls on the stack when a node was created, outermost first (the root excluded).
+Scope = tuple[Call, ...]
+
+
+class ScopeTracker(TorchFunctionMode):
+    """Attributes grad_fn nodes to module calls while active.
+
+    Example:
+        >>> model = nn.Sequential(nn.Linear(2, 2))
+        >>> tracker = ScopeTracker(model)
+        >>> with tracker.tracking():
+        ...     y = model(torch.ones(1, 2))
+        >>> tracker.owner[y.grad_fn]
+        (('0', 0),)
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.root = model
+        self.paths: dict[int, str] = {}
+        for path, module in model.named_modules(remove_duplicate=False):
+            self.paths.setdefault(id(module), path)
+        self.stack: list[Call] = []
+        self.calls: Counter[str] = Counter()
+        self.grad_enabled: dict[str, list[bool]] = {}
+        #: node -> scope; strong references, dropped by `release()` once the graph is built.
+        self.owner: dict[Any, Scope] = {}
+        self.in_loss = False
+
+    @contextlib.contextmanager
+    def tracking(self) -> Iterator[ScopeTracker]:
+        """Install the global module hooks and the function mode; remove both on exit."""
+        pre = nn.modules.module.register_module_forward_pre_hook(self._enter)
+        post = nn.modules.module.register_module_forward_hook(self._exit)
+        try:
+            with self:
+                yield self
+        finally:
+            pre.remove()
+            post.remove()
+
+    def release(self) -> None:
+        """Drop the references to autograd nodes (and through them, to activations)."""
+        self.owner = {}
+
+    def current(self) -> Scope:
+        if self.in_loss:
+            return ((LOSS_SCOPE, 0),)
+        return tuple(self.stack)
+
+    def _enter(self, module: nn.Module, args: Any) -> None:
+        path = self.paths.get(id(module))
+        if path is None or module is self.root:
+            return
+        call = self.calls[path]
+        self.calls[path] += 1
+        self.grad_enabled.setdefault(path, []).append(torch.is_grad_enabled())
+        self.stack.append((path, call))
+
+    def _exit(self, module: nn.Module, args: Any, output: Any) -> None:
+        path = self.paths.get(id(module))
+        if path is None or module is self.root:
+            return
+        # Outputs of ops that bypass __torch_function__ (custom autograd Functions) are
+        # claimed here, still inside the module that produced them.
+        self.claim(output)
+        while self.stack and self.stack[-1][0] != path:
+            self.stack.pop()  # a child that raised and was caught inside this forward
+        if self.stack:
+            self.stack.pop()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        out = func(*args, **(kwargs or {}))
+        self.claim(out)
+        return out
+
+    def claim(self, value: Any) -> None:
+        """Give every not-yet-claimed node reachable from tensors in `value` to the current scope."""
+        flat, _ = tree_flatten(value)
+        todo = [t.grad_fn for t in flat if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        if not todo:
+            return
+        scope = self.current()
+        owner = self.owner
+        while todo:
+            node = todo.pop()
+            if node in owner:
+                continue
+            owner[node] = scope
+            for nxt, _ in node.next_functions:
+                if nxt is not None and nxt not in owner:
+                    todo.append(nxt)

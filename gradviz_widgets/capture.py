@@ -1,0 +1,276 @@
+"""One forward + backward of the user's model that leaves the model exactly as it was.
+
+The model runs through `torch.func.functional_call` on detached aliases of its parameters (copies
+when another device is asked for) and on copies of its buffers, so `.grad`, BatchNorm running
+stats, `requires_grad` and the device of the real tensors are never touched; gradients come from
+`torch.autograd.grad`, not `.backward()`; the global RNG is forked and re-seeded per run, so runs
+with dropout are reproducible and the user's RNG stream is unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from . import diagnose
+from .attribution import LOSS_SCOPE, ScopeTracker
+from .devices import resolve_device
+from .errors import GradExplorerError
+from .graph import GradEdge, GradGraph, GradNode, ModuleScope
+from .inputs import CallArgs, make_loss
+from .report import GradReport, ParamRecord
+from .stats import NormBatch, Thresholds, classify, combine_norms
+from .walk import RawGraph, instrument, leaf_names, walk
+
+
+class RunHooks(Protocol):
+    """What capture needs from a hook manager (see hooks.HookManager)."""
+
+    def attached(self, model: nn.Module, params: Mapping[str, torch.Tensor],
+                 batch: NormBatch) -> contextlib.AbstractContextManager: ...
+
+    def on_graph(self, raw: RawGraph, batch: NormBatch) -> None: ...
+
+    def finish(self, values: list[float]) -> dict[str, tuple[str, float | None]]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Capture:
+    """The graph and the report of one run."""
+
+    graph: GradGraph
+    report: GradReport
+
+
+def capture(
+    model: nn.Module,
+    sample_input: Any,
+    *,
+    loss_fn: Callable[..., torch.Tensor] | None = None,
+    target: Any = None,
+    device: str | torch.device | None = None,
+    seed: int | None = 0,
+    thresholds: Thresholds | None = None,
+    track_flow: bool = True,
+    hooks: RunHooks | None = None,
+) -> Capture:
+    """Run forward + backward once and describe every gradient, leaving `model` untouched.
+
+    Example:
+        >>> model = nn.Sequential(nn.Linear(3, 2), nn.ReLU(), nn.Linear(2, 1))
+        >>> result = capture(model, torch.randn(4, 3))
+        >>> sorted(result.report.param_norms) == sorted(dict(model.named_parameters()))
+        True
+    """
+    if not isinstance(model, nn.Module):
+        raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    thresholds = thresholds or Thresholds()
+    _check_something_trainable(model, sample_input)
+    run_device = resolve_device(device, model)
+    started = time.perf_counter()
+    call = CallArgs.from_sample(sample_input)
+    prepared = call.prepared(run_device)
+    params = _run_params(model, run_device)
+    buffers = {n: b.detach().to(run_device, copy=True) for n, b in model.named_buffers()}
+    target_here = _to_device(target, run_device)
+    tracker = ScopeTracker(model)
+    batch = NormBatch(run_device)
+    raw: RawGraph | None = None
+    hook_ctx = hooks.attached(model, params, batch) if hooks else contextlib.nullcontext()
+    try:
+        with _forked_rng(run_device, seed), hook_ctx:
+            with tracker.tracking():
+                output = _forward(model, params, buffers, prepared)
+                tracker.in_loss = True
+                loss, how = make_loss(output, loss_fn, target_here)
+            del output
+            raw = walk(loss, tracker.owner, leaf_names(params, prepared.leaves()), tracker.calls)
+            tracker.release()
+            if track_flow:
+                instrument(raw, batch)
+            if hooks:
+                hooks.on_graph(raw, batch)
+            wanted = [(leaf.id, leaf.tensor) for leaf in raw.leaves]
+            in_graph = {id(t) for _, t in wanted}
+            wanted += [(f"param:{n}", p) for n, p in params.items()
+                       if p.requires_grad and id(p) not in in_graph]
+            grads = _backward(loss, [t for _, t in wanted])
+            loss_slot = batch.add_scalar(loss)
+            del loss
+        leaf_slots = batch.add([g for g in grads if g is not None])
+        values = batch.resolve()
+        modified = hooks.finish(values) if hooks else {}
+    finally:
+        tracker.release()
+        if raw is not None:
+            raw.release()
+    slot_iter = iter(leaf_slots)
+    leaf_pairs = {leaf_id: None if g is None else NormBatch.pair(values, next(slot_iter))
+                  for (leaf_id, _), g in zip(wanted, grads)}
+    del wanted, grads
+    graph = _freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds)
+    report = _report(model, params, graph, leaf_pairs, values[loss_slot], how, thresholds,
+                     run_device, tracker, modified, time.perf_counter() - started, batch.syncs)
+    return Capture(graph, report)
+
+
+def _check_something_trainable(model: nn.Module, sample_input: Any) -> None:
+    params = list(model.parameters())
+    if any(p.requires_grad for p in params):
+        return
+    if any(t.requires_grad for _, t in CallArgs.from_sample(sample_input).leaves()):
+        return
+    raise GradExplorerError(
+        f"All {len(params)} parameters have requires_grad=False and no input requires grad, so "
+        "no gradient can be computed. Unfreeze what you want to inspect "
+        "(p.requires_grad_(True)) or pass an input with requires_grad=True."
+    )
+
+
+def _run_params(model: nn.Module, device: torch.device) -> dict[str, torch.Tensor]:
+    """Leaf stand-ins for the parameters: aliases on the same device, copies elsewhere."""
+    out = {}
+    for name, p in model.named_parameters():
+        alias = p.detach() if p.device == device else p.detach().to(device, copy=True)
+        out[name] = alias.requires_grad_(p.requires_grad)
+    return out
+
+
+def _to_device(value: Any, device: torch.device) -> Any:
+    if value is None:
+        return None
+    return torch.utils._pytree.tree_map(
+        lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, value)
+
+
+@contextlib.contextmanager
+def _forked_rng(device: torch.device, seed: int | None) -> Iterator[None]:
+    cuda = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda, device_type="cuda"):
+        if seed is not None:
+            torch.manual_seed(seed)
+        yield
+
+
+def _forward(model: nn.Module, params: dict, buffers: dict, call: CallArgs) -> Any:
+    try:
+        return functional_call(model, {**params, **buffers}, call.args, call.kwargs,
+                               tie_weights=True, strict=False)
+    except GradExplorerError:
+        raise
+    except Exception as e:
+        raise GradExplorerError(
+            f"The model raised {type(e).__name__} during forward: {e}\n"
+            f"Inputs given: {call.describe()}. Check that sample_input has the shapes and dtypes "
+            "forward expects (a tuple is passed as several positional arguments, a dict as "
+            "keyword arguments). The model was not changed."
+        ) from e
+
+
+def _backward(loss: torch.Tensor, wanted: list[torch.Tensor]) -> tuple:
+    if not wanted:
+        return ()
+    try:
+        return torch.autograd.grad(loss, wanted, allow_unused=True)
+    except RuntimeError as e:
+        raise GradExplorerError(
+            f"Backward failed: {e}\nIf it names an in-place operation, the model modifies a "
+            "tensor that autograd saved (use the out-of-place op). The model was not changed."
+        ) from e
+
+
+def _freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds) -> GradGraph:
+    def pair_of(slots: list[int]) -> tuple[float | None, float | None]:
+        if not slots:
+            return None, None
+        pairs = [NormBatch.pair(values, s) for s in slots]
+        return combine_norms([p[0] for p in pairs]), max(p[1] for p in pairs)
+
+    leaf_by_id = leaf_pairs
+    nodes = []
+    for n in raw.nodes.values():
+        if n.kind in ("param", "input", "tensor"):
+            norm, gmax = leaf_by_id.get(n.id) or (None, None)
+        elif n.kind == "accumulate":
+            norm, gmax = leaf_by_id.get(n.id[len("acc:"):]) or (None, None)
+        elif n.kind == "output":
+            norm, gmax = 1.0, 1.0  # d loss / d loss
+        else:
+            norm, gmax = pair_of(n.inflow)
+        label = _label(n)
+        nodes.append(GradNode(n.id, n.op, n.kind, n.module, label, n.scope, n.shape, norm, gmax,
+                              classify(norm, gmax, thresholds), n.order))
+    edges = []
+    for e in raw.edges:
+        if e.slot is not None:
+            norm, gmax = NormBatch.pair(values, e.slot)
+        elif e.dst.startswith("acc:") or e.dst == "output":
+            src_node = raw.nodes[e.src]
+            norm, gmax = (leaf_by_id.get(e.src) or (None, None)) if src_node.kind != "op" \
+                else (1.0, 1.0)
+        else:
+            norm, gmax = None, None
+        edges.append(GradEdge(e.src, e.dst, norm, gmax, classify(norm, gmax, thresholds)))
+    return GradGraph(tuple(nodes), tuple(edges), _module_tree(model, tracker.calls))
+
+
+def _label(n) -> str:
+    if n.kind in ("param", "input", "tensor"):
+        name = n.id.split(":", 1)[1]
+        return f"{name}\n{tuple(n.shape)}"
+    if n.kind == "output":
+        return f"loss\n{tuple(n.shape)}"
+    return n.op
+
+
+def _module_tree(model: nn.Module, calls: Mapping[str, int]) -> dict[str, ModuleScope]:
+    tree: dict[str, ModuleScope] = {}
+    for path, module in model.named_modules():
+        children = tuple(f"{path}.{c}" if path else c for c, _ in module.named_children())
+        params = tuple(f"{path}.{p}" if path else p for p, _ in module.named_parameters(recurse=False))
+        parent = None if path == "" else path.rpartition(".")[0]
+        tree[path] = ModuleScope(path, type(module).__name__, calls.get(path, 1 if path == "" else 0),
+                                 parent, children, params)
+    tree[LOSS_SCOPE] = ModuleScope(LOSS_SCOPE, "Loss", 1, "", (), ())
+    return tree
+
+
+def _report(model, params, graph, leaf_pairs, loss_value, how, thresholds, device, tracker,
+            modified, duration, syncs) -> GradReport:
+    records = []
+    norms_by_name: dict[str, float | None] = {}
+    for name, p in params.items():
+        pair = leaf_pairs.get(f"param:{name}")
+        norm, gmax = pair if pair else (None, None)
+        norms_by_name[name] = norm
+        status = classify(norm, gmax, thresholds)
+        reason = None if pair else diagnose.none_reason(
+            name, p.requires_grad, tracker.calls, tracker.grad_enabled)
+        origin = diagnose.zero_origin(graph, f"param:{name}") if status == "zero" else None
+        mod = modified.get(name)
+        records.append(ParamRecord(
+            name, name.rpartition(".")[0], tuple(p.shape), str(p.dtype).replace("torch.", ""),
+            p.requires_grad, norm, gmax, status, reason, origin,
+            mod[0] if mod else None, mod[1] if mod else None))
+    module_norms = {}
+    for path, _ in model.named_modules():
+        prefix = f"{path}." if path else ""
+        module_norms[path] = combine_norms([n for k, n in norms_by_name.items() if k.startswith(prefix)])
+    inputs = {n.id.split(":", 1)[1]: n.grad_norm for n in graph.nodes if n.kind == "input"}
+    nan_at = diagnose.nonfinite_origin(graph)
+    loss_value = float(loss_value)
+    return GradReport(
+        loss=loss_value, loss_description=how, params=tuple(records), module_norms=module_norms,
+        thresholds=thresholds, device=str(device), duration_s=duration, nonfinite_origin=nan_at,
+        findings=diagnose.findings(records, nan_at, loss_value), input_norms=inputs,
+        host_syncs=syncs)
+
+
+__all__ = ["Capture", "capture"]

@@ -1,0 +1,134 @@
+"""Gradient norms computed on the device and read back in one host sync, and health statuses.
+
+Norms accumulate in float64 (float32 on MPS, which has no float64): in float32 the squares of
+gradients below ~1e-19 underflow and a vanishing layer would read exactly 0.0. "zero" is decided by
+the elements (the largest |g| is exactly 0), never by the norm.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import torch
+
+STATUSES = ("none", "zero", "vanishing", "healthy", "exploding", "nonfinite")
+
+
+@dataclasses.dataclass(frozen=True)
+class Thresholds:
+    """Where "vanishing" and "exploding" start, as L2 norms of one gradient tensor.
+
+    Defaults follow the usual rule of thumb (norms around 1e-8 stop a layer from learning;
+    norms in the thousands make steps that overshoot). Set your own:
+
+    Example:
+        >>> Thresholds(vanishing=1e-6).exploding
+        10000.0
+    """
+
+    vanishing: float = 1e-7
+    exploding: float = 1e4
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.vanishing < self.exploding):
+            raise ValueError(
+                f"thresholds must satisfy 0 <= vanishing < exploding, got "
+                f"vanishing={self.vanishing}, exploding={self.exploding}"
+            )
+
+
+def classify(norm: float | None, max_abs: float | None, thresholds: Thresholds) -> str:
+    """One of STATUSES for a gradient with this L2 norm and largest absolute element.
+
+    Example:
+        >>> classify(0.0, 0.0, Thresholds()), classify(None, None, Thresholds())
+        ('zero', 'none')
+    """
+    if norm is None:
+        return "none"
+    if not math.isfinite(norm) or (max_abs is not None and not math.isfinite(max_abs)):
+        return "nonfinite"
+    if max_abs == 0.0:
+        return "zero"
+    if norm < thresholds.vanishing:
+        return "vanishing"
+    if norm > thresholds.exploding:
+        return "exploding"
+    return "healthy"
+
+
+def accumulation_dtype(device: torch.device) -> torch.dtype:
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+class NormBatch:
+    """Collects (L2, max|g|) pairs as 0-d device tensors; `resolve()` reads all with one sync.
+
+    Example:
+        >>> batch = NormBatch(torch.device("cpu"))
+        >>> slots = batch.add([torch.tensor([3.0, 4.0]), torch.zeros(2)])
+        >>> values = batch.resolve()
+        >>> [batch.pair(values, s) for s in slots]
+        [(5.0, 4.0), (0.0, 0.0)]
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.dtype = accumulation_dtype(device)
+        self._values: list[torch.Tensor] = []
+        self.syncs = 0
+
+    def add(self, grads: Sequence[torch.Tensor]) -> list[int]:
+        """Queue the norms of `grads` (one fused kernel per kind of norm); returns their slots."""
+        if not grads:
+            return []
+        dense = [g.coalesce().values() if g.is_sparse else g for g in grads]
+        l2 = torch._foreach_norm(dense, 2, dtype=self.dtype)
+        linf = torch._foreach_norm(dense, math.inf)
+        start = len(self._values)
+        for a, b in zip(l2, linf):
+            self._values.append(a)
+            self._values.append(b.to(self.dtype))
+        return list(range(start, start + 2 * len(grads), 2))
+
+    def add_scalar(self, value: torch.Tensor) -> int:
+        """Queue any 0-d tensor (a loss value, a finite-check flag); returns its slot."""
+        self._values.append(value.detach().reshape(()).to(self.dtype))
+        return len(self._values) - 1
+
+    def resolve(self) -> list[float]:
+        """All queued numbers as Python floats: the single host synchronisation of a run."""
+        if not self._values:
+            return []
+        devices = {v.device for v in self._values}
+        if len(devices) > 1:  # values from several devices: gather on one first
+            target = next(iter(devices))
+            self._values = [v.to(target) for v in self._values]
+        self.syncs += 1
+        values = torch.stack(self._values).tolist()
+        self._values = []
+        return values
+
+    @staticmethod
+    def pair(values: list[float], slot: int) -> tuple[float, float]:
+        return values[slot], values[slot + 1]
+
+
+def combine_norms(norms: Sequence[float | None]) -> float | None:
+    """The L2 norm of several tensors taken together, from their norms (None if all are None).
+
+    Example:
+        >>> combine_norms([3.0, None, 4.0])
+        5.0
+    """
+    present = [n for n in norms if n is not None]
+    if not present:
+        return None
+    if any(math.isnan(n) for n in present):
+        return math.nan
+    top = max(present)
+    if top == 0.0 or math.isinf(top):
+        return top
+    # scaled by the largest, so norms of 1e-200 do not square to 0.0
+    return top * math.sqrt(math.fsum((n / top) ** 2 for n in present))

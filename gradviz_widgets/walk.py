@@ -1,0 +1,175 @@
+"""Walk the autograd graph from the loss (iteratively: no recursion limit) and give every node a
+stable id; optionally hook every node so the gradient that flows through it is measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from .attribution import LOSS_SCOPE, Scope
+from .stats import NormBatch
+
+
+@dataclasses.dataclass
+class RawNode:
+    """A node while the run is in flight; holds the autograd object until `release()`."""
+
+    id: str
+    op: str
+    kind: str
+    module: str
+    scope: Scope
+    fn: Any = None  # the autograd Node, or None for leaves / the output
+    tensor: torch.Tensor | None = None  # the leaf tensor, for leaves
+    shape: tuple[int, ...] | None = None
+    inflow: list[int] = dataclasses.field(default_factory=list)  # NormBatch slots of grad_outputs
+    order: int | None = None
+
+
+@dataclasses.dataclass
+class RawEdge:
+    src: str
+    dst: str
+    slot: int | None = None  # NormBatch slot of the gradient that flowed dst -> src
+
+
+@dataclasses.dataclass
+class RawGraph:
+    nodes: dict[str, RawNode]
+    edges: list[RawEdge]
+    leaves: list[RawNode]  # leaf tensors that require grad, in walk order
+
+    def release(self) -> None:
+        """Forget autograd objects and tensors so no activation outlives the run."""
+        for n in self.nodes.values():
+            n.fn = None
+            n.tensor = None
+
+
+def leaf_names(
+    params: Mapping[str, torch.Tensor], inputs: list[tuple[str, torch.Tensor]]
+) -> dict[int, tuple[str, str]]:
+    """id(tensor) -> (kind, name) for the parameters and inputs of this run."""
+    names: dict[int, tuple[str, str]] = {}
+    for name, t in inputs:
+        names[id(t)] = ("input", name)
+    for name, t in params.items():
+        names[id(t)] = ("param", name)
+    return names
+
+
+def param_scope(name: str, calls: Mapping[str, int]) -> Scope:
+    """The module chain owning parameter `name`; -1 marks modules called several times."""
+    parts = name.split(".")[:-1]
+    return tuple(
+        (".".join(parts[: i + 1]), -1 if calls.get(".".join(parts[: i + 1]), 0) > 1 else 0)
+        for i in range(len(parts))
+    )
+
+
+def walk(
+    loss: torch.Tensor,
+    owner: Mapping[Any, Scope],
+    names: Mapping[int, tuple[str, str]],
+    calls: Mapping[str, int],
+) -> RawGraph:
+    """Every autograd node reachable from `loss.grad_fn`, leaves that require grad, and the output.
+
+    Ids: `module.path/OpName#k` (k counts that op within that module, in creation order),
+    `param:<qualified name>`, `input:<arg>`, `acc:<leaf id>` for AccumulateGrad, `output` for the loss.
+    """
+    found: dict[Any, None] = {}
+    todo = [loss.grad_fn]
+    while todo:
+        fn = todo.pop()
+        if fn in found:
+            continue
+        found[fn] = None
+        todo.extend(nxt for nxt, _ in reversed(fn.next_functions) if nxt is not None)
+    # creation order (the order ops claimed their nodes) makes ids stable across runs
+    rank = {fn: i for i, fn in enumerate(owner)}
+    ordered = sorted(found, key=lambda fn: rank.get(fn, len(rank)))
+
+    nodes: dict[str, RawNode] = {}
+    by_fn: dict[Any, RawNode] = {}
+    leaves: list[RawNode] = []
+    counts: Counter[tuple[str, str]] = Counter()
+    other_leaves = 0
+    for fn in ordered:
+        op = type(fn).__name__
+        var = getattr(fn, "variable", None)
+        if var is not None:
+            kind, name = names.get(id(var), ("tensor", ""))
+            if kind == "tensor":
+                name = str(other_leaves)
+                other_leaves += 1
+            scope = param_scope(name, calls) if kind == "param" else owner.get(fn, ())
+            module = scope[-1][0] if (scope and kind == "param") else ""
+            if kind == "tensor":
+                module = scope[-1][0] if scope else ""
+            leaf_id = f"{kind}:{name}"
+            leaf = RawNode(leaf_id, kind.capitalize(), kind, module, scope, tensor=var,
+                           shape=tuple(var.shape))
+            nodes[leaf_id] = leaf
+            leaves.append(leaf)
+            node = RawNode(f"acc:{leaf_id}", op, "accumulate", module, scope, fn=fn)
+        else:
+            scope = owner.get(fn, ((LOSS_SCOPE, 0),))
+            module = scope[-1][0] if scope else ""
+            k = counts[(module, op)]
+            counts[(module, op)] += 1
+            node_id = f"{module}/{op}#{k}" if module else f"{op}#{k}"
+            node = RawNode(node_id, op, "op", module, scope, fn=fn)
+        nodes[node.id] = node
+        by_fn[fn] = node
+
+    edges: list[RawEdge] = []
+    for fn, node in by_fn.items():
+        if node.kind == "accumulate":
+            leaf_id = node.id[len("acc:"):]
+            edges.append(RawEdge(leaf_id, node.id))
+        for nxt, _ in fn.next_functions:
+            if nxt is not None:
+                edges.append(RawEdge(by_fn[nxt].id, node.id))
+    out = RawNode("output", "Output", "output", LOSS_SCOPE, ((LOSS_SCOPE, 0),),
+                  shape=tuple(loss.shape))
+    nodes["output"] = out
+    edges.append(RawEdge(by_fn[loss.grad_fn].id, "output"))
+    return RawGraph(nodes, edges, leaves)
+
+
+def instrument(graph: RawGraph, batch: NormBatch) -> None:
+    """Hook every op node so its incoming and outgoing gradients are measured (no host sync).
+
+    The hooks live on the autograd nodes of this run only; they vanish with the graph.
+    """
+    in_edges: dict[str, list[RawEdge]] = {}
+    for e in graph.edges:
+        in_edges.setdefault(e.dst, []).append(e)
+    order = [0]
+    for node in graph.nodes.values():
+        if node.kind != "op":
+            continue
+        # edges into an op node were made in next_functions order, skipping None entries
+        drawn = [nxt is not None for nxt, _ in node.fn.next_functions]
+        node.fn.register_hook(_flow_hook(node, in_edges.get(node.id, []), drawn, batch, order))
+
+
+def _flow_hook(
+    node: RawNode, edges: list[RawEdge], drawn: list[bool], batch: NormBatch, order: list[int]
+):
+    def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
+        node.order = order[0]
+        order[0] += 1
+        node.inflow = batch.add([g for g in grad_outputs if g is not None])
+        aligned = [g for g, d in zip(grad_inputs, drawn) if d]
+        present = [(e, g) for e, g in zip(edges, aligned) if g is not None]
+        for (e, _), slot in zip(present, batch.add([g for _, g in present])):
+            e.slot = slot
+
+    return hook

@@ -1,0 +1,195 @@
+// @ts-check
+/**
+ * Pan (drag) and zoom (wheel, buttons) for an SVG inside a viewport element,
+ * done by rewriting the SVG's viewBox. Mapping from screen to SVG units follows
+ * preserveAspectRatio="xMidYMid meet".
+ */
+
+/** @typedef {{x: number, y: number, w: number, h: number}} Box */
+
+const MIN_ZOOM = 0.02;
+const MAX_ZOOM = 50;
+const DRAG_THRESHOLD_PX = 4;
+
+export class PanZoom {
+  /** @param {HTMLElement} viewport */
+  constructor(viewport) {
+    this.viewport = viewport;
+    /** @type {SVGSVGElement | null} */
+    this.svg = null;
+    /** @type {Box} */
+    this.base = { x: 0, y: 0, w: 1, h: 1 };
+    /** @type {Box} */
+    this.box = { ...this.base };
+    /** Set after a drag so the click that ends it is ignored. */
+    this.justDragged = false;
+    /** @type {{x: number, y: number, box: Box, id: number, dragging: boolean} | null} */
+    this.drag = null;
+    this.onWheel = this.onWheel.bind(this);
+    this.onPointerDown = this.onPointerDown.bind(this);
+    this.onPointerMove = this.onPointerMove.bind(this);
+    this.onPointerUp = this.onPointerUp.bind(this);
+    this.onClickCapture = this.onClickCapture.bind(this);
+    viewport.addEventListener("wheel", this.onWheel, { passive: false });
+    viewport.addEventListener("pointerdown", this.onPointerDown);
+    viewport.addEventListener("pointermove", this.onPointerMove);
+    viewport.addEventListener("pointerup", this.onPointerUp);
+    viewport.addEventListener("pointercancel", this.onPointerUp);
+    viewport.addEventListener("click", this.onClickCapture, true);
+  }
+
+  /**
+   * Take control of a freshly inserted SVG.
+   * @param {SVGSVGElement} svg
+   * @param {boolean} keepView keep the current viewBox (same graph, new styling)
+   */
+  attach(svg, keepView) {
+    const vb = svg.viewBox.baseVal;
+    const base = vb && vb.width > 0 ? { x: vb.x, y: vb.y, w: vb.width, h: vb.height }
+      : { x: 0, y: 0, w: Number.parseFloat(svg.getAttribute("width") || "100"), h: Number.parseFloat(svg.getAttribute("height") || "100") };
+    svg.setAttribute("width", "100%");
+    svg.setAttribute("height", "100%");
+    svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
+    this.svg = svg;
+    this.base = base;
+    if (keepView) this.apply();
+    else this.fit();
+  }
+
+  /** Show the whole graph. */
+  fit() {
+    const pad = Math.max(this.base.w, this.base.h) * 0.02;
+    this.box = { x: this.base.x - pad, y: this.base.y - pad, w: this.base.w + 2 * pad, h: this.base.h + 2 * pad };
+    this.apply();
+  }
+
+  apply() {
+    if (!this.svg) return;
+    const { x, y, w, h } = this.box;
+    this.svg.setAttribute("viewBox", `${x} ${y} ${w} ${h}`);
+  }
+
+  /** Screen pixels per SVG unit for the current box. */
+  scale() {
+    const r = this.viewport.getBoundingClientRect();
+    return Math.min(r.width / this.box.w, r.height / this.box.h) || 1;
+  }
+
+  /**
+   * Convert client (screen) coordinates to SVG user coordinates.
+   * @param {number} cx @param {number} cy
+   */
+  toUser(cx, cy) {
+    const r = this.viewport.getBoundingClientRect();
+    const s = this.scale();
+    const ox = (r.width - this.box.w * s) / 2;
+    const oy = (r.height - this.box.h * s) / 2;
+    return { x: this.box.x + (cx - r.left - ox) / s, y: this.box.y + (cy - r.top - oy) / s };
+  }
+
+  /**
+   * Zoom by `factor` keeping the point under (cx, cy) fixed (default: centre).
+   * @param {number} factor @param {number} [cx] @param {number} [cy]
+   */
+  zoomBy(factor, cx, cy) {
+    const r = this.viewport.getBoundingClientRect();
+    const px = cx ?? r.left + r.width / 2;
+    const py = cy ?? r.top + r.height / 2;
+    const zoom = this.base.w / this.box.w;
+    const target = Math.min(MAX_ZOOM, Math.max(MIN_ZOOM, zoom * factor));
+    const f = target / zoom;
+    const before = this.toUser(px, py);
+    this.box = { ...this.box, w: this.box.w / f, h: this.box.h / f };
+    const after = this.toUser(px, py);
+    this.box.x += before.x - after.x;
+    this.box.y += before.y - after.y;
+    this.apply();
+  }
+
+  /**
+   * Centre an element; zoom in so that it is at least `minScale` px per unit.
+   * @param {Element} el @param {number} [minScale]
+   */
+  centerOn(el, minScale = 1) {
+    const er = el.getBoundingClientRect();
+    const c = this.toUser(er.left + er.width / 2, er.top + er.height / 2);
+    const s = this.scale();
+    if (s < minScale) {
+      const f = minScale / s;
+      this.box.w /= f;
+      this.box.h /= f;
+    }
+    this.box.x = c.x - this.box.w / 2;
+    this.box.y = c.y - this.box.h / 2;
+    this.apply();
+  }
+
+  /** @param {Element} el @returns {boolean} whether el lies fully inside the viewport */
+  isVisible(el) {
+    const r = this.viewport.getBoundingClientRect();
+    const e = el.getBoundingClientRect();
+    return e.left >= r.left && e.right <= r.right && e.top >= r.top && e.bottom <= r.bottom;
+  }
+
+  /** @param {WheelEvent} ev */
+  onWheel(ev) {
+    if (!this.svg) return;
+    ev.preventDefault();
+    const unit = ev.deltaMode === 1 ? 16 : ev.deltaMode === 2 ? 400 : 1;
+    this.zoomBy(Math.exp(-ev.deltaY * unit * 0.0015), ev.clientX, ev.clientY);
+  }
+
+  /** @param {PointerEvent} ev */
+  onPointerDown(ev) {
+    if (!this.svg || ev.button !== 0) return;
+    this.justDragged = false;
+    this.drag = { x: ev.clientX, y: ev.clientY, box: { ...this.box }, id: ev.pointerId, dragging: false };
+  }
+
+  /** @param {PointerEvent} ev */
+  onPointerMove(ev) {
+    const d = this.drag;
+    if (!d || ev.pointerId !== d.id) return;
+    const dx = ev.clientX - d.x;
+    const dy = ev.clientY - d.y;
+    if (!d.dragging) {
+      if (Math.hypot(dx, dy) < DRAG_THRESHOLD_PX) return;
+      d.dragging = true;
+      this.viewport.classList.add("gvw-dragging");
+      this.viewport.setPointerCapture?.(ev.pointerId);
+    }
+    const s = this.scale();
+    this.box = { ...d.box, x: d.box.x - dx / s, y: d.box.y - dy / s };
+    this.apply();
+  }
+
+  /** @param {PointerEvent} ev */
+  onPointerUp(ev) {
+    const d = this.drag;
+    if (!d || ev.pointerId !== d.id) return;
+    this.justDragged = d.dragging;
+    this.drag = null;
+    this.viewport.classList.remove("gvw-dragging");
+    if (this.viewport.hasPointerCapture?.(ev.pointerId)) this.viewport.releasePointerCapture(ev.pointerId);
+  }
+
+  /** Swallow the click that ends a drag. @param {MouseEvent} ev */
+  onClickCapture(ev) {
+    if (this.justDragged) {
+      this.justDragged = false;
+      ev.stopPropagation();
+      ev.preventDefault();
+    }
+  }
+
+  detach() {
+    const v = this.viewport;
+    v.removeEventListener("wheel", this.onWheel);
+    v.removeEventListener("pointerdown", this.onPointerDown);
+    v.removeEventListener("pointermove", this.onPointerMove);
+    v.removeEventListener("pointerup", this.onPointerUp);
+    v.removeEventListener("pointercancel", this.onPointerUp);
+    v.removeEventListener("click", this.onClickCapture, true);
+    this.svg = null;
+  }
+}
