@@ -2,7 +2,9 @@
 
 from .capture import Capture, capture
 from .errors import GradExplorerError
+from .explorer import GradExplorer
 from .graph import GradEdge, GradGraph, GradNode
+from .hooks import HookEvent
 from .report import GradReport, ParamRecord
 from .stats import Thresholds
 
@@ -11,7 +13,9 @@ __version__ = "0.1.0"
 __all__ = [
     "Capture",
     "GradEdge",
+    "GradExplorer",
     "GradExplorerError",
+    "HookEvent",
     "GradGraph",
     "GradNode",
     "GradReport",

@@ -33,12 +33,11 @@ from .walk import RawGraph, instrument, leaf_names, walk
 class RunHooks(Protocol):
     """What capture needs from a hook manager (see hooks.HookManager)."""
 
-    def attached(self, model: nn.Module, params: Mapping[str, torch.Tensor],
-                 batch: NormBatch) -> contextlib.AbstractContextManager: ...
+    def attached(self, model: nn.Module, batch: NormBatch) -> contextlib.AbstractContextManager: ...
 
     def on_graph(self, raw: RawGraph, batch: NormBatch) -> None: ...
 
-    def finish(self, values: list[float]) -> dict[str, tuple[str, float | None]]: ...
+    def finish(self, values: list[float]) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +82,7 @@ def capture(
     tracker = ScopeTracker(model)
     batch = NormBatch(run_device)
     raw: RawGraph | None = None
-    hook_ctx = hooks.attached(model, params, batch) if hooks else contextlib.nullcontext()
+    hook_ctx = hooks.attached(model, batch) if hooks else contextlib.nullcontext()
     try:
         with _forked_rng(run_device, seed), hook_ctx:
             with tracker.tracking():
@@ -106,7 +105,8 @@ def capture(
             del loss
         leaf_slots = batch.add([g for g in grads if g is not None])
         values = batch.resolve()
-        modified = hooks.finish(values) if hooks else {}
+        if hooks:
+            hooks.finish(values)
     finally:
         tracker.release()
         if raw is not None:
@@ -117,7 +117,7 @@ def capture(
     del wanted, grads
     graph = _freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds)
     report = _report(model, params, graph, leaf_pairs, values[loss_slot], how, thresholds,
-                     run_device, tracker, modified, time.perf_counter() - started, batch.syncs)
+                     run_device, tracker, time.perf_counter() - started, batch.syncs)
     return Capture(graph, report)
 
 
@@ -179,6 +179,8 @@ def _backward(loss: torch.Tensor, wanted: list[torch.Tensor]) -> tuple:
         return ()
     try:
         return torch.autograd.grad(loss, wanted, allow_unused=True)
+    except GradExplorerError:
+        raise
     except RuntimeError as e:
         raise GradExplorerError(
             f"Backward failed: {e}\nIf it names an in-place operation, the model modifies a "
@@ -243,7 +245,7 @@ def _module_tree(model: nn.Module, calls: Mapping[str, int]) -> dict[str, Module
 
 
 def _report(model, params, graph, leaf_pairs, loss_value, how, thresholds, device, tracker,
-            modified, duration, syncs) -> GradReport:
+            duration, syncs) -> GradReport:
     records = []
     norms_by_name: dict[str, float | None] = {}
     for name, p in params.items():
@@ -254,11 +256,9 @@ def _report(model, params, graph, leaf_pairs, loss_value, how, thresholds, devic
         reason = None if pair else diagnose.none_reason(
             name, p.requires_grad, tracker.calls, tracker.grad_enabled)
         origin = diagnose.zero_origin(graph, f"param:{name}") if status == "zero" else None
-        mod = modified.get(name)
         records.append(ParamRecord(
             name, name.rpartition(".")[0], tuple(p.shape), str(p.dtype).replace("torch.", ""),
-            p.requires_grad, norm, gmax, status, reason, origin,
-            mod[0] if mod else None, mod[1] if mod else None))
+            p.requires_grad, norm, gmax, status, reason, origin))
     module_norms = {}
     for path, _ in model.named_modules():
         prefix = f"{path}." if path else ""

@@ -64,7 +64,7 @@ def accumulation_dtype(device: torch.device) -> torch.dtype:
 
 
 class NormBatch:
-    """Collects (L2, max|g|) pairs as 0-d device tensors; `resolve()` reads all with one sync.
+    """Collects numbers as device tensors; `resolve()` reads them all back with one host sync.
 
     Example:
         >>> batch = NormBatch(torch.device("cpu"))
@@ -76,38 +76,41 @@ class NormBatch:
 
     def __init__(self, device: torch.device) -> None:
         self.dtype = accumulation_dtype(device)
-        self._values: list[torch.Tensor] = []
+        self._chunks: list[torch.Tensor] = []
+        self._size = 0
         self.syncs = 0
 
     def add(self, grads: Sequence[torch.Tensor]) -> list[int]:
-        """Queue the norms of `grads` (one fused kernel per kind of norm); returns their slots."""
+        """Queue (L2 norm, max |g|) of each gradient, one fused kernel per kind; returns slots."""
         if not grads:
             return []
         dense = [g.coalesce().values() if g.is_sparse else g for g in grads]
         l2 = torch._foreach_norm(dense, 2, dtype=self.dtype)
         linf = torch._foreach_norm(dense, math.inf)
-        start = len(self._values)
-        for a, b in zip(l2, linf):
-            self._values.append(a)
-            self._values.append(b.to(self.dtype))
+        pairs = torch.stack([torch.stack(l2), torch.stack(linf).to(self.dtype)], dim=1)
+        start = self.add_vector(pairs.flatten())
         return list(range(start, start + 2 * len(grads), 2))
 
     def add_scalar(self, value: torch.Tensor) -> int:
-        """Queue any 0-d tensor (a loss value, a finite-check flag); returns its slot."""
-        self._values.append(value.detach().reshape(()).to(self.dtype))
-        return len(self._values) - 1
+        """Queue any 0-d tensor (a loss value, a flag); returns its slot."""
+        return self.add_vector(value.detach().reshape(1))
+
+    def add_vector(self, values: torch.Tensor) -> int:
+        """Queue a 1-d tensor; returns the slot of its first element."""
+        start = self._size
+        self._chunks.append(values.detach().to(self.dtype).reshape(-1))
+        self._size += values.numel()
+        return start
 
     def resolve(self) -> list[float]:
         """All queued numbers as Python floats: the single host synchronisation of a run."""
-        if not self._values:
+        if not self._chunks:
             return []
-        devices = {v.device for v in self._values}
-        if len(devices) > 1:  # values from several devices: gather on one first
-            target = next(iter(devices))
-            self._values = [v.to(target) for v in self._values]
+        target = self._chunks[0].device
+        chunks = [c if c.device == target else c.to(target) for c in self._chunks]
         self.syncs += 1
-        values = torch.stack(self._values).tolist()
-        self._values = []
+        values = torch.cat(chunks).tolist()
+        self._chunks, self._size = [], 0
         return values
 
     @staticmethod

@@ -1,0 +1,229 @@
+"""GradExplorer: the session object a user holds — run, toggle hooks, switch device, keep history."""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from .capture import Capture, capture
+from .devices import available_devices, resolve_device
+from .errors import GradExplorerError
+from .graph import GradGraph
+from .hooks import DEFAULT_KIND, HookEvent, HookManager
+from .modifiers import Modifier
+from .report import GradReport
+from .stats import Thresholds
+
+
+class GradExplorer:
+    """Explore the gradients of `model` on `sample_input` without changing the model.
+
+    Example:
+        >>> from gradviz_widgets.examples import dead_branch_example
+        >>> net, x, y = dead_branch_example()
+        >>> ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
+        >>> ex.run().param_status["gate.weight"]
+        'zero'
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        sample_input: Any,
+        *,
+        loss_fn: Callable[..., torch.Tensor] | None = None,
+        target: Any = None,
+        device: str | torch.device | None = None,
+        seed: int | None = 0,
+        thresholds: Thresholds | None = None,
+        track_flow: bool = True,
+        keep_tensors: bool = False,
+        history: int = 20,
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        self._model_ref = weakref.ref(model)
+        self.sample_input = sample_input
+        self.loss_fn = loss_fn
+        self.target = target
+        self.device = None if device is None else str(resolve_device(device, model))
+        self.seed = seed
+        self.thresholds = thresholds or Thresholds()
+        self.track_flow = track_flow
+        self._hooks = HookManager(model, keep_tensors=keep_tensors)
+        self._last: Capture | None = None
+        self.history: list[GradReport] = []
+        self._history_len = history
+        self.closed = False
+
+    # ---- running ---------------------------------------------------------------------------
+    @property
+    def model(self) -> nn.Module:
+        model = self._model_ref()
+        if model is None:
+            raise GradExplorerError("the model was garbage-collected; create a new GradExplorer")
+        return model
+
+    def run(self, device: str | torch.device | None = None) -> GradReport:
+        """One forward + backward with the hooks that are on; returns (and keeps) the report.
+
+        `device` switches the device for this and later runs ("cpu", "cuda", "cuda:1", "mps").
+        """
+        self._check_open()
+        if device is not None:
+            self.device = str(resolve_device(device, self.model))
+        baseline = self._capture(with_hooks=False) if self._hooks.modifiers else None
+        try:
+            result = self._capture(with_hooks=True)
+        except GradExplorerError as e:
+            if not self._hooks.can_fall_back(e):
+                raise
+            self._hooks.fall_back()
+            result = self._capture(with_hooks=True)
+        if baseline is not None:
+            result = dataclasses.replace(result, report=_mark_modified(
+                result.report, baseline.report, self._hooks.modifiers))
+        self._last = result
+        self.history.append(result.report)
+        del self.history[: -self._history_len]
+        return result.report
+
+    def _capture(self, with_hooks: bool) -> Capture:
+        return capture(
+            self.model, self.sample_input, loss_fn=self.loss_fn, target=self.target,
+            device=self.device, seed=self.seed, thresholds=self.thresholds,
+            track_flow=self.track_flow, hooks=self._hooks if with_hooks else None)
+
+    @property
+    def report(self) -> GradReport:
+        """The newest run's report (runs once if nothing ran yet)."""
+        if self._last is None:
+            self.run()
+        return self._last.report  # type: ignore[union-attr]
+
+    @property
+    def graph(self) -> GradGraph:
+        """The newest run's backward graph (runs once if nothing ran yet)."""
+        if self._last is None:
+            self.run()
+        return self._last.graph  # type: ignore[union-attr]
+
+    @staticmethod
+    def available_devices() -> list[str]:
+        return available_devices()
+
+    # ---- hooks -------------------------------------------------------------------------------
+    def toggle_hook(self, target: str, kind: str | None = None) -> bool:
+        """Flip a hook on a module path (kind: forward_pre | forward | backward, default backward)
+        or a graph node id (kind: tensor). Returns whether it is on now."""
+        self._check_open()
+        return self._hooks.toggle(target, kind or _default_kind(target))
+
+    def set_hook(self, target: str, kind: str | None = None, on: bool = True) -> bool:
+        """Turn a hook on or off explicitly."""
+        self._check_open()
+        return self._hooks.set(target, kind or _default_kind(target), on)
+
+    def set_modifier(
+        self,
+        target: str,
+        *,
+        clip_norm: float | None = None,
+        clip_value: float | None = None,
+        scale: float | None = None,
+    ) -> None:
+        """Modify the gradient flowing back through `target` in explorer runs (one of the three);
+        call with none of them to remove it. The report marks the gradients this changed."""
+        given = {k: v for k, v in
+                 {"clip_norm": clip_norm, "clip_value": clip_value, "scale": scale}.items()
+                 if v is not None}
+        if len(given) > 1:
+            raise GradExplorerError(f"give one modifier at a time, got {sorted(given)}")
+        try:
+            modifier = Modifier(*next(iter(given.items()))) if given else None
+        except ValueError as e:
+            raise GradExplorerError(str(e)) from e
+        self._hooks.set_modifier(target, modifier)
+
+    def clear_hooks(self) -> None:
+        """Turn every hook and modifier off."""
+        self._hooks.clear()
+
+    @property
+    def hooks(self) -> list[tuple[str, str]]:
+        """(target, kind) for each hook that is on."""
+        return self._hooks.active
+
+    @property
+    def modifiers(self) -> dict[str, str]:
+        """target -> description of the modifier on it."""
+        return {t: m.describe() for t, m in self._hooks.modifiers.items()}
+
+    @property
+    def events(self) -> list[HookEvent]:
+        """What the hooks saw in the newest run, one record per firing."""
+        return list(self._hooks.events)
+
+    @property
+    def hook_mechanisms(self) -> dict[str, str]:
+        """target -> how its backward hook is implemented (full backward hook or the fallback)."""
+        return {t: ("tensor hooks (fallback)" if t in self._hooks.fallback else "full backward hook")
+                for t, k in self._hooks.active if k == "backward"}
+
+    @property
+    def hook_seconds(self) -> float:
+        """Wall time spent inside our hooks in the newest run (compare with report.duration_s)."""
+        return self._hooks.hook_seconds
+
+    # ---- lifetime ------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Turn everything off and drop the results. Hooks exist only during runs, so nothing of
+        ours remains on the model afterwards."""
+        self._hooks.clear()
+        self._hooks.events = []
+        self._last = None
+        self.history.clear()
+        self.closed = True
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise GradExplorerError("this explorer was closed; create a new GradExplorer")
+
+    def __enter__(self) -> GradExplorer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def show(self, **options: Any) -> Any:
+        """The notebook widget: graph and gradient-norm chart side by side."""
+        from .widget import ExplorerWidget  # the analysis never imports widget code
+
+        return ExplorerWidget(self, **options)
+
+    def __repr__(self) -> str:
+        model = self._model_ref()
+        name = type(model).__name__ if model is not None else "<collected>"
+        return f"GradExplorer({name}, device={self.device or 'model device'}, hooks={len(self.hooks)})"
+
+
+def _default_kind(target: str) -> str:
+    return "tensor" if "#" in target else DEFAULT_KIND
+
+
+def _mark_modified(report: GradReport, baseline: GradReport, modifiers: dict) -> GradReport:
+    """Flag every parameter whose gradient differs from an unmodified run, with its old norm."""
+    what = "; ".join(f"{m.describe()} at {t or 'root'}" for t, m in modifiers.items())
+    before = baseline.param_norms
+    params = tuple(
+        dataclasses.replace(p, modified_by=what, norm_before=before.get(p.name))
+        if p.norm != before.get(p.name) else p
+        for p in report.params)
+    changed = sum(p.modified_by is not None for p in params)
+    note = f"{changed} parameter gradients changed by modifiers ({what})"
+    return dataclasses.replace(report, params=params, findings=(*report.findings, note))
