@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -113,6 +114,13 @@ class GradExplorer:
             self.run()
         return self._last.graph  # type: ignore[union-attr]
 
+    @property
+    def model_device(self) -> torch.device:
+        """Where the model's parameters live (runs go there unless a device is chosen)."""
+        from .devices import model_device
+
+        return model_device(self.model)
+
     @staticmethod
     def available_devices() -> list[str]:
         return available_devices()
@@ -180,6 +188,32 @@ class GradExplorer:
         """Wall time spent inside our hooks in the newest run (compare with report.duration_s)."""
         return self._hooks.hook_seconds
 
+    # ---- export -------------------------------------------------------------------------------
+    def to_dot(self, depth: int | None = None, **options: Any) -> str:
+        """DOT text of the newest graph, folded to `depth` module levels (None: everything)."""
+        from .render import to_dot
+
+        graph = self.graph if depth is None else self.graph.view(depth)
+        return to_dot(graph, **options)
+
+    def export_svg(self, path: str | Path, depth: int | None = None) -> Path:
+        """Write the graph as SVG with the system `dot` (the widget's button needs no binary)."""
+        from .render import svg_with_dot
+
+        return _write(path, svg_with_dot(self.to_dot(depth)))
+
+    def export_csv(self, path: str | Path) -> Path:
+        """Write the per-parameter norms table as CSV."""
+        from .export import report_csv
+
+        return _write(path, report_csv(self.report))
+
+    def export_json(self, path: str | Path) -> Path:
+        """Write the report and the graph (nodes, edges, norms, statuses) as JSON."""
+        from .export import report_json
+
+        return _write(path, report_json(self.report, self.graph))
+
     # ---- lifetime ------------------------------------------------------------------------------
     def close(self) -> None:
         """Turn everything off and drop the results. Hooks exist only during runs, so nothing of
@@ -210,6 +244,13 @@ class GradExplorer:
         model = self._model_ref()
         name = type(model).__name__ if model is not None else "<collected>"
         return f"GradExplorer({name}, device={self.device or 'model device'}, hooks={len(self.hooks)})"
+
+
+def _write(path: str | Path, text: str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def _default_kind(target: str) -> str:

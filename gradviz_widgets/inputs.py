@@ -129,10 +129,10 @@ def make_loss(
             )
         name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
         how = f"{name}(output{', target' if target is not None else ''})"
-        return _require_grad(loss.reshape(()), how, output), how
+        return _require_grad(_as_scalar(loss), how, output), how
     tensors = output_tensors(output)
     if len(tensors) == 1 and tensors[0][1].numel() == 1 and tensors[0][1].is_floating_point():
-        return _require_grad(tensors[0][1].reshape(()), "the model's scalar output", output), (
+        return _require_grad(_as_scalar(tensors[0][1]), "the model's scalar output", output), (
             "the model's scalar output"
         )
     usable = [(n, t) for n, t in tensors if t.is_floating_point() and t.requires_grad]
@@ -143,6 +143,11 @@ def make_loss(
         loss = loss + t.sum().to(loss.dtype)
     how = " + ".join(f"sum of {n}" for n, _ in usable)
     return loss, how
+
+
+def _as_scalar(t: torch.Tensor) -> torch.Tensor:
+    """`t` as a 0-d tensor; a 0-d tensor is returned as is, so the graph gains no view node."""
+    return t if t.dim() == 0 else t.reshape(())
 
 
 def _require_grad(loss: torch.Tensor | None, how: str, output: Any) -> torch.Tensor:
