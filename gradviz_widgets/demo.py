@@ -1,0 +1,105 @@
+"""`python -m gradviz_widgets.demo OUT_DIR`: the explorer on the dead-branch demo model, headless.
+
+Writes OUT_DIR/graph.svg, grad_norms.csv, grad_report.json and index.html (a standalone page:
+the graph, the Plotly chart with plotly.js inlined, and the findings; opens offline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from torch import nn
+
+from .chart import figure_dict
+from .errors import GradExplorerError
+from .examples import dead_branch_example
+from .explorer import GradExplorer
+from .render import legend, svg_with_dot, to_dot
+
+_JS_DIR = Path(__file__).resolve().parent.parent / "js"
+
+
+def layout_svg(dot: str) -> str:
+    """SVG from DOT: the system `dot` when installed, else WASM Graphviz under Node.js."""
+    if shutil.which("dot"):
+        return svg_with_dot(dot)
+    viz = _JS_DIR / "node_modules" / "@viz-js" / "viz"
+    if shutil.which("node") and viz.exists():
+        script = ("import {instance} from '@viz-js/viz';let s='';process.stdin.on('data',d=>s+=d);"
+                  "process.stdin.on('end',async()=>{process.stdout.write((await instance())"
+                  ".renderString(s,{format:'svg'}));});")
+        done = subprocess.run(["node", "--input-type=module", "-e", script], input=dot.encode(),
+                              capture_output=True, cwd=_JS_DIR, timeout=120, check=False)
+        if done.returncode == 0:
+            return done.stdout.decode()
+    raise GradExplorerError("no Graphviz layout available: install graphviz (`dot`) or run "
+                            "`npm ci` in js/ so WASM Graphviz can run under Node.js")
+
+
+def write_demo(out_dir: str | Path) -> dict[str, Path]:
+    """Run the explorer on the dead-branch network and write the files; returns their paths.
+
+    Example:
+        >>> paths = write_demo("out")      # doctest: +SKIP
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    net, x, y = dead_branch_example()
+    ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
+    ex.toggle_hook("gate")
+    report = ex.run()
+    svg = layout_svg(to_dot(ex.graph, title="DeadBranchNet: backward graph by module"))
+    paths = {
+        "svg": out / "graph.svg",
+        "csv": ex.export_csv(out / "grad_norms.csv"),
+        "json": ex.export_json(out / "grad_report.json"),
+        "html": out / "index.html",
+    }
+    paths["svg"].write_text(svg, encoding="utf-8")
+    paths["html"].write_text(_page(svg, figure_dict(report), report.findings, report.summary()),
+                             encoding="utf-8")
+    ex.close()
+    return paths
+
+
+def _page(svg: str, fig: dict, findings: tuple[str, ...], summary: str) -> str:
+    import plotly.offline
+
+    chart = plotly.offline.plot(fig, output_type="div", include_plotlyjs=True)
+    svg_body = svg[svg.find("<svg"):]
+    keys = "".join(f'<span style="border:2px {e["dash"]} {e["color"]};background:{e["fill"]};'
+                   f'padding:1px 6px;margin-right:6px">{html.escape(e["label"])}</span>'
+                   for e in legend())
+    items = "".join(f"<li>{html.escape(f)}</li>" for f in findings) or "<li>all healthy</li>"
+    return ("<!doctype html><meta charset='utf-8'><title>gradviz_widgets demo</title>"
+            "<body style='font-family:Helvetica,Arial,sans-serif;margin:16px'>"
+            f"<h2>gradviz_widgets — DeadBranchNet</h2><p>{html.escape(summary)}</p><ul>{items}</ul>"
+            f"<p>{keys}</p><div style='display:flex;gap:16px;align-items:flex-start'>"
+            f"<div style='flex:3;overflow:auto;max-height:90vh'>{svg_body}</div>"
+            f"<div style='flex:2'>{chart}</div></div>"
+            f"<script type='application/json' id='findings'>{json.dumps(list(findings))}</script>"
+            "</body>")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("out_dir", nargs="?", default="out", help="folder to write into")
+    args = parser.parse_args(argv)
+    try:
+        paths = write_demo(args.out_dir)
+    except GradExplorerError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for kind, path in paths.items():
+        print(f"{kind:5} {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
