@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,7 @@ class GradExplorer:
     ) -> None:
         if not isinstance(model, nn.Module):
             raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        self._model_ref = weakref.ref(model)
+        self._model: nn.Module | None = model
         self.sample_input = sample_input
         self.loss_fn = loss_fn
         self.target = target
@@ -65,10 +64,9 @@ class GradExplorer:
     # ---- running ---------------------------------------------------------------------------
     @property
     def model(self) -> nn.Module:
-        model = self._model_ref()
-        if model is None:
-            raise GradExplorerError("the model was garbage-collected; create a new GradExplorer")
-        return model
+        if self._model is None:
+            raise GradExplorerError("this explorer was closed; create a new GradExplorer")
+        return self._model
 
     def run(self, device: str | torch.device | None = None) -> GradReport:
         """One forward + backward with the hooks that are on; returns (and keeps) the report.
@@ -222,6 +220,7 @@ class GradExplorer:
         self._hooks.events = []
         self._last = None
         self.history.clear()
+        self._model = None  # the explorer no longer keeps the model alive
         self.closed = True
 
     def _check_open(self) -> None:
@@ -241,8 +240,7 @@ class GradExplorer:
         return ExplorerWidget(self, **options)
 
     def __repr__(self) -> str:
-        model = self._model_ref()
-        name = type(model).__name__ if model is not None else "<collected>"
+        name = type(self._model).__name__ if self._model is not None else "<closed>"
         return f"GradExplorer({name}, device={self.device or 'model device'}, hooks={len(self.hooks)})"
 
 

@@ -1,0 +1,75 @@
+"""DOT output: deterministic, clustered by module, styled by status, safe for WASM Graphviz."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+import torch
+
+from gradviz_widgets import GradExplorer
+from gradviz_widgets.examples import UnrolledLSTM, resnet18
+from gradviz_widgets.render import STATUS_STYLE, format_norm, legend, svg_with_dot, to_dot
+
+
+def test_dead_branch_dot_snapshot(dead_explorer, snapshot):
+    snapshot("dead_branch.dot", to_dot(dead_explorer.graph, hooked={"gate/AddmmBackward0#0"}))
+
+
+def test_dead_branch_folded_snapshot(dead_explorer, snapshot):
+    snapshot("dead_branch_depth0.dot", to_dot(dead_explorer.graph.view(0)))
+
+
+def test_dot_is_identical_across_runs(dead_explorer):
+    first = to_dot(dead_explorer.graph)
+    dead_explorer.run()
+    assert to_dot(dead_explorer.graph) == first
+
+
+def test_clusters_statuses_and_params_named(dead_explorer):
+    dot = to_dot(dead_explorer.graph)
+    for module in ("main1", "gate", "dead", "main2", "loss"):
+        assert f'subgraph "cluster_{module}"' in dot
+    assert '"param:gate.weight"' in dot and "gate.weight\\n(4, 4)" in dot
+    # the dead gate's nodes are drawn in the "zero" style, the live path in the healthy one
+    zero_fill, healthy_fill = STATUS_STYLE["zero"][0], STATUS_STYLE["healthy"][0]
+    gate_line = next(line for line in dot.splitlines() if line.strip().startswith('"gate/AddmmBackward0#0"'))
+    main_line = next(line for line in dot.splitlines() if line.strip().startswith('"main1/AddmmBackward0#0"'))
+    assert zero_fill in gate_line and "dotted" in gate_line
+    assert healthy_fill in main_line
+
+
+def test_no_label_starts_with_newline(dead_explorer):
+    # a leading newline in a label crashes WASM Graphviz (torchviz's loss node does that)
+    labels = re.findall(r'label="((?:[^"\\]|\\.)*)"', to_dot(dead_explorer.graph))
+    assert labels and not any(lab.startswith("\\n") for lab in labels)
+
+
+def test_statuses_look_different():
+    styles = {(fill, border, style) for fill, border, style, _ in STATUS_STYLE.values()}
+    assert len(styles) == len(STATUS_STYLE) == 6
+    assert [e["status"] for e in legend()] == list(STATUS_STYLE)
+
+
+def test_format_norm_keeps_findings_apart():
+    assert [format_norm(v) for v in (None, 0.0, 1e-30, float("nan"), float("inf"), 0.279)] == [
+        "None", "0.0", "1e-30", "NaN", "Inf", "0.279"]
+
+
+def test_reused_module_folds_per_call():
+    model = UnrolledLSTM(3, 4, steps=5)
+    ex = GradExplorer(model, torch.randn(2, 5, 3))
+    dot = to_dot(ex.graph.view(0))
+    calls = re.findall(r'"module:cell@(\d+)"', dot)
+    assert sorted(set(int(c) for c in calls)) == list(range(5))
+    assert '"module:cell@params"' in dot
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="system Graphviz not installed")
+def test_resnet_dot_lays_out_with_system_dot():
+    ex = GradExplorer(resnet18(width=8), torch.randn(2, 3, 32, 32))
+    view = ex.graph.view(ex.graph.auto_depth())
+    svg = svg_with_dot(to_dot(view))
+    drawn = [n for n in view.nodes if n.kind != "accumulate"]  # merged into their parameters
+    assert svg.count('class="node"') == len(drawn) > 20
