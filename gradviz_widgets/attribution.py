@@ -76,6 +76,9 @@ class ScopeTracker(TorchFunctionMode):
         path = self.paths.get(id(module))
         if path is None or module is self.root:
             return
+        # Inputs were made outside this call: nodes no op claimed yet (outputs of custom autograd
+        # Functions, which bypass __torch_function__) belong to the caller, not to this module.
+        self.claim(args)
         call = self.calls[path]
         self.calls[path] += 1
         self.grad_enabled.setdefault(path, []).append(torch.is_grad_enabled())

@@ -1,10 +1,13 @@
 """One forward + backward of the user's model that leaves the model exactly as it was.
 
-The model runs through `torch.func.functional_call` on detached aliases of its parameters (copies
-when another device is asked for) and on copies of its buffers, so `.grad`, BatchNorm running
-stats, `requires_grad` and the device of the real tensors are never touched; gradients come from
-`torch.autograd.grad`, not `.backward()`; the global RNG is forked and re-seeded per run, so runs
-with dropout are reproducible and the user's RNG stream is unchanged.
+Detached aliases of the parameters (copies when another device is asked for) and copies of the
+buffers are swapped into the model, as `torch.func.functional_call` does, for the whole forward
+*and* backward (activation checkpointing re-runs forward during backward; that re-run must use
+them too), so `.grad`, BatchNorm running stats, `requires_grad` and the device of the real
+tensors are never touched. Gradients come from `torch.autograd.grad`, not `.backward()` (except
+under reentrant checkpointing, which refuses `.grad()`: there `.backward()` fills the `.grad` of
+the stand-ins). The global RNG is forked and re-seeded per run, so runs with dropout are
+reproducible and the user's RNG stream is unchanged.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any, Protocol
 
 import torch
 from torch import nn
-from torch.func import functional_call
+from torch.nn.utils.stateless import _reparametrize_module
 
 from . import diagnose
 from .attribution import LOSS_SCOPE, ScopeTracker
@@ -84,9 +87,10 @@ def capture(
     raw: RawGraph | None = None
     hook_ctx = hooks.attached(model, batch) if hooks else contextlib.nullcontext()
     try:
-        with _forked_rng(run_device, seed), hook_ctx:
+        with _forked_rng(run_device, seed), hook_ctx, _stand_ins(model, params, buffers):
             with tracker.tracking():
-                output = _forward(model, params, buffers, prepared)
+                output = _forward(model, prepared)
+                tracker.claim(output)  # a custom Function's output at the root is the root's
                 tracker.in_loss = True
                 loss, how = make_loss(output, loss_fn, target_here)
             del output
@@ -100,7 +104,8 @@ def capture(
             in_graph = {id(t) for _, t in wanted}
             wanted += [(f"param:{n}", p) for n, p in params.items()
                        if p.requires_grad and id(p) not in in_graph]
-            grads = _backward(loss, [t for _, t in wanted])
+            reentrant = any(n.op == _REENTRANT_CHECKPOINT for n in raw.nodes.values())
+            grads = _backward(loss, [t for _, t in wanted], reentrant)
             loss_slot = batch.add_scalar(loss)
             del loss
         leaf_slots = batch.add([g for g in grads if g is not None])
@@ -159,10 +164,20 @@ def _forked_rng(device: torch.device, seed: int | None) -> Iterator[None]:
         yield
 
 
-def _forward(model: nn.Module, params: dict, buffers: dict, call: CallArgs) -> Any:
+@contextlib.contextmanager
+def _stand_ins(model: nn.Module, params: dict, buffers: dict) -> Iterator[None]:
+    """Swap the stand-ins into the model until backward is over (the originals come back on exit).
+
+    Not `functional_call` around forward alone: torch.utils.checkpoint re-runs forward during
+    backward, which would then use (and, for BatchNorm, update) the model's own tensors.
+    """
+    with _reparametrize_module(model, {**params, **buffers}, tie_weights=True, strict=False):
+        yield
+
+
+def _forward(model: nn.Module, call: CallArgs) -> Any:
     try:
-        return functional_call(model, {**params, **buffers}, call.args, call.kwargs,
-                               tie_weights=True, strict=False)
+        return model(*call.args, **call.kwargs)
     except GradExplorerError:
         raise
     except Exception as e:
@@ -174,10 +189,15 @@ def _forward(model: nn.Module, params: dict, buffers: dict, call: CallArgs) -> A
         ) from e
 
 
-def _backward(loss: torch.Tensor, wanted: list[torch.Tensor]) -> tuple:
+_REENTRANT_CHECKPOINT = "CheckpointFunctionBackward"  # torch.utils.checkpoint(use_reentrant=True)
+
+
+def _backward(loss: torch.Tensor, wanted: list[torch.Tensor], reentrant: bool = False) -> tuple:
     if not wanted:
         return ()
     try:
+        if reentrant:
+            return _grads_by_backward(loss, wanted)
         return torch.autograd.grad(loss, wanted, allow_unused=True)
     except GradExplorerError:
         raise
@@ -186,6 +206,20 @@ def _backward(loss: torch.Tensor, wanted: list[torch.Tensor]) -> tuple:
             f"Backward failed: {e}\nIf it names an in-place operation, the model modifies a "
             "tensor that autograd saved (use the out-of-place op). The model was not changed."
         ) from e
+
+
+def _grads_by_backward(loss: torch.Tensor, wanted: list[torch.Tensor]) -> tuple:
+    """`.backward()` for graphs that refuse `.grad()` (reentrant checkpoint). Parameters and inputs
+    are our stand-ins; any other leaf gets its own `.grad` object back afterwards."""
+    saved = [t.grad for t in wanted]
+    try:
+        for t in wanted:
+            t.grad = None
+        loss.backward()
+        return tuple(t.grad for t in wanted)
+    finally:
+        for t, g in zip(wanted, saved):
+            t.grad = g
 
 
 def _freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds) -> GradGraph:
@@ -264,8 +298,8 @@ def _report(model, params, graph, leaf_pairs, loss_value, how, thresholds, devic
         prefix = f"{path}." if path else ""
         module_norms[path] = combine_norms([n for k, n in norms_by_name.items() if k.startswith(prefix)])
     inputs = {n.id.split(":", 1)[1]: n.grad_norm for n in graph.nodes if n.kind == "input"}
-    nan_at = diagnose.nonfinite_origin(graph)
     loss_value = float(loss_value)
+    nan_at = diagnose.nonfinite_origin(graph, loss_value)
     return GradReport(
         loss=loss_value, loss_description=how, params=tuple(records), module_norms=module_norms,
         thresholds=thresholds, device=str(device), duration_s=duration, nonfinite_origin=nan_at,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 
@@ -57,10 +58,11 @@ def zero_origin(graph: GradGraph, leaf_id: str) -> str | None:
     return None
 
 
-def nonfinite_origin(graph: GradGraph) -> str | None:
+def nonfinite_origin(graph: GradGraph, loss: float | None = None) -> str | None:
     """The first node in backward order whose outgoing gradient is NaN/Inf while its incoming
-    gradient was finite; "output" when the loss itself is not finite."""
-    if graph.node("output").status == "nonfinite":
+    gradient was finite; "output" when the loss itself is not finite (the NaN/Inf came from the
+    forward pass, so no backward node is to blame)."""
+    if (loss is not None and not math.isfinite(loss)) or graph.node("output").status == "nonfinite":
         return "output"
     outgoing: dict[str, list[str]] = {}
     for e in graph.edges:

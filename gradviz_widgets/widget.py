@@ -25,6 +25,9 @@ from .render import format_norm, legend, to_dot
 from .stats import Thresholds
 
 
+CHART_WIDTH = 520
+
+
 class ExplorerWidget(W.VBox):
     """What `GradExplorer.show()` returns.
 
@@ -59,17 +62,18 @@ class ExplorerWidget(W.VBox):
 
         self.pane = GraphPane(height=height)
         self.chart = go.FigureWidget()
-        self.chart.layout.height = 460
+        self.chart.layout.update(height=460, width=CHART_WIDTH, autosize=False)
         self.readout = W.HTML(readout_html([], None, {}))
-        self.status = W.HTML()
         self._build_toolbar(hook_kind, chart_mode)
         self.pane.on_node_click(self.click_node)
         self.pane.on_toggle_scope(self.toggle_scope)
         self.pane.on_layout_error(self._layout_failed)
-        body = W.HBox([W.Box([self.pane], layout=W.Layout(flex="3 1 0", min_width="320px")),
-                       W.Box([self.chart], layout=W.Layout(flex="2 1 0", min_width="300px"))],
-                      layout=W.Layout(width="100%"))
-        super().__init__([self.toolbar, self.status, body, self.readout])
+        # the chart has a fixed width (plotly cannot size itself from a flex box that has no
+        # width yet at first draw); the graph takes the rest; narrow outputs wrap
+        body = W.HBox([W.Box([self.pane], layout=W.Layout(flex="1 1 420px", min_width="360px")),
+                       W.Box([self.chart], layout=W.Layout(flex="0 0 auto"))],
+                      layout=W.Layout(width="100%", flex_flow="row wrap"))
+        super().__init__([self.toolbar, body, self.readout])
         self.rerun()
 
     # ---- toolbar -----------------------------------------------------------------------------
@@ -88,9 +92,9 @@ class ExplorerWidget(W.VBox):
                                        layout=W.Layout(width="190px"))
         self.modifier_value = W.FloatText(value=1.0, layout=W.Layout(width="70px"))
         self.apply_modifier = W.Button(description="apply to selected",
-                                       layout=W.Layout(width="130px"))
+                                       layout=W.Layout(width="150px"))
         self.clear_button = W.Button(description="clear hooks", icon="eraser",
-                                     layout=W.Layout(width="110px"))
+                                     layout=W.Layout(width="130px"))
         self.mode_box = W.ToggleButtons(options=[("per parameter", "param"), ("per module", "module")],
                                         value=chart_mode, style={"button_width": "95px"})
         th = ex.thresholds
@@ -100,7 +104,8 @@ class ExplorerWidget(W.VBox):
                                          layout=W.Layout(width="180px"))
         self.depth_box = W.Dropdown(options=self._depth_options(), value=self._depth_value(),
                                     description="fold at", layout=W.Layout(width="150px"))
-        self.export_buttons = [W.Button(description=f"export {k}", layout=W.Layout(width="95px"))
+        self.export_buttons = [W.Button(description=k, icon="download", tooltip=f"export {k}",
+                                        layout=W.Layout(width="90px"))
                                for k in ("SVG", "CSV", "JSON")]
         self.loss_label = W.HTML()
         self.run_button.on_click(lambda _: self.rerun())
@@ -302,6 +307,7 @@ class ExplorerWidget(W.VBox):
                 for trace, new in zip(self.chart.data, fig["data"]):
                     trace.update(new, overwrite=True)
             self.chart.layout.update(fig["layout"], overwrite=True)
+            self.chart.layout.update(width=CHART_WIDTH, autosize=False)
 
     def _update_readout(self) -> None:
         target = self.selected if self.kind_box.value == "tensor" else self.selected_module
@@ -363,10 +369,6 @@ class ExplorerWidget(W.VBox):
 
     def _set_status(self, text: str, level: str) -> None:
         self.pane.set_status(text, level)
-        color = {"error": "#d55e00", "warning": "#8a5a00", "busy": "#0072b2"}.get(level, "#333")
-        import html
-
-        self.status.value = f'<div style="color:{color};white-space:pre-wrap">{html.escape(text)}</div>'
 
     def _fail(self, message: str) -> None:
         self.last_error = message

@@ -4,9 +4,9 @@
  * never freezes the notebook, and a runaway layout can be stopped after a
  * timeout) and falls back to laying out on the main thread when workers are
  * unavailable. The worker's code is the layout_worker.js bundle, inlined by
- * build.mjs as a string, so Graphviz is shipped only once.
+ * build.mjs as gzip+base64 text, so Graphviz is shipped only once and small.
  */
-import workerSource from "gvw:layout-worker-source";
+import workerSourceGzipB64 from "gvw:layout-worker-source";
 
 /** @typedef {{svg: string, ms: number, retried: boolean, warnings: string[], engine: string}} ClientResult */
 
@@ -20,6 +20,23 @@ export class LayoutClientError extends Error {
   }
 }
 
+/** @type {Promise<string> | null} */
+let sourcePromise = null;
+
+/** The layout worker's JavaScript source (decompressed once). @returns {Promise<string>} */
+export function workerSource() {
+  if (!sourcePromise) {
+    sourcePromise = (async () => {
+      const bin = atob(workerSourceGzipB64);
+      const bytes = new Uint8Array(bin.length);
+      for (let i = 0; i < bin.length; i += 1) bytes[i] = bin.charCodeAt(i);
+      const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+      return await new Response(stream).text();
+    })();
+  }
+  return sourcePromise;
+}
+
 /** @type {Promise<any> | null} */
 let inlineModule = null;
 
@@ -27,8 +44,9 @@ let inlineModule = null;
 export function importInlineModule() {
   if (!inlineModule) {
     inlineModule = (async () => {
+      const source = await workerSource();
       try {
-        const url = URL.createObjectURL(new Blob([workerSource], { type: "text/javascript" }));
+        const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
         try {
           return await import(/* @vite-ignore */ url);
         } finally {
@@ -36,8 +54,8 @@ export function importInlineModule() {
         }
       } catch {
         const b64 = typeof Buffer !== "undefined"
-          ? Buffer.from(workerSource, "utf8").toString("base64")
-          : btoa(unescape(encodeURIComponent(workerSource)));
+          ? Buffer.from(source, "utf8").toString("base64")
+          : btoa(unescape(encodeURIComponent(source)));
         return await import(/* @vite-ignore */ `data:text/javascript;base64,${b64}`);
       }
     })();
@@ -82,10 +100,16 @@ export class LayoutClient {
   }
 
   /** @param {string} dot @returns {Promise<ClientResult>} */
-  layoutInWorker(dot) {
+  async layoutInWorker(dot) {
+    const source = await workerSource();
+    this.cancel(); // a newer call may have started while decompressing
     if (!this.worker) {
-      this.workerUrl = URL.createObjectURL(new Blob([workerSource], { type: "text/javascript" }));
-      this.worker = new Worker(this.workerUrl, { type: "module", name: "gradviz-layout" });
+      try {
+        this.workerUrl = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
+        this.worker = new Worker(this.workerUrl, { type: "module", name: "gradviz-layout" });
+      } catch (err) {
+        throw new WorkerUnavailable(String(err));
+      }
     }
     const worker = this.worker;
     const id = this.nextId++;

@@ -10,6 +10,7 @@
 const MIN_ZOOM = 0.02;
 const MAX_ZOOM = 50;
 const DRAG_THRESHOLD_PX = 4;
+const MAX_FIT_SCALE = 1.5; // screen px per Graphviz point when fitting a small graph
 
 export class PanZoom {
   /** @param {HTMLElement} viewport */
@@ -56,10 +57,19 @@ export class PanZoom {
     else this.fit();
   }
 
-  /** Show the whole graph. */
+  /** Show the whole graph (small graphs are not blown up beyond MAX_FIT_SCALE). */
   fit() {
     const pad = Math.max(this.base.w, this.base.h) * 0.02;
-    this.box = { x: this.base.x - pad, y: this.base.y - pad, w: this.base.w + 2 * pad, h: this.base.h + 2 * pad };
+    let w = this.base.w + 2 * pad;
+    let h = this.base.h + 2 * pad;
+    const r = this.viewport.getBoundingClientRect();
+    if (r.width > 0 && r.height > 0 && Math.min(r.width / w, r.height / h) > MAX_FIT_SCALE) {
+      w = r.width / MAX_FIT_SCALE;
+      h = r.height / MAX_FIT_SCALE;
+    }
+    const cx = this.base.x + this.base.w / 2;
+    const cy = this.base.y + this.base.h / 2;
+    this.box = { x: cx - w / 2, y: cy - h / 2, w, h };
     this.apply();
   }
 
@@ -142,6 +152,8 @@ export class PanZoom {
   /** @param {PointerEvent} ev */
   onPointerDown(ev) {
     if (!this.svg || ev.button !== 0) return;
+    const r = this.viewport.getBoundingClientRect();
+    if (ev.clientX > r.right - 18 && ev.clientY > r.bottom - 18) return; // the resize grip
     this.justDragged = false;
     this.drag = { x: ev.clientX, y: ev.clientY, box: { ...this.box }, id: ev.pointerId, dragging: false };
   }

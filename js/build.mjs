@@ -1,0 +1,37 @@
+// Bundle the GraphPane front end into ../gradviz_widgets/static/graph_pane.js (one ES module).
+// Step 1 bundles layout_worker.js (Graphviz WASM inlined) to a string; step 2 bundles
+// widget.js with that string, gzipped and base64-encoded (JSON-safe, ~0.6 MB instead of
+// ~3 MB once escaped into the widget's _esm trait), as the module "gvw:layout-worker-source".
+// The page decompresses it and starts a Web Worker from it (or, as a fallback, imports
+// it on the main thread).
+// Usage: node build.mjs [--dev]   (--dev: no minification)
+import { mkdir, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
+import * as esbuild from "esbuild";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const outfile = join(here, "..", "gradviz_widgets", "static", "graph_pane.js");
+const minify = !process.argv.includes("--dev");
+const common = { bundle: true, format: "esm", platform: "browser", target: "es2020", minify, charset: "utf8", legalComments: "inline", logLevel: "warning" };
+
+const t0 = performance.now();
+const worker = await esbuild.build({ ...common, entryPoints: [join(here, "layout_worker.js")], write: false });
+const workerSource = worker.outputFiles[0].text;
+const workerGzipB64 = gzipSync(worker.outputFiles[0].contents, { level: 9 }).toString("base64");
+
+/** @type {import("esbuild").Plugin} */
+const workerSourcePlugin = {
+  name: "layout-worker-source",
+  setup(build) {
+    build.onResolve({ filter: /^gvw:layout-worker-source$/ }, (args) => ({ path: args.path, namespace: "gvw" }));
+    build.onLoad({ filter: /.*/, namespace: "gvw" }, () => ({ contents: `export default ${JSON.stringify(workerGzipB64)};`, loader: "js" }));
+  },
+};
+
+const main = await esbuild.build({ ...common, charset: "ascii", entryPoints: [join(here, "widget.js")], plugins: [workerSourcePlugin], write: false });
+await mkdir(dirname(outfile), { recursive: true });
+await writeFile(outfile, main.outputFiles[0].contents);
+const kb = (n) => `${(n / 1024).toFixed(0)} KiB`;
+console.log(`built ${outfile} (${kb(main.outputFiles[0].contents.length)}; worker ${kb(workerSource.length)}, gzipped ${kb(workerGzipB64.length * 0.75)}) in ${(performance.now() - t0).toFixed(0)} ms`);

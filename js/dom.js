@@ -1,0 +1,58 @@
+// @ts-check
+/** Builds the pane's DOM skeleton: toolbar, status line, legend, graph viewport. */
+
+/**
+ * @param {string} tag @param {string} cls @param {Record<string, string>} [attrs] @param {string} [text]
+ * @returns {HTMLElement}
+ */
+function make(tag, cls, attrs = {}, text = "") {
+  const el = document.createElement(tag);
+  el.className = cls;
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+  if (text) el.textContent = text;
+  return el;
+}
+
+/**
+ * @typedef {{root: HTMLElement, zoomIn: HTMLElement, zoomOut: HTMLElement, fit: HTMLElement,
+ *   search: HTMLInputElement, count: HTMLElement, download: HTMLElement, status: HTMLElement,
+ *   legend: HTMLElement, viewport: HTMLElement}} PaneParts
+ */
+
+/** @returns {PaneParts} */
+export function buildPane() {
+  const root = make("div", "gvw-pane");
+  const bar = make("div", "gvw-toolbar");
+  const zoomIn = make("button", "gvw-zoom-in", { type: "button", title: "Zoom in" }, "+");
+  const zoomOut = make("button", "gvw-zoom-out", { type: "button", title: "Zoom out" }, "\u2212");
+  const fit = make("button", "gvw-fit", { type: "button", title: "Fit the whole graph" }, "Fit");
+  const search = /** @type {HTMLInputElement} */ (make("input", "gvw-search", {
+    type: "search", placeholder: "Search nodes (Enter: next)", "aria-label": "Search nodes",
+    "data-lm-suppress-shortcuts": "true", spellcheck: "false",
+  }));
+  const count = make("span", "gvw-count");
+  const spacer = make("span", "gvw-spacer");
+  const download = make("button", "gvw-download", { type: "button", title: "Save the graph as an SVG file" }, "Download SVG");
+  bar.append(zoomIn, zoomOut, fit, search, count, spacer, download);
+  const status = make("div", "gvw-status", { role: "status", "data-level": "info" });
+  const legend = make("div", "gvw-legend");
+  const viewport = make("div", "gvw-viewport");
+  root.append(bar, status, legend, viewport);
+  return { root, zoomIn, zoomOut, fit, search, count, download, status, legend, viewport };
+}
+
+/**
+ * Offer `text` as a file download (client side, via a blob: URL).
+ * @param {string} text @param {string} filename
+ */
+export function downloadText(text, filename) {
+  const url = URL.createObjectURL(new Blob([text], { type: "image/svg+xml" }));
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = filename;
+  a.style.display = "none";
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}

@@ -1,0 +1,67 @@
+// @ts-check
+/** Legend: one swatch per status ({status, label, color, dash}), plus the hook marker. */
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+/**
+ * stroke-dasharray for a legend entry's `dash` value (bool, Graphviz style name or dasharray).
+ * @param {unknown} dash
+ * @returns {string}
+ */
+export function dashArray(dash) {
+  if (dash === true || dash === "dashed") return "4 3";
+  if (dash === "dotted") return "1 2.5";
+  if (typeof dash === "string" && /^[\d.\s,]+$/.test(dash.trim()) && dash.trim() !== "") return dash.trim();
+  return "";
+}
+
+/**
+ * @param {string} color @param {string} dash @param {boolean} [thick]
+ * @returns {SVGSVGElement}
+ */
+function swatch(color, dash, thick = false) {
+  const svg = document.createElementNS(SVG_NS, "svg");
+  svg.setAttribute("width", "22");
+  svg.setAttribute("height", "14");
+  svg.setAttribute("class", "gvw-swatch");
+  const rect = document.createElementNS(SVG_NS, "rect");
+  rect.setAttribute("x", "2");
+  rect.setAttribute("y", "2");
+  rect.setAttribute("width", "18");
+  rect.setAttribute("height", "10");
+  rect.setAttribute("rx", "2");
+  rect.setAttribute("fill", color);
+  rect.setAttribute("fill-opacity", thick ? "0" : "0.35");
+  rect.setAttribute("stroke", thick ? "#333" : color);
+  rect.setAttribute("stroke-width", thick ? "3" : "1.5");
+  if (dash) rect.setAttribute("stroke-dasharray", dash);
+  svg.appendChild(rect);
+  return svg;
+}
+
+/**
+ * Redraw the legend.
+ * @param {HTMLElement} el
+ * @param {{status?: string, label?: string, color?: string, dash?: unknown}[]} items
+ * @param {boolean} showHooked add an entry for the hooked-node marker
+ */
+export function renderLegend(el, items, showHooked) {
+  el.replaceChildren();
+  for (const item of items ?? []) {
+    const span = document.createElement("span");
+    span.className = "gvw-legend-item";
+    if (item.status) span.dataset.status = item.status;
+    span.appendChild(swatch(item.color || "#999", dashArray(item.dash)));
+    span.appendChild(document.createTextNode(item.label || item.status || ""));
+    el.appendChild(span);
+  }
+  if (showHooked) {
+    const span = document.createElement("span");
+    span.className = "gvw-legend-item";
+    span.dataset.status = "hooked";
+    span.appendChild(swatch("#333", "", true));
+    span.appendChild(document.createTextNode("hooked"));
+    el.appendChild(span);
+  }
+  el.hidden = el.childElementCount === 0;
+}

@@ -1,0 +1,133 @@
+// @ts-check
+/** anywidget front end of GraphPane: glue between the model (traits, messages) and the views. */
+import { buildPane, downloadText } from "./dom.js";
+import { GraphView } from "./graph_view.js";
+import { importInlineModule } from "./layout_client.js";
+import { renderLegend } from "./legend.js";
+import { SearchBox } from "./search.js";
+import { injectStyles } from "./styles.js";
+
+/** @param {{model: any, el: HTMLElement}} ctx */
+function render({ model, el }) {
+  const p = buildPane();
+  injectStyles(p.root);
+  el.appendChild(p.root);
+  /** @type {[string, Function][]} */
+  const listeners = [];
+  const on = (/** @type {string} */ ev, /** @type {Function} */ fn) => { model.on(ev, fn); listeners.push([ev, fn]); };
+  let localError = "";
+  let busy = false;
+  let clickedId = "";
+  let revealPending = Boolean(model.get("selected"));
+  /** @type {Promise<unknown>} */
+  let pending = Promise.resolve();
+  // Without a kernel (static HTML export) syncing throws; the pane must keep working.
+  const send = (/** @type {object} */ msg) => { try { model.send(msg); } catch { /* no kernel */ } };
+  const setTrait = (/** @type {string} */ name, /** @type {unknown} */ value) => {
+    model.set(name, value);
+    try { model.save_changes(); } catch { /* no kernel */ }
+  };
+
+  const view = new GraphView(p.viewport, {
+    onNodeClick(id) {
+      clickedId = id;
+      setTrait("selected", id);
+      send({ kind: "node_click", id });
+    },
+    onNodeDblClick(id) {
+      const info = (model.get("nodes") ?? {})[id] ?? {};
+      const module = info.expandable || info.collapsible;
+      if (module) send({ kind: "toggle_scope", module });
+    },
+    onClusterDblClick(module) { send({ kind: "toggle_scope", module }); },
+  }, { timeoutMs: Number(model.get("layout_timeout") ?? 30) * 1000 });
+  const search = new SearchBox(p.search, p.count, {
+    entries: () => view.searchEntries(),
+    show: (matches, current, center) => view.setMatches(matches, current, center),
+  });
+
+  const showStatus = () => {
+    const [text, level] = localError ? [localError, "error"]
+      : busy ? ["Laying out graph\u2026", "busy"]
+        : [model.get("status_text") ?? "", model.get("status_level") || "info"];
+    p.status.textContent = text;
+    p.status.dataset.level = level;
+  };
+  const showLegend = () => {
+    const nodes = model.get("nodes") ?? {};
+    renderLegend(p.legend, model.get("legend") ?? [], Object.values(nodes).some((n) => n && n.hooked));
+  };
+
+  const doRender = async () => {
+    const revision = model.get("revision");
+    const timer = setTimeout(() => { busy = true; showStatus(); }, 300);
+    let info;
+    try {
+      info = await view.render(model.get("dot") ?? "");
+      if (info) localError = "";
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      localError = `Layout failed: ${message}`;
+      send({ kind: "layout_error", message, revision });
+    } finally {
+      clearTimeout(timer);
+      busy = false;
+      showStatus();
+    }
+    if (!info) return;
+    if (revealPending && view.setSelected(model.get("selected"), true)) revealPending = false;
+    if (p.search.value.trim()) search.refresh();
+    setTrait("rendered", { revision, nodes: info.nodes, ms: Math.round(info.ms), engine: info.engine, retried: info.retried });
+  };
+  let scheduled = false;
+  const scheduleRender = () => {
+    if (scheduled) return;
+    scheduled = true;
+    queueMicrotask(() => { scheduled = false; pending = doRender(); });
+  };
+
+  on("change:dot", scheduleRender);
+  on("change:revision", scheduleRender);
+  on("change:nodes", () => { view.setNodeInfo(model.get("nodes") ?? {}); showLegend(); });
+  on("change:legend", showLegend);
+  on("change:status_text", () => { localError = ""; showStatus(); });
+  on("change:status_level", () => { localError = ""; showStatus(); });
+  on("change:highlight", () => view.setHighlight(model.get("highlight") ?? []));
+  on("change:layout_timeout", () => { view.layout.timeoutMs = Number(model.get("layout_timeout") ?? 30) * 1000; });
+  on("change:height", () => { p.viewport.style.height = model.get("height") || ""; });
+  on("change:selected", () => {
+    const id = model.get("selected") ?? "";
+    const fromPython = id !== clickedId;
+    revealPending = !view.setSelected(id, fromPython) && fromPython && id !== "";
+    clickedId = "";
+  });
+  on("msg:custom", async (/** @type {any} */ msg) => {
+    if (!msg || msg.kind !== "request_svg") return;
+    await pending.catch(() => {});
+    send({ kind: "svg", request: msg.request, svg: view.svgText });
+  });
+
+  p.zoomIn.addEventListener("click", () => view.zoomIn());
+  p.zoomOut.addEventListener("click", () => view.zoomOut());
+  p.fit.addEventListener("click", () => view.fit());
+  p.download.addEventListener("click", () => {
+    if (view.svgText) downloadText(view.svgText, "gradviz-graph.svg");
+  });
+
+  p.viewport.style.height = model.get("height") || "";
+  view.setNodeInfo(model.get("nodes") ?? {});
+  view.setHighlight(model.get("highlight") ?? []);
+  showLegend();
+  showStatus();
+  scheduleRender();
+
+  return () => {
+    for (const [ev, fn] of listeners) model.off(ev, fn);
+    view.dispose();
+    p.root.remove();
+  };
+}
+
+export default { render };
+/** For tests (node --test): the Graphviz layout module embedded in this bundle. */
+export const loadLayoutModule = importInlineModule;
