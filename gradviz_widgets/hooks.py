@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .errors import GradExplorerError
 from .modifiers import Modifier
@@ -29,6 +29,8 @@ from .walk import RawGraph
 MODULE_KINDS = ("forward_pre", "forward", "backward")
 HOOK_KINDS = (*MODULE_KINDS, "tensor")
 DEFAULT_KIND = "backward"
+#: key in `grad_fn.metadata` of the autograd nodes hooks add to the graph
+HOOK_NODE_MARK = "gradviz_widgets"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +39,11 @@ class HookEvent:
 
     `tensors` maps "input" / "output" / "grad_input" / "grad_output" to one TensorStats per
     tensor (None where the gradient is None). `phase` is "forward", "backward", or "recompute"
-    (a forward hook firing again during backward, as under torch.utils.checkpoint).
+    (a forward hook firing again during backward, as under torch.utils.checkpoint). `call` is the
+    index of the module call the event belongs to (0 for the first call in the run, recomputations
+    under checkpointing counted too): a backward event with call k is the gradient of the graph
+    that forward call k built, whatever order backward visits the calls in. Tensor hooks count
+    their firings.
     """
 
     target: str
@@ -62,6 +68,7 @@ class _Pending:
     seconds: float = 0.0
     modifier: str | None = None
     raw: dict[str, list[torch.Tensor | None]] | None = None
+    queued: bool = False  # in HookManager._pending (fallback events: from their first gradient)
 
 
 class HookManager:
@@ -79,11 +86,14 @@ class HookManager:
         self._paths = {p for p, _ in model.named_modules()}
         self._on: dict[tuple[str, str], None] = {}
         self.modifiers: dict[str, Modifier] = {}
-        self.fallback: set[str] = set()
+        self.fallback: set[str] = set()  # backward hooks done with tensor hooks instead
+        self.fallback_reasons: dict[str, str] = {}
         self.keep_tensors = keep_tensors
         self.events: list[HookEvent] = []
         self.hook_seconds = 0.0
         self._pending: list[_Pending] = []
+        self._current: _Pending | None = None  # the event the hook running now records into
+        self._handles: list[Any] = []
         self._phase = "forward"
 
     # ---- configuration -------------------------------------------------------------------
@@ -146,8 +156,12 @@ class HookManager:
         """Register the module hooks that are on; remove every one of them on exit."""
         self._pending, self._phase, self.hook_seconds = [], "forward", 0.0
         modules = dict(model.named_modules())
-        handles: list[Any] = []
+        handles: list[Any] = []  # all of this run's hooks, on modules, tensors and graph nodes
+        self._handles = handles
         calls: Counter[tuple[str, str]] = Counter()
+        # register_full_backward_hook sets module._is_full_backward_hook = True for good; restored
+        # below, or the user could no longer call register_backward_hook on that module
+        full_flags: dict[nn.Module, Any] = {}
         with warnings.catch_warnings():
             # full backward hooks on modules with no input requiring grad still report
             # grad_output; torch warns about that case on every run
@@ -163,17 +177,31 @@ class HookManager:
                     elif kind == "forward":
                         handles.append(module.register_forward_hook(
                             self._forward(target, batch, calls), with_kwargs=True))
-                    elif target in self.fallback:
-                        pre, post = self._fallback_backward(target, batch, calls)
-                        handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
-                        handles.append(module.register_forward_hook(post))
                     else:
-                        handles.append(module.register_full_backward_hook(
-                            self._backward(target, batch, calls)))
+                        if getattr(module, "_is_full_backward_hook", None) is False:
+                            # the user has a register_backward_hook (non-full) hook here, and torch
+                            # refuses full backward hooks next to it
+                            self.fallback.add(target)
+                            self.fallback_reasons[target] = (
+                                "the module has a non-full backward hook")
+                        if target in self.fallback:
+                            pre, post = self._fallback_backward(target, batch, calls, handles)
+                            handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
+                            handles.append(module.register_forward_hook(post))
+                        else:
+                            full_flags.setdefault(module, module._is_full_backward_hook)
+                            handles += self._full_backward(module, target, batch, calls)
                 yield
+            except BaseException:
+                self._pending = []
+                raise
             finally:
                 for h in handles:
                     h.remove()
+                self._handles = []
+                for module, flag in full_flags.items():
+                    if not module._backward_hooks:
+                        module._is_full_backward_hook = flag
 
     def on_graph(self, raw: RawGraph, batch: NormBatch) -> None:
         """Forward is over: register tensor hooks on graph nodes; later forward hooks are recompute."""
@@ -183,12 +211,15 @@ class HookManager:
             if kind != "tensor":
                 continue
             node = raw.nodes.get(target)
-            if node is None or node.kind in ("output", "param", "input", "tensor", "accumulate"):
+            if node is None or node.kind != "op":
+                ops = [i for i, n in raw.nodes.items() if n.kind == "op"]
+                close = difflib.get_close_matches(target, ops, n=5, cutoff=0.5)
                 raise GradExplorerError(
-                    f"no op node {target!r} in this run's graph; tensor hooks go on op nodes "
-                    "(parameter gradients are in the report already). Ids change when the graph "
-                    "does: check ex.graph.")
-            node.fn.register_prehook(self._node_hook(target, batch, calls))
+                    f"no op node {target!r} in this run's graph; did you mean {close}? Tensor "
+                    "hooks go on op nodes (parameter gradients are in the report already); ids "
+                    "change when the graph does, see ex.graph. Turn this hook off with "
+                    f"ex.set_hook({target!r}, kind='tensor', on=False).")
+            self._handles.append(node.fn.register_prehook(self._node_hook(target, batch, calls)))
 
     def finish(self, values: list[float]) -> None:
         """Turn the queued statistics of this run into HookEvents."""
@@ -204,27 +235,50 @@ class HookManager:
 
     # ---- fallback for modules whose output is modified in place ----------------------------
     def can_fall_back(self, error: BaseException) -> bool:
-        """True when `error` is the full-backward-hook-vs-in-place clash and a fallback is left."""
+        """True when `error` says register_full_backward_hook cannot work here (it clashed with an
+        in-place op, or a module returns what it cannot see into) and a fallback is left."""
         text = f"{error} {error.__cause__}"
         backward = {t for t, k in self._wanted() if k == "backward"}
-        return "BackwardHookFunction" in text and bool(backward - self.fallback)
+        # in-place on the hook's output, or on a view of it ("... created inside a custom
+        # Function"); a model whose own custom Function does that fails again, unchanged
+        clash = ("BackwardHookFunction" in text or "created inside a custom Function" in text
+                 or isinstance(error, _Unhookable))
+        return clash and bool(backward - self.fallback)
 
     def fall_back(self) -> None:
         """Use tensor hooks instead of register_full_backward_hook for every backward hook."""
-        self.fallback |= {t for t, k in self._wanted() if k == "backward"}
+        for t, k in self._wanted():
+            if k == "backward" and t not in self.fallback:
+                self.fallback.add(t)
+                self.fallback_reasons.setdefault(t, "register_full_backward_hook failed here")
 
     # ---- hook factories ----------------------------------------------------------------------
-    def _new(self, target: str, kind: str, mechanism: str, calls: Counter) -> _Pending:
-        forward_kind = kind in ("forward_pre", "forward")
-        phase = "recompute" if self._phase == "backward" and forward_kind else self._phase
-        phase = "backward" if not forward_kind else phase
-        p = _Pending(target, kind, calls[(target, kind)], phase, mechanism, {},
+    def _new(self, target: str, kind: str, mechanism: str, call: int, queue: bool = True
+             ) -> _Pending:
+        """A new event; `queue=False` leaves it out of this run's events until `_use(event)`."""
+        if kind in ("forward_pre", "forward"):
+            phase = "recompute" if self._phase == "backward" else "forward"
+        else:
+            phase = "backward"
+        p = _Pending(target, kind, call, phase, mechanism, {},
                      modifier=self._modifier_text(target, kind))
         if self.keep_tensors:
             p.raw = {}
-        calls[(target, kind)] += 1
-        self._pending.append(p)
+        return self._use(p) if queue else p
+
+    def _use(self, p: _Pending) -> _Pending:
+        """Make `p` the event the running hook records into (and its time is charged to)."""
+        if not p.queued:
+            p.queued = True
+            self._pending.append(p)
+        self._current = p
         return p
+
+    @staticmethod
+    def _next_call(calls: Counter, key: tuple[str, str]) -> int:
+        call = calls[key]
+        calls[key] += 1
+        return call
 
     def _modifier_text(self, target: str, kind: str) -> str | None:
         m = self.modifiers.get(target)
@@ -241,45 +295,81 @@ class HookManager:
                 p.raw.setdefault(name, []).append(None if t is None else t.detach().clone())
 
     def _guarded(self, target: str, kind: str, body: Callable) -> Callable:
+        modifier = self.modifiers.get(target) if kind in ("backward", "tensor") else None
+        what = f"the {kind} hook on {target!r}" + (
+            f" (modifier: {modifier.describe()})" if modifier else "")
+        off = f"ex.set_hook({target!r}, kind={kind!r}, on=False)" + (
+            f" / ex.set_modifier({target!r})" if modifier else "")
+
         def hook(*args: Any) -> Any:
             start = time.perf_counter()
+            self._current = None
             try:
                 return body(*args)
             except GradExplorerError:
                 raise
             except Exception as e:
                 raise GradExplorerError(
-                    f"the {kind} hook on {target!r} failed: {type(e).__name__}: {e}. "
-                    "The run was stopped and the model is unchanged; turn this hook off with "
-                    f"ex.set_hook({target!r}, kind={kind!r}, on=False).") from e
+                    f"{what} failed: {type(e).__name__}: {e}. The run was stopped and the model "
+                    f"is unchanged; turn it off with {off}.") from e
             finally:
                 spent = time.perf_counter() - start
                 self.hook_seconds += spent
-                if self._pending:
-                    self._pending[-1].seconds += spent
+                if self._current is not None:
+                    self._current.seconds += spent
+                self._current = None
 
         return hook
 
     def _forward_pre(self, target: str, batch: NormBatch, calls: Counter) -> Callable:
         def body(module: nn.Module, args: tuple, kwargs: dict) -> None:
-            p = self._new(target, "forward_pre", "forward pre hook", calls)
+            p = self._new(target, "forward_pre", "forward pre hook",
+                          self._next_call(calls, (target, "forward_pre")))
             self._record(p, "input", (args, kwargs), batch)
 
         return self._guarded(target, "forward_pre", body)
 
     def _forward(self, target: str, batch: NormBatch, calls: Counter) -> Callable:
         def body(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-            p = self._new(target, "forward", "forward hook", calls)
+            p = self._new(target, "forward", "forward hook",
+                          self._next_call(calls, (target, "forward")))
             self._record(p, "input", (args, kwargs), batch)
             self._record(p, "output", output, batch)
 
         return self._guarded(target, "forward", body)
 
-    def _backward(self, target: str, batch: NormBatch, calls: Counter) -> Callable:
+    def _full_backward(self, module: nn.Module, target: str, batch: NormBatch, calls: Counter
+                       ) -> list[Any]:
+        """register_full_backward_hook, with the hook of each call knowing that call's index.
+
+        torch reads a module's backward hooks at the start of each call, before the forward
+        pre-hooks run; a pre-hook then puts the hook for the next call in place.
+        """
+        key = (target, "backward")
+        handle = module.register_full_backward_hook(self._backward(target, batch, calls[key]))
+
+        def advance(module: nn.Module, args: tuple, kwargs: dict) -> None:
+            calls[key] += 1
+            module._backward_hooks[handle.id] = self._backward(target, batch, calls[key])
+
+        def check(module: nn.Module, args: tuple, output: Any) -> None:
+            if not isinstance(output, (torch.Tensor, tuple)):  # torch would warn and skip it
+                kind = type(output).__name__
+                self.fallback_reasons[target] = f"the module returns a {kind}"
+                raise _Unhookable(
+                    f"{target!r} returns a {kind}, which register_full_backward_hook cannot see "
+                    "into; its backward hook is done with tensor hooks instead")
+
+        pre = module.register_forward_pre_hook(
+            self._guarded(target, "backward", advance), with_kwargs=True)
+        post = module.register_forward_hook(self._guarded(target, "backward", check))
+        return [handle, pre, post]
+
+    def _backward(self, target: str, batch: NormBatch, call: int) -> Callable:
         modifier = self.modifiers.get(target)
 
         def body(module: nn.Module, grad_input: tuple, grad_output: tuple) -> tuple | None:
-            p = self._new(target, "backward", "full backward hook", calls)
+            p = self._new(target, "backward", "full backward hook", call)
             self._record(p, "grad_output", grad_output, batch)
             self._record(p, "grad_input", grad_input, batch)
             if modifier is None:
@@ -290,43 +380,106 @@ class HookManager:
 
         return self._guarded(target, "backward", body)
 
-    def _fallback_backward(self, target: str, batch: NormBatch, calls: Counter):
-        """Tensor hooks on aliased inputs (grad_input) and on outputs (grad_output), for modules
-        whose output is modified in place, where register_full_backward_hook raises."""
+    def _fallback_backward(self, target: str, batch: NormBatch, calls: Counter,
+                           tensor_handles: list[Any]):
+        """register_full_backward_hook done with tensor hooks, for modules where it cannot be used
+        (an output modified in place afterwards; a non-full backward hook on the module).
+
+        grad_input: every tensor that requires grad in the arguments (nested ones and keyword
+        arguments too) is replaced by an alias (a view of all of it) with a hook, which sees the
+        gradient flowing from the module into that argument; where the module modifies the
+        argument in place (an in-place ReLU), a hook on the argument itself, registered before,
+        reports the gradient of the value before the change instead.
+        grad_output: a hook on each output tensor, registered before anything downstream can
+        modify it in place, so it sees the gradient of the output as the module returned it; an
+        output the module also uses itself (an LSTM cell's state) includes that use, unlike the
+        full backward hook. Slots follow the flattened arguments / output; None where no
+        gradient arrives. A modifier applies to each argument's gradient on its own (clip_norm
+        clips each tensor to the norm). Tensor hooks are removed when the run ends.
+        """
         modifier = self.modifiers.get(target)
-        current: list[_Pending] = []
+        current: list[tuple[_Pending, list] | None] = []
 
-        def pre(module: nn.Module, args: tuple, kwargs: dict) -> tuple:
-            p = self._new(target, "backward", "tensor hooks (fallback: output modified in place)",
-                          calls)
-            p.tensors = {"grad_output": [], "grad_input": []}
-            current.append(p)
+        def hook(p: _Pending, name: str, slot: int, size: int, mod: Modifier | None,
+                 active: list[bool] | None = None) -> Callable:
+            return self._guarded(target, "backward", self._grad_slot(
+                p, name, slot, size, batch, mod, active))
 
-            def alias(t: Any) -> Any:
-                if isinstance(t, torch.Tensor) and t.requires_grad:
-                    t = t.view_as(t)
-                    t.register_hook(self._guarded(target, "backward", self._grad_slot(
-                        p, "grad_input", batch, modifier)))
-                return t
-
-            return tree_map(alias, args), tree_map(alias, kwargs)
+        def pre(module: nn.Module, args: tuple, kwargs: dict) -> tuple | None:
+            call = self._next_call(calls, (target, "backward"))
+            if not torch.is_grad_enabled():
+                # no graph is recorded (no_grad, the first pass of a reentrant checkpoint):
+                # nothing will flow back through this call
+                current.append(None)
+                return None
+            # the event joins the run's events when its first gradient arrives, so calls that
+            # backward never reaches (a checkpoint's recomputation) leave no empty event
+            reason = self.fallback_reasons.get(target, "tensor hooks asked for")
+            p = self._new(target, "backward", f"tensor hooks (fallback: {reason})", call,
+                          queue=False)
+            flat, spec = tree_flatten((args, kwargs))
+            where = self._slots(p, ("grad_output", "grad_input"), flat)
+            watch = []
+            for slot, i in enumerate(where):
+                t = flat[i]
+                if not (t.requires_grad and t.layout == torch.strided):
+                    continue
+                alias = _alias(t)
+                tensor_handles.append(alias.register_hook(
+                    hook(p, "grad_input", slot, len(where), modifier)))
+                if t.grad_fn is not None:  # never a hook on a leaf (it may be the user's)
+                    active = [False]
+                    tensor_handles.append(t.register_hook(
+                        hook(p, "grad_input", slot, len(where), modifier, active)))
+                    watch.append((alias, alias._version, active))
+                flat[i] = alias
+            current.append((p, watch))
+            return tree_unflatten(flat, spec)
 
         def post(module: nn.Module, args: tuple, output: Any) -> None:
-            p = current.pop()
-            for t in tree_flatten(output)[0]:
-                if isinstance(t, torch.Tensor) and t.requires_grad:
-                    t.register_hook(self._guarded(target, "backward", self._grad_slot(
-                        p, "grad_output", batch, None)))
+            entry = current.pop() if current else None
+            if entry is None:
+                return
+            p, watch = entry
+            for alias, version, active in watch:
+                # modified in place by the module: the alias's hook will not fire
+                active[0] = alias._version != version
+            flat = tree_flatten(output)[0]
+            where = self._slots(p, ("grad_output",), flat)
+            for slot, i in enumerate(where):
+                t = flat[i]
+                if t.requires_grad:
+                    tensor_handles.append(t.register_hook(
+                        hook(p, "grad_output", slot, len(where), None)))
 
         return self._guarded(target, "backward", pre), self._guarded(target, "backward", post)
 
-    def _grad_slot(self, p: _Pending, name: str, batch: NormBatch, modifier: Modifier | None):
+    @staticmethod
+    def _slots(p: _Pending, names: tuple[str, ...], flat: list) -> list[int]:
+        """Positions of the tensors in `flat`; sets up one empty slot per tensor under `names`."""
+        where = [i for i, t in enumerate(flat) if isinstance(t, torch.Tensor)]
+        for name in names:
+            p.tensors[name] = [None] * len(where)
+            if p.raw is not None:
+                p.raw[name] = [None] * len(where)
+        return where
+
+    def _grad_slot(self, p: _Pending, name: str, slot: int, size: int, batch: NormBatch,
+                   modifier: Modifier | None, active: list[bool] | None):
+        def put(key: str, t: torch.Tensor) -> None:
+            p.tensors.setdefault(key, [None] * size)[slot] = queue_stats(t, batch)
+            if p.raw is not None:
+                p.raw.setdefault(key, [None] * size)[slot] = t.detach().clone()
+
         def body(grad: torch.Tensor) -> torch.Tensor | None:
-            self._record(p, name, grad, batch)
+            if active is not None and not active[0]:
+                return None
+            self._use(p)
+            put(name, grad)
             if modifier is None:
                 return None
             changed = modifier.apply([grad])[0]
-            self._record(p, name + "_modified", changed, batch)
+            put(name + "_modified", changed)
             return changed
 
         return body
@@ -335,7 +488,8 @@ class HookManager:
         modifier = self.modifiers.get(target)
 
         def body(grad_outputs: tuple) -> tuple | None:
-            p = self._new(target, "tensor", "autograd node pre-hook", calls)
+            p = self._new(target, "tensor", "autograd node pre-hook",
+                          self._next_call(calls, (target, "tensor")))
             self._record(p, "grad_output", grad_outputs, batch)
             if modifier is None:
                 return None
@@ -344,6 +498,18 @@ class HookManager:
             return changed
 
         return self._guarded(target, "tensor", body)
+
+
+def _alias(t: torch.Tensor) -> torch.Tensor:
+    """A view of all of `t`, as an AliasBackward0 node (so no id of the model's own view ops
+    shifts) marked in its metadata as ours (HOOK_NODE_MARK), for graph code to leave out."""
+    alias = torch.ops.aten.alias.default(t)
+    alias.grad_fn.metadata[HOOK_NODE_MARK] = "hook alias"
+    return alias
+
+
+class _Unhookable(GradExplorerError):
+    """register_full_backward_hook cannot work on a module; the explorer retries with tensor hooks."""
 
 
 def _is_node_id(target: str) -> bool:

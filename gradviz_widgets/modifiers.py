@@ -46,6 +46,7 @@ class Modifier:
         if self.kind == "clip_value":
             return [None if g is None else g.clamp(-self.value, self.value) for g in grads]
         total = torch.linalg.vector_norm(
-            torch.stack([torch.linalg.vector_norm(g, dtype=torch.float32) for g in present]))
+            torch.stack([torch.linalg.vector_norm(g.abs() if g.is_complex() else g,
+                                                  dtype=torch.float32) for g in present]))
         factor = (self.value / (total + 1e-6)).clamp(max=1.0)  # no host sync, as clip_grad_norm_
         return [None if g is None else g * factor.to(g.dtype) for g in grads]

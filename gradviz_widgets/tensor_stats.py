@@ -57,7 +57,8 @@ def queue_stats(t: torch.Tensor, batch: NormBatch) -> PendingStats:
     x = x.reshape(-1).to(batch.dtype)
     finite = torch.isfinite(x)
     n_finite = finite.sum()
-    big = torch.tensor(math.inf, dtype=x.dtype, device=x.device)
+    # torch.full, not torch.tensor: a Python scalar copied to a GPU is a host sync per tensor
+    big = torch.full((), math.inf, dtype=x.dtype, device=x.device)
     lo = torch.where(finite, x, big).amin() if x.numel() else big * 0
     hi = torch.where(finite, x, -big).amax() if x.numel() else big * 0
     clean = torch.where(finite, x, torch.zeros_like(x))
@@ -68,7 +69,7 @@ def queue_stats(t: torch.Tensor, batch: NormBatch) -> PendingStats:
         torch.isnan(x).sum().to(x.dtype),
         torch.isinf(x).sum().to(x.dtype),
         n_finite.to(x.dtype),
-        torch.tensor(float(x.numel()), dtype=x.dtype, device=x.device),
+        torch.full((), float(x.numel()), dtype=x.dtype, device=x.device),
     ])
     width = (hi - lo).clamp(min=torch.finfo(x.dtype).tiny)
     idx = ((clean - lo) / width * HIST_BINS).floor().clamp(0, HIST_BINS - 1).long()
