@@ -6,6 +6,7 @@ actions into explorer calls and explorer results into widget state.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,6 @@ from .hooks import HOOK_KINDS
 from .readout import readout_html
 from .render import format_norm, legend, to_dot
 from .stats import Thresholds
-
 
 CHART_WIDTH = 520
 
@@ -403,7 +403,10 @@ def _node_info(n: GradNode, hooked: bool, view: GradGraph) -> dict[str, Any]:
     folded = n.kind == "module"
     return {
         "label": n.label, "op": n.op, "module": n.module or "(root)", "kind": n.kind,
-        "status": n.status, "grad_norm": n.grad_norm,
+        "status": n.status,
+        # JSON has no NaN/Inf: non-finite norms travel as their text
+        "grad_norm": n.grad_norm if n.grad_norm is None or math.isfinite(n.grad_norm)
+        else format_norm(n.grad_norm),
         "shape": list(n.shape) if n.shape is not None else None, "hooked": hooked,
         "expandable": n.module if folded else "",
         "collapsible": n.module if (not folded and n.module not in ("", "loss")) else "",
