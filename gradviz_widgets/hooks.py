@@ -24,13 +24,11 @@ from .errors import GradExplorerError
 from .modifiers import Modifier
 from .stats import NormBatch
 from .tensor_stats import PendingStats, TensorStats, queue_stats, read_stats
-from .walk import RawGraph
+from .walk import HOOK_NODE_MARK, RawGraph
 
 MODULE_KINDS = ("forward_pre", "forward", "backward")
 HOOK_KINDS = (*MODULE_KINDS, "tensor")
 DEFAULT_KIND = "backward"
-#: key in `grad_fn.metadata` of the autograd nodes hooks add to the graph
-HOOK_NODE_MARK = "gradviz_widgets"
 
 
 @dataclasses.dataclass(frozen=True)

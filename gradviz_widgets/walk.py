@@ -14,6 +14,9 @@ import torch
 from .attribution import LOSS_SCOPE, Scope
 from .stats import NormBatch
 
+#: key in `grad_fn.metadata` marking autograd nodes our hooks add (set by hooks.py)
+HOOK_NODE_MARK = "gradviz_widgets"
+
 
 @dataclasses.dataclass
 class RawNode:
@@ -36,6 +39,8 @@ class RawEdge:
     src: str
     dst: str
     slot: int | None = None  # NormBatch slot of the gradient that flowed dst -> src
+    index: int | None = None  # position in the consumer's next_functions
+    via: tuple[Any, int] | None = None  # (hook node, its input) the gradient passed through
 
 
 @dataclasses.dataclass
@@ -49,6 +54,8 @@ class RawGraph:
         for n in self.nodes.values():
             n.fn = None
             n.tensor = None
+        for e in self.edges:
+            e.via = None
 
 
 def leaf_names(
@@ -91,9 +98,13 @@ def walk(
             continue
         found[fn] = None
         todo.extend(nxt for nxt, _ in reversed(fn.next_functions) if nxt is not None)
+    # nodes our own hooks add are left out, so the graph (and its ids) is the same with
+    # hooks on or off; edges run through them to what they wrap
+    transparent = {fn for fn in found if _is_hook_node(fn)}
     # creation order (the order ops claimed their nodes) makes ids stable across runs
     rank = {fn: i for i, fn in enumerate(owner)}
-    ordered = sorted(found, key=lambda fn: rank.get(fn, len(rank)))
+    ordered = sorted((fn for fn in found if fn not in transparent),
+                     key=lambda fn: rank.get(fn, len(rank)))
 
     nodes: dict[str, RawNode] = {}
     by_fn: dict[Any, RawNode] = {}
@@ -133,14 +144,31 @@ def walk(
         if node.kind == "accumulate":
             leaf_id = node.id[len("acc:"):]
             edges.append(RawEdge(leaf_id, node.id))
-        for nxt, _ in fn.next_functions:
+        for index, (nxt, out_nr) in enumerate(fn.next_functions):
+            if nxt is None:
+                continue
+            via = None
+            while nxt in transparent:  # identity: its output k comes from its input k
+                via = (nxt, out_nr)
+                nxt, out_nr = nxt.next_functions[out_nr]
             if nxt is not None:
-                edges.append(RawEdge(by_fn[nxt].id, node.id))
+                edges.append(RawEdge(by_fn[nxt].id, node.id, index=index, via=via))
     out = RawNode("output", "Output", "output", LOSS_SCOPE, ((LOSS_SCOPE, 0),),
                   shape=tuple(loss.shape))
     nodes["output"] = out
-    edges.append(RawEdge(by_fn[loss.grad_fn].id, "output"))
+    last = loss.grad_fn
+    while last in transparent:
+        last = last.next_functions[0][0]
+    edges.append(RawEdge(by_fn[last].id, "output"))
     return RawGraph(nodes, edges, leaves)
+
+
+def _is_hook_node(fn: Any) -> bool:
+    """Autograd nodes that module hooks insert (identity functions), not the model's ops."""
+    if type(fn).__name__ == "BackwardHookFunctionBackward":
+        return True
+    metadata = getattr(fn, "metadata", None)
+    return bool(metadata) and HOOK_NODE_MARK in metadata
 
 
 def instrument(graph: RawGraph, batch: NormBatch) -> None:
@@ -152,23 +180,43 @@ def instrument(graph: RawGraph, batch: NormBatch) -> None:
     for e in graph.edges:
         in_edges.setdefault(e.dst, []).append(e)
     order = [0]
+    # an edge through a hook node takes what left the hook node (after any modifier) when it
+    # is that input's only consumer; shared inputs keep each consumer's own contribution
+    sharing: dict[tuple[int, int], int] = {}
+    for e in graph.edges:
+        if e.via is not None:
+            key = (id(e.via[0]), e.via[1])
+            sharing[key] = sharing.get(key, 0) + 1
+    through: dict[Any, list[RawEdge]] = {}
     for node in graph.nodes.values():
         if node.kind != "op":
             continue
-        # edges into an op node were made in next_functions order, skipping None entries
-        drawn = [nxt is not None for nxt, _ in node.fn.next_functions]
-        node.fn.register_hook(_flow_hook(node, in_edges.get(node.id, []), drawn, batch, order))
+        direct = []
+        for e in in_edges.get(node.id, []):
+            if e.via is not None and sharing[(id(e.via[0]), e.via[1])] == 1:
+                through.setdefault(e.via[0], []).append(e)
+            else:
+                direct.append(e)
+        node.fn.register_hook(_flow_hook(node, direct, batch, order))
+    for hook_fn, edges in through.items():
+        hook_fn.register_hook(_through_hook(edges, batch))
 
 
-def _flow_hook(
-    node: RawNode, edges: list[RawEdge], drawn: list[bool], batch: NormBatch, order: list[int]
-):
+def _flow_hook(node: RawNode, edges: list[RawEdge], batch: NormBatch, order: list[int]):
     def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
         node.order = order[0]
         order[0] += 1
         node.inflow = batch.add([g for g in grad_outputs if g is not None])
-        aligned = [g for g, d in zip(grad_inputs, drawn) if d]
-        present = [(e, g) for e, g in zip(edges, aligned) if g is not None]
+        present = [(e, grad_inputs[e.index]) for e in edges if grad_inputs[e.index] is not None]
+        for (e, _), slot in zip(present, batch.add([g for _, g in present])):
+            e.slot = slot
+
+    return hook
+
+
+def _through_hook(edges: list[RawEdge], batch: NormBatch):
+    def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
+        present = [(e, grad_inputs[e.via[1]]) for e in edges if grad_inputs[e.via[1]] is not None]
         for (e, _), slot in zip(present, batch.add([g for _, g in present])):
             e.slot = slot
 

@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/ruff check gradviz_widgets tests benchmarks scripts
+.venv/bin/ruff check .
 (cd js && npm test --silent)
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
