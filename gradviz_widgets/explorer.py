@@ -83,6 +83,8 @@ class GradExplorer:
             if not self._hooks.can_fall_back(e):
                 raise
             self._hooks.fall_back()
+            result = None
+        if result is None:  # retried outside the except block: its errors stand on their own
             result = self._capture(with_hooks=True)
         if baseline is not None:
             result = dataclasses.replace(result, report=_mark_modified(
@@ -128,12 +130,31 @@ class GradExplorer:
         """Flip a hook on a module path (kind: forward_pre | forward | backward, default backward)
         or a graph node id (kind: tensor). Returns whether it is on now."""
         self._check_open()
-        return self._hooks.toggle(target, kind or _default_kind(target))
+        kind = kind or _default_kind(target)
+        self._check_node(target, kind)
+        return self._hooks.toggle(target, kind)
 
     def set_hook(self, target: str, kind: str | None = None, on: bool = True) -> bool:
         """Turn a hook on or off explicitly."""
         self._check_open()
-        return self._hooks.set(target, kind or _default_kind(target), on)
+        kind = kind or _default_kind(target)
+        if on:
+            self._check_node(target, kind)
+        return self._hooks.set(target, kind, on)
+
+    def _check_node(self, target: str, kind: str) -> None:
+        """A tensor hook's node must be an op node of the newest graph (when one exists)."""
+        if kind != "tensor" or self._last is None or "#" not in target:
+            return  # other mistakes are named by the hook manager
+        graph = self._last.graph
+        if target not in graph or graph.node(target).kind != "op":
+            import difflib
+
+            close = difflib.get_close_matches(target, [n.id for n in graph.nodes
+                                                       if n.kind == "op"], n=5)
+            raise GradExplorerError(
+                f"no op node {target!r} in the newest graph; tensor hooks go on op nodes "
+                f"(parameter gradients are in the report). Did you mean {close}?")
 
     def set_modifier(
         self,
@@ -178,8 +199,10 @@ class GradExplorer:
     @property
     def hook_mechanisms(self) -> dict[str, str]:
         """target -> how its backward hook is implemented (full backward hook or the fallback)."""
+        # the fallback applies to every backward hook once one of them clashes with an
+        # in-place op (torch does not say which module's output was modified)
         return {t: ("tensor hooks (fallback)" if t in self._hooks.fallback else "full backward hook")
-                for t, k in self._hooks.active if k == "backward"}
+                for t, k in self._hooks._wanted() if k == "backward"}
 
     @property
     def hook_seconds(self) -> float:

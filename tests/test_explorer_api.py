@@ -1,0 +1,31 @@
+"""GradExplorer session behaviour: validation at set time, mechanisms, history, close."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradviz_widgets import GradExplorerError
+
+
+def test_bad_node_id_is_refused_when_set(dead_explorer):
+    dead_explorer.run()
+    with pytest.raises(GradExplorerError, match="ReluBackward0#1"):
+        dead_explorer.toggle_hook("ReluBackward0#7")
+    assert dead_explorer.hooks == []
+
+
+def test_modifier_only_targets_report_their_mechanism(dead_explorer):
+    dead_explorer.set_modifier("main2", clip_value=0.01)
+    dead_explorer.run()
+    assert dead_explorer.hook_mechanisms == {"main2": "full backward hook"}
+    assert dead_explorer.modifiers == {"main2": "clip by value 0.01"}
+
+
+def test_history_and_close(dead_explorer):
+    dead_explorer.run()
+    dead_explorer.run()
+    assert len(dead_explorer.history) >= 2
+    assert dead_explorer.history[-1].param_norms == dead_explorer.history[-2].param_norms
+    dead_explorer.close()
+    with pytest.raises(GradExplorerError, match="closed"):
+        dead_explorer.run()
