@@ -108,7 +108,11 @@ def capture(
             grads = _backward(loss, [t for _, t in wanted], reentrant)
             loss_slot = batch.add_scalar(loss)
             del loss
-        leaf_slots = batch.add([g for g in grads if g is not None])
+        present = [g for g in grads if g is not None]
+        leaf_slots = batch.add(present)
+        nonzero_at = batch.add_nonzero_counts(present)
+        numels = [g.numel() for g in present]
+        del present
         values = batch.resolve()
         if hooks:
             hooks.finish(values)
@@ -119,10 +123,13 @@ def capture(
     slot_iter = iter(leaf_slots)
     leaf_pairs = {leaf_id: None if g is None else NormBatch.pair(values, next(slot_iter))
                   for (leaf_id, _), g in zip(wanted, grads)}
+    reached = [leaf_id for (leaf_id, _), g in zip(wanted, grads) if g is not None]
+    zero_fractions = {leaf_id: 1.0 - values[nonzero_at + i] / n if n else 0.0
+                      for i, (leaf_id, n) in enumerate(zip(reached, numels))}
     del wanted, grads
     graph = _freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds)
-    report = _report(model, params, graph, leaf_pairs, values[loss_slot], how, thresholds,
-                     run_device, tracker, time.perf_counter() - started, batch.syncs)
+    report = _report(model, params, graph, leaf_pairs, zero_fractions, values[loss_slot], how,
+                     thresholds, run_device, tracker, time.perf_counter() - started, batch.syncs)
     return Capture(graph, report)
 
 
@@ -278,8 +285,8 @@ def _module_tree(model: nn.Module, calls: Mapping[str, int]) -> dict[str, Module
     return tree
 
 
-def _report(model, params, graph, leaf_pairs, loss_value, how, thresholds, device, tracker,
-            duration, syncs) -> GradReport:
+def _report(model, params, graph, leaf_pairs, zero_fractions, loss_value, how, thresholds,
+            device, tracker, duration, syncs) -> GradReport:
     records = []
     norms_by_name: dict[str, float | None] = {}
     for name, p in params.items():
@@ -292,7 +299,8 @@ def _report(model, params, graph, leaf_pairs, loss_value, how, thresholds, devic
         origin = diagnose.zero_origin(graph, f"param:{name}") if status == "zero" else None
         records.append(ParamRecord(
             name, name.rpartition(".")[0], tuple(p.shape), str(p.dtype).replace("torch.", ""),
-            p.requires_grad, norm, gmax, status, reason, origin))
+            p.requires_grad, norm, gmax, status, reason, origin,
+            zero_fraction=zero_fractions.get(f"param:{name}")))
     module_norms = {}
     for path, _ in model.named_modules():
         prefix = f"{path}." if path else ""

@@ -27,7 +27,8 @@ def bar_rows(report: GradReport, mode: str = "param") -> list[dict[str, Any]]:
     """
     if mode == "param":
         return [{"name": p.name, "module": p.module, "norm": p.norm, "max_abs": p.max_abs,
-                 "status": p.status, "norm_before": p.norm_before, "reason": p.none_reason}
+                 "status": p.status, "norm_before": p.norm_before,
+                 "reason": p.none_reason or _zero_share(p.zero_fraction)}
                 for p in report.params]
     if mode != "module":
         raise ValueError(f"mode must be 'param' or 'module', got {mode!r}")
@@ -45,6 +46,12 @@ def bar_rows(report: GradReport, mode: str = "param") -> list[dict[str, Any]]:
                      "norm_before": before if any(p.norm_before is not None for p in ps) else None,
                      "reason": None})
     return rows
+
+
+def _zero_share(fraction: float | None) -> str | None:
+    if not fraction:
+        return None
+    return f"{fraction:.0%} of its gradient elements are exactly 0.0"
 
 
 def axis_range(rows: list[dict], report: GradReport) -> tuple[float, float]:

@@ -12,7 +12,7 @@ from .graph import GradGraph
 from .report import GradReport
 
 CSV_COLUMNS = ("name", "module", "shape", "dtype", "requires_grad", "norm", "max_abs", "status",
-               "none_reason", "zero_origin", "modified_by", "norm_before")
+               "zero_fraction", "none_reason", "zero_origin", "modified_by", "norm_before")
 
 
 def report_csv(report: GradReport) -> str:

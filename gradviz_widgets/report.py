@@ -15,7 +15,9 @@ class ParamRecord:
 
     `norm` is the L2 norm (None: no gradient), `max_abs` the largest |element|;
     `none_reason` says why there is no gradient; `zero_origin` names the graph node where the
-    gradient flowing back became all zeros; `norm_before` is set when a modifier changed it.
+    gradient flowing back became all zeros; `norm_before` is set when a modifier changed it;
+    `zero_fraction` is the share of gradient elements that are exactly 0.0 (dead units show
+    as zero rows of an otherwise healthy weight).
     """
 
     name: str
@@ -30,6 +32,7 @@ class ParamRecord:
     zero_origin: str | None = None
     modified_by: str | None = None
     norm_before: float | None = None
+    zero_fraction: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -91,6 +91,14 @@ class NormBatch:
         start = self.add_vector(pairs.flatten())
         return list(range(start, start + 2 * len(grads), 2))
 
+    def add_nonzero_counts(self, grads: Sequence[torch.Tensor]) -> int:
+        """Queue the number of non-zero elements of each gradient (one fused kernel); returns
+        the slot of the first count."""
+        if not grads:
+            return self._size
+        dense = [g.coalesce().values() if g.is_sparse else g for g in grads]
+        return self.add_vector(torch.stack(torch._foreach_norm(dense, 0)))
+
     def add_scalar(self, value: torch.Tensor) -> int:
         """Queue any 0-d tensor (a loss value, a flag); returns its slot."""
         return self.add_vector(value.detach().reshape(1))

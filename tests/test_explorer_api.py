@@ -29,3 +29,20 @@ def test_history_and_close(dead_explorer):
     dead_explorer.close()
     with pytest.raises(GradExplorerError, match="closed"):
         dead_explorer.run()
+
+
+def test_zero_fraction_matches_plain_backward(dead_branch):
+    import copy
+
+    from torch import nn
+
+    from gradviz_widgets import GradExplorer
+
+    net, x, y = dead_branch
+    twin = copy.deepcopy(net)
+    nn.CrossEntropyLoss()(twin(x), y).backward()
+    report = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y).run()
+    for name, p in twin.named_parameters():
+        assert report.param(name).zero_fraction == (p.grad == 0).float().mean().item(), name
+    assert report.param("main1.weight").zero_fraction == 0.125  # one of 8 hidden units is dead
+    assert report.host_syncs == 1
