@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from .graph import GradGraph
 from .report import ParamRecord
 
-#: share of exactly-zero gradient elements from which a parameter is called "partly dead"
-PARTLY_DEAD = 0.5
+#: share of exactly-zero gradient elements from which a parameter is called "mostly dead"
+MOSTLY_DEAD = 0.9
 
 
 def none_reason(
@@ -101,12 +101,12 @@ def findings(
         origins = sorted({p.zero_origin for p in by["zero"] if p.zero_origin})
         where = f", the gradient dies at {', '.join(origins[:3])}" if origins else ""
         out.append(f"{_count(by['zero'])} with gradient exactly 0.0{where}: {_names(by['zero'])}")
-    partly = [p for p in params if p.status not in ("zero", "none", "nonfinite")
-              and p.zero_fraction is not None and p.zero_fraction >= PARTLY_DEAD]
-    if partly:
-        out.append(f"{_count(partly)} partly dead (≥{PARTLY_DEAD:.0%} of gradient elements exactly "
-                   "0.0): " + ", ".join(f"{p.name} {p.zero_fraction:.0%}" for p in partly[:4])
-                   + ("…" if len(partly) > 4 else ""))
+    mostly = [p for p in params if p.status not in ("zero", "none", "nonfinite")
+              and p.zero_fraction is not None and p.zero_fraction >= MOSTLY_DEAD]
+    if mostly:
+        out.append(f"{_count(mostly)} mostly dead (≥{MOSTLY_DEAD:.0%} of gradient elements exactly "
+                   "0.0): " + ", ".join(f"{p.name} {p.zero_fraction:.0%}" for p in mostly[:4])
+                   + ("…" if len(mostly) > 4 else ""))
     if by.get("vanishing"):
         out.append(f"{_count(by['vanishing'])} with vanishing gradients: {_names(by['vanishing'])}")
     return tuple(out)
