@@ -4,7 +4,7 @@ from .capture import Capture, capture
 from .errors import GradExplorerError
 from .explorer import GradExplorer
 from .graph import GradEdge, GradGraph, GradNode
-from .hooks import HookEvent
+from .hook_events import HookEvent
 from .report import GradReport, ParamRecord
 from .stats import Thresholds
 

@@ -14,7 +14,9 @@ from .capture import Capture, capture
 from .devices import available_devices, resolve_device
 from .errors import GradExplorerError
 from .graph import GradGraph
-from .hooks import DEFAULT_KIND, HookEvent, HookManager
+from .hook_config import DEFAULT_KIND
+from .hook_events import HookEvent
+from .hooks import HookManager
 from .modifiers import Modifier
 from .report import GradReport
 from .stats import Thresholds

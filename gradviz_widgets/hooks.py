@@ -8,12 +8,11 @@ What hooks see is queued on the run's NormBatch and read back with the run's sin
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import difflib
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -21,56 +20,16 @@ from torch import nn
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .errors import GradExplorerError
+from .hook_config import HookConfig
+from .hook_events import HookEvent, _Pending
 from .modifiers import Modifier
 from .stats import NormBatch
-from .tensor_stats import PendingStats, TensorStats, queue_stats, read_stats
+from .tensor_stats import queue_stats, read_stats
 from .walk import HOOK_NODE_MARK, RawGraph
 
-MODULE_KINDS = ("forward_pre", "forward", "backward")
-HOOK_KINDS = (*MODULE_KINDS, "tensor")
-DEFAULT_KIND = "backward"
 
-
-@dataclasses.dataclass(frozen=True)
-class HookEvent:
-    """One firing of one hook in the newest run.
-
-    `tensors` maps "input" / "output" / "grad_input" / "grad_output" to one TensorStats per
-    tensor (None where the gradient is None). `phase` is "forward", "backward", or "recompute"
-    (a forward hook firing again during backward, as under torch.utils.checkpoint). `call` is the
-    index of the module call the event belongs to (0 for the first call in the run, recomputations
-    under checkpointing counted too): a backward event with call k is the gradient of the graph
-    that forward call k built, whatever order backward visits the calls in. Tensor hooks count
-    their firings.
-    """
-
-    target: str
-    kind: str
-    call: int
-    phase: str
-    mechanism: str
-    tensors: Mapping[str, tuple[TensorStats | None, ...]]
-    seconds: float
-    modifier: str | None = None
-    raw: Mapping[str, tuple[torch.Tensor | None, ...]] | None = None
-
-
-@dataclasses.dataclass
-class _Pending:
-    target: str
-    kind: str
-    call: int
-    phase: str
-    mechanism: str
-    tensors: dict[str, list[PendingStats | None]]
-    seconds: float = 0.0
-    modifier: str | None = None
-    raw: dict[str, list[torch.Tensor | None]] | None = None
-    queued: bool = False  # in HookManager._pending (fallback events: from their first gradient)
-
-
-class HookManager:
-    """Which hooks are on, and the machinery to attach them for one run.
+class HookManager(HookConfig):
+    """Attaches the configured hooks for one run and turns what they saw into HookEvents.
 
     Example:
         >>> hooks = HookManager(nn.Sequential(nn.Linear(2, 2)))
@@ -81,9 +40,7 @@ class HookManager:
     """
 
     def __init__(self, model: nn.Module, keep_tensors: bool = False) -> None:
-        self._paths = {p for p, _ in model.named_modules()}
-        self._on: dict[tuple[str, str], None] = {}
-        self.modifiers: dict[str, Modifier] = {}
+        super().__init__(model)
         self.fallback: set[str] = set()  # backward hooks done with tensor hooks instead
         self.fallback_reasons: dict[str, str] = {}
         self.keep_tensors = keep_tensors
@@ -93,60 +50,6 @@ class HookManager:
         self._current: _Pending | None = None  # the event the hook running now records into
         self._handles: list[Any] = []
         self._phase = "forward"
-
-    # ---- configuration -------------------------------------------------------------------
-    @property
-    def active(self) -> list[tuple[str, str]]:
-        """(target, kind) pairs that are on, in the order they were turned on."""
-        return list(self._on)
-
-    def set(self, target: str, kind: str = DEFAULT_KIND, on: bool = True) -> bool:
-        """Turn one hook on or off; returns whether it is on now."""
-        self._check(target, kind)
-        if on:
-            self._on[(target, kind)] = None
-        else:
-            self._on.pop((target, kind), None)
-        return on
-
-    def toggle(self, target: str, kind: str = DEFAULT_KIND) -> bool:
-        """Flip one hook; returns whether it is on now."""
-        return self.set(target, kind, (target, kind) not in self._on)
-
-    def set_modifier(self, target: str, modifier: Modifier | None) -> None:
-        """Modify the gradient flowing back through `target` (a module's grad_input, or a graph
-        node's incoming gradient) in explorer runs; None removes it."""
-        kind = "tensor" if _is_node_id(target) else "backward"
-        self._check(target, kind)
-        if modifier is None:
-            self.modifiers.pop(target, None)
-        else:
-            self.modifiers[target] = modifier
-
-    def _wanted(self) -> list[tuple[str, str]]:
-        """Hooks to register: those on, plus those a modifier needs."""
-        extra = [(t, "tensor" if _is_node_id(t) else "backward") for t in self.modifiers]
-        return list(dict.fromkeys([*self._on, *extra]))
-
-    def clear(self) -> None:
-        """Turn every hook and modifier off."""
-        self._on.clear()
-        self.modifiers.clear()
-
-    def _check(self, target: str, kind: str) -> None:
-        if kind not in HOOK_KINDS:
-            raise GradExplorerError(f"hook kind must be one of {HOOK_KINDS}, got {kind!r}")
-        if kind == "tensor":
-            if not _is_node_id(target):
-                raise GradExplorerError(
-                    f"a tensor hook needs a graph node id (e.g. 'layer1/ReluBackward0#0'), got "
-                    f"{target!r}; for a module use kind='backward', 'forward' or 'forward_pre'")
-            return
-        if target not in self._paths:
-            close = difflib.get_close_matches(target, [p for p in self._paths if p], n=5)
-            raise GradExplorerError(
-                f"no module {target!r} in the model; did you mean {close}? "
-                "Module paths are those of model.named_modules() ('' is the root).")
 
     # ---- one run ---------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -508,7 +411,3 @@ def _alias(t: torch.Tensor) -> torch.Tensor:
 
 class _Unhookable(GradExplorerError):
     """register_full_backward_hook cannot work on a module; the explorer retries with tensor hooks."""
-
-
-def _is_node_id(target: str) -> bool:
-    return "#" in target or target.startswith(("param:", "input:", "acc:", "output"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from .hooks import HookEvent
+from .hook_events import HookEvent
 from .render import format_norm
 from .tensor_stats import TensorStats
 

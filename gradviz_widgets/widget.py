@@ -20,7 +20,7 @@ from .explorer import GradExplorer
 from .export import report_csv, report_json
 from .graph import GradGraph, GradNode
 from .graph_pane import GraphPane
-from .hooks import HOOK_KINDS
+from .hook_config import HOOK_KINDS
 from .readout import readout_html
 from .render import format_norm, legend, to_dot
 from .stats import Thresholds

@@ -1,0 +1,48 @@
+"""What hooks saw: HookEvent (frozen, per firing) and the pending record filled during a run."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import torch
+
+from .tensor_stats import PendingStats, TensorStats
+
+
+@dataclasses.dataclass(frozen=True)
+class HookEvent:
+    """One firing of one hook in the newest run.
+
+    `tensors` maps "input" / "output" / "grad_input" / "grad_output" to one TensorStats per
+    tensor (None where the gradient is None). `phase` is "forward", "backward", or "recompute"
+    (a forward hook firing again during backward, as under torch.utils.checkpoint). `call` is the
+    index of the module call the event belongs to (0 for the first call in the run, recomputations
+    under checkpointing counted too): a backward event with call k is the gradient of the graph
+    that forward call k built, whatever order backward visits the calls in. Tensor hooks count
+    their firings.
+    """
+
+    target: str
+    kind: str
+    call: int
+    phase: str
+    mechanism: str
+    tensors: Mapping[str, tuple[TensorStats | None, ...]]
+    seconds: float
+    modifier: str | None = None
+    raw: Mapping[str, tuple[torch.Tensor | None, ...]] | None = None
+
+
+@dataclasses.dataclass
+class _Pending:
+    target: str
+    kind: str
+    call: int
+    phase: str
+    mechanism: str
+    tensors: dict[str, list[PendingStats | None]]
+    seconds: float = 0.0
+    modifier: str | None = None
+    raw: dict[str, list[torch.Tensor | None]] | None = None
+    queued: bool = False  # in HookManager._pending (fallback events: from their first gradient)
