@@ -24,6 +24,7 @@ from .hook_config import HOOK_KINDS
 from .readout import readout_html
 from .render import format_norm, legend, to_dot
 from .stats import Thresholds
+from .widget_controls import Controls
 
 CHART_WIDTH = 520
 
@@ -80,52 +81,21 @@ class ExplorerWidget(W.VBox):
     def _build_toolbar(self, hook_kind: str, chart_mode: str) -> None:
         ex = self.explorer
         current = ex.device or str(ex.model_device)
-        options = list(dict.fromkeys([current, *ex.available_devices()]))
-        self.device_box = W.Dropdown(options=options, value=current, description="device",
-                                     layout=W.Layout(width="170px"))
-        self.run_button = W.Button(description="Run", icon="play", button_style="primary",
-                                   layout=W.Layout(width="80px"))
-        self.kind_box = W.Dropdown(options=list(HOOK_KINDS), value=hook_kind,
-                                   description="click hooks", layout=W.Layout(width="210px"))
-        self.modifier_box = W.Dropdown(options=["none", "clip_norm", "clip_value", "scale"],
-                                       value="none", description="modifier",
-                                       layout=W.Layout(width="190px"))
-        self.modifier_value = W.FloatText(value=1.0, layout=W.Layout(width="70px"))
-        self.apply_modifier = W.Button(description="apply to selected",
-                                       layout=W.Layout(width="150px"))
-        self.clear_button = W.Button(description="clear hooks", icon="eraser",
-                                     layout=W.Layout(width="130px"))
-        self.mode_box = W.ToggleButtons(options=[("per parameter", "param"), ("per module", "module")],
-                                        value=chart_mode, style={"button_width": "95px"})
-        th = ex.thresholds
-        self.vanishing_box = W.FloatText(value=th.vanishing, description="vanishing <",
-                                         layout=W.Layout(width="180px"))
-        self.exploding_box = W.FloatText(value=th.exploding, description="exploding >",
-                                         layout=W.Layout(width="180px"))
-        self.depth_box = W.Dropdown(options=self._depth_options(), value=self._depth_value(),
-                                    description="fold at", layout=W.Layout(width="150px"))
-        self.export_buttons = [W.Button(description=k, icon="download", tooltip=f"export {k}",
-                                        layout=W.Layout(width="90px"))
-                               for k in ("SVG", "CSV", "JSON")]
-        self.loss_label = W.HTML()
-        self.run_button.on_click(lambda _: self.rerun())
-        self.clear_button.on_click(lambda _: self.clear_hooks())
-        self.apply_modifier.on_click(lambda _: self.apply_modifier_to_selected())
-        self.device_box.observe(lambda c: self.set_device(c["new"]), "value")
-        self.mode_box.observe(lambda c: self._update_chart(), "value")
-        self.vanishing_box.observe(lambda c: self.set_thresholds(), "value")
-        self.exploding_box.observe(lambda c: self.set_thresholds(), "value")
-        self.depth_box.observe(lambda c: self._set_depth(c["new"]), "value")
-        for button, action in zip(self.export_buttons,
+        devices = list(dict.fromkeys([current, *ex.available_devices()]))
+        c = self.controls = Controls(devices, current, hook_kind, chart_mode, ex.thresholds,
+                                     self._depth_options(), self._depth_value())
+        c.run_button.on_click(lambda _: self.rerun())
+        c.clear_button.on_click(lambda _: self.clear_hooks())
+        c.apply_modifier.on_click(lambda _: self.apply_modifier_to_selected())
+        c.device_box.observe(lambda ch: self.set_device(ch["new"]), "value")
+        c.mode_box.observe(lambda ch: self._update_chart(), "value")
+        c.vanishing_box.observe(lambda ch: self.set_thresholds(), "value")
+        c.exploding_box.observe(lambda ch: self.set_thresholds(), "value")
+        c.depth_box.observe(lambda ch: self._set_depth(ch["new"]), "value")
+        for button, action in zip(c.export_buttons,
                                   (self.export_svg, self.export_csv, self.export_json)):
             button.on_click(lambda _, act=action: self._guard(act, self.export_dir))
-        self.toolbar = W.VBox([
-            W.HBox([self.device_box, self.run_button, self.kind_box, self.clear_button,
-                    self.depth_box, self.mode_box]),
-            W.HBox([self.modifier_box, self.modifier_value, self.apply_modifier,
-                    self.vanishing_box, self.exploding_box, *self.export_buttons]),
-            self.loss_label,
-        ])
+        self.toolbar = c.box
 
     def _depth_options(self) -> list[tuple[str, Any]]:
         deepest = self.explorer.graph.max_depth if self.explorer._last is not None else 6
@@ -152,7 +122,7 @@ class ExplorerWidget(W.VBox):
         """Toggle the chosen kind of hook on the clicked node's module (or node), re-run."""
         self.selected = node_id
         node = self._node(node_id)
-        kind = self.kind_box.value
+        kind = self.controls.kind_box.value
         if node is None:
             self._fail(f"node {node_id!r} is not in the current graph; re-run to refresh")
             return
@@ -218,7 +188,7 @@ class ExplorerWidget(W.VBox):
 
     def set_thresholds(self) -> None:
         try:
-            self.explorer.thresholds = Thresholds(self.vanishing_box.value, self.exploding_box.value)
+            self.explorer.thresholds = Thresholds(self.controls.vanishing_box.value, self.controls.exploding_box.value)
         except ValueError as e:
             self._fail(str(e))
             return
@@ -233,12 +203,12 @@ class ExplorerWidget(W.VBox):
         if target is None:
             self._fail("select a node first: the modifier goes on its module")
             return
-        kind = self.modifier_box.value
+        kind = self.controls.modifier_box.value
         try:
             if kind == "none":
                 self.explorer.set_modifier(target)
             else:
-                self.explorer.set_modifier(target, **{kind: self.modifier_value.value})
+                self.explorer.set_modifier(target, **{kind: self.controls.modifier_value.value})
         except GradExplorerError as e:
             self._fail(str(e))
             return
@@ -289,14 +259,14 @@ class ExplorerWidget(W.VBox):
         self.pane.set_graph(dot, info, legend())
         self._update_chart()
         self._update_readout()
-        self.loss_label.value = (f"<b>loss</b> {format_norm(report.loss)} = "
+        self.controls.loss_label.value = (f"<b>loss</b> {format_norm(report.loss)} = "
                                  f"{report.loss_description} · {report.device} · "
                                  f"{len(self.view.nodes)} of {len(graph.nodes)} nodes shown"
                                  + (f" (folded at depth {depth})" if depth is not None else ""))
         self._set_status(report.summary(), "warning" if report.findings else "info")
 
     def _update_chart(self) -> None:
-        fig = figure_dict(self.explorer.report, self.mode_box.value, self.selected_module)
+        fig = figure_dict(self.explorer.report, self.controls.mode_box.value, self.selected_module)
         with self.chart.batch_update():
             if len(self.chart.data) != len(fig["data"]):
                 self.chart.data = ()
@@ -310,7 +280,7 @@ class ExplorerWidget(W.VBox):
             self.chart.layout.update(width=CHART_WIDTH, autosize=False)
 
     def _update_readout(self) -> None:
-        target = self.selected if self.kind_box.value == "tensor" else self.selected_module
+        target = self.selected if self.controls.kind_box.value == "tensor" else self.selected_module
         self.readout.value = readout_html(self.explorer.events, target,
                                           self.explorer.hook_mechanisms)
 
@@ -318,7 +288,7 @@ class ExplorerWidget(W.VBox):
         if not points.point_inds:
             return
         row = trace.customdata[points.point_inds[0]]
-        if self.mode_box.value == "param":
+        if self.controls.mode_box.value == "param":
             self.select_param(row[0])
         else:
             module = row[1]

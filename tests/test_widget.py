@@ -27,7 +27,7 @@ def test_traits_after_construction(dead_explorer):
     assert len(bar.y) == 8 and "0.0" in bar.text
     assert "exactly 0.0" in w.status_text and "gate.weight" in w.status_text
     assert w.pane.status_level == "warning"
-    assert "CrossEntropyLoss" in w.loss_label.value
+    assert "CrossEntropyLoss" in w.controls.loss_label.value
 
 
 def test_click_toggles_hook_reruns_and_updates(dead_explorer):
@@ -104,7 +104,7 @@ def test_errors_show_and_widget_stays_usable(dead_branch):
     assert w.pane.dot == good_dot  # the last good view stays
     ex.sample_input = x
     assert w.rerun() is True and w.last_error is None
-    w.device_box.value = w.device_box.value  # no-op
+    w.controls.device_box.value = w.controls.device_box.value  # no-op
     w.set_device("cuda:7")
     assert "not available" in w.last_error
 
@@ -112,24 +112,24 @@ def test_errors_show_and_widget_stays_usable(dead_branch):
 def test_modifier_and_threshold_controls(dead_explorer):
     w = dead_explorer.show()
     w.click_node("main2/AddmmBackward0#0")
-    w.modifier_box.value, w.modifier_value.value = "scale", 0.5
+    w.controls.modifier_box.value, w.controls.modifier_value.value = "scale", 0.5
     w.apply_modifier_to_selected()
     assert dead_explorer.modifiers == {"main2": "scale by 0.5"}
     assert [t.name for t in w.chart.data] == ["gradient norm", "before modifiers"]
-    w.vanishing_box.value = 0.2
+    w.controls.vanishing_box.value = 0.2
     assert dead_explorer.thresholds.vanishing == 0.2
     assert dead_explorer.report.param_status["main1.bias"] == "vanishing"
 
 
 def test_exports_from_buttons(dead_explorer, tmp_path):
     w = dead_explorer.show(export_dir=tmp_path)
-    w.export_buttons[1].click()
-    w.export_buttons[2].click()
+    w.controls.export_buttons[1].click()
+    w.controls.export_buttons[2].click()
     assert (tmp_path / "grad_norms.csv").read_text().count("\n") == 9
     assert json.loads((tmp_path / "grad_report.json").read_text())["loss"] > 0
     sent = []
     w.pane.send = lambda msg: sent.append(msg)
-    w.export_buttons[0].click()
+    w.controls.export_buttons[0].click()
     assert sent and sent[0]["kind"] == "request_svg"
     w.pane._on_frontend_msg(w.pane, {"kind": "svg", "request": sent[0]["request"],
                                      "svg": "<svg></svg>"}, [])

@@ -1,0 +1,57 @@
+"""The explorer widget's toolbar controls (ipywidgets), created in one place; no behaviour."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as W
+
+from .hook_config import HOOK_KINDS
+from .stats import Thresholds
+
+
+class Controls:
+    """Device, run, hook kind, modifier, thresholds, fold depth, chart mode and export controls.
+
+    Example:
+        >>> c = Controls(["cpu"], "cpu", "backward", "param", Thresholds(), [("auto", "auto")], "auto")
+        >>> c.kind_box.value
+        'backward'
+    """
+
+    def __init__(self, devices: list[str], device: str, hook_kind: str, chart_mode: str,
+                 thresholds: Thresholds, depth_options: list[tuple[str, Any]],
+                 depth: Any) -> None:
+        self.device_box = W.Dropdown(options=devices, value=device, description="device",
+                                     layout=W.Layout(width="170px"))
+        self.run_button = W.Button(description="Run", icon="play", button_style="primary",
+                                   layout=W.Layout(width="80px"))
+        self.kind_box = W.Dropdown(options=list(HOOK_KINDS), value=hook_kind,
+                                   description="click hooks", layout=W.Layout(width="210px"))
+        self.modifier_box = W.Dropdown(options=["none", "clip_norm", "clip_value", "scale"],
+                                       value="none", description="modifier",
+                                       layout=W.Layout(width="190px"))
+        self.modifier_value = W.FloatText(value=1.0, layout=W.Layout(width="70px"))
+        self.apply_modifier = W.Button(description="apply to selected",
+                                       layout=W.Layout(width="150px"))
+        self.clear_button = W.Button(description="clear hooks", icon="eraser",
+                                     layout=W.Layout(width="130px"))
+        self.mode_box = W.ToggleButtons(options=[("per parameter", "param"), ("per module", "module")],
+                                        value=chart_mode, style={"button_width": "95px"})
+        self.vanishing_box = W.FloatText(value=thresholds.vanishing, description="vanishing <",
+                                         layout=W.Layout(width="180px"))
+        self.exploding_box = W.FloatText(value=thresholds.exploding, description="exploding >",
+                                         layout=W.Layout(width="180px"))
+        self.depth_box = W.Dropdown(options=depth_options, value=depth, description="fold at",
+                                    layout=W.Layout(width="150px"))
+        self.export_buttons = [W.Button(description=k, icon="download", tooltip=f"export {k}",
+                                        layout=W.Layout(width="90px"))
+                               for k in ("SVG", "CSV", "JSON")]
+        self.loss_label = W.HTML()
+        self.box = W.VBox([
+            W.HBox([self.device_box, self.run_button, self.kind_box, self.clear_button,
+                    self.depth_box, self.mode_box]),
+            W.HBox([self.modifier_box, self.modifier_value, self.apply_modifier,
+                    self.vanishing_box, self.exploding_box, *self.export_buttons]),
+            self.loss_label,
+        ])
