@@ -273,11 +273,7 @@ class HookManager(HookConfig):
             p = self._new(target, "backward", "full backward hook", call)
             self._record(p, "grad_output", grad_output, batch)
             self._record(p, "grad_input", grad_input, batch)
-            if modifier is None:
-                return None
-            changed = tuple(modifier.apply(grad_input))
-            self._record(p, "grad_input_modified", changed, batch)
-            return changed
+            return self._modified(p, "grad_input", grad_input, modifier, batch)
 
         return self._guarded(target, "backward", body)
 
@@ -385,6 +381,15 @@ class HookManager(HookConfig):
 
         return body
 
+    def _modified(self, p: _Pending, name: str, grads: tuple, modifier: Modifier | None,
+                  batch: NormBatch) -> tuple | None:
+        """The modifier's result (recorded as `<name>_modified`), or None to keep the grads."""
+        if modifier is None:
+            return None
+        changed = tuple(modifier.apply(grads))
+        self._record(p, name + "_modified", changed, batch)
+        return changed
+
     def _node_hook(self, target: str, batch: NormBatch, calls: Counter) -> Callable:
         modifier = self.modifiers.get(target)
 
@@ -392,11 +397,7 @@ class HookManager(HookConfig):
             p = self._new(target, "tensor", "autograd node pre-hook",
                           self._next_call(calls, (target, "tensor")))
             self._record(p, "grad_output", grad_outputs, batch)
-            if modifier is None:
-                return None
-            changed = tuple(modifier.apply(grad_outputs))
-            self._record(p, "grad_output_modified", changed, batch)
-            return changed
+            return self._modified(p, "grad_output", grad_outputs, modifier, batch)
 
         return self._guarded(target, "tensor", body)
 

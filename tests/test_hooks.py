@@ -6,10 +6,10 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-from collections import OrderedDict
 
 import pytest
 import torch
+from small_models import CE, data, mlp
 from torch import nn
 from torch.utils._pytree import tree_map
 from torch.utils.checkpoint import checkpoint
@@ -18,22 +18,6 @@ from gradviz_widgets import GradExplorer, GradExplorerError, HookEvent
 from gradviz_widgets.examples import UnrolledLSTM, resnet18
 from gradviz_widgets.stats import NormBatch
 from gradviz_widgets.tensor_stats import HIST_BINS, queue_stats, read_stats
-
-CE = nn.CrossEntropyLoss()
-
-
-def mlp() -> nn.Sequential:
-    torch.manual_seed(0)
-    return nn.Sequential(OrderedDict([
-        ("fc1", nn.Linear(4, 6)), ("act1", nn.Tanh()),
-        ("fc2", nn.Linear(6, 5)), ("act2", nn.ReLU()),
-        ("fc3", nn.Linear(5, 3)),
-    ]))
-
-
-def data(n: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(1)
-    return torch.randn(n, 4, generator=g), torch.randint(0, 3, (n,), generator=g)
 
 
 def manual(model: nn.Module, x, paths, loss_fn=CE, target=None, clone_output=(), outside=()):

@@ -8,10 +8,11 @@ import gc
 import sys
 import warnings
 import weakref
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 
 import pytest
 import torch
+from small_models import CE, data, mlp
 from torch import nn
 
 from gradviz_widgets import GradExplorer, GradExplorerError
@@ -20,7 +21,6 @@ from gradviz_widgets.examples import UnrolledLSTM, resnet18
 hooks_module = sys.modules["gradviz_widgets.hooks"]
 modifiers_module = sys.modules["gradviz_widgets.modifiers"]
 
-CE = nn.CrossEntropyLoss()
 HOOK_DICTS = (
     "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
     "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
@@ -43,18 +43,8 @@ def snapshot(model: nn.Module) -> dict:
     return state
 
 
-def mlp() -> nn.Sequential:
-    torch.manual_seed(0)
-    return nn.Sequential(OrderedDict([
-        ("fc1", nn.Linear(4, 6)), ("act1", nn.Tanh()),
-        ("fc2", nn.Linear(6, 5)), ("act2", nn.ReLU()),
-        ("fc3", nn.Linear(5, 3)),
-    ]))
 
 
-def data(n: int = 8):
-    g = torch.Generator().manual_seed(1)
-    return torch.randn(n, 4, generator=g), torch.randint(0, 3, (n,), generator=g)
 
 
 def all_kinds(ex: GradExplorer) -> None:

@@ -4,31 +4,15 @@ explorer runs, and the report flags exactly the parameters they changed."""
 from __future__ import annotations
 
 import copy
-from collections import OrderedDict
 
 import pytest
 import torch
+from small_models import CE, data, mlp
 from torch import nn
 
 from gradviz_widgets import GradExplorer, GradExplorerError
 from gradviz_widgets.examples import resnet18
 from gradviz_widgets.modifiers import Modifier
-
-CE = nn.CrossEntropyLoss()
-
-
-def mlp() -> nn.Sequential:
-    torch.manual_seed(0)
-    return nn.Sequential(OrderedDict([
-        ("fc1", nn.Linear(4, 6)), ("act1", nn.Tanh()),
-        ("fc2", nn.Linear(6, 5)), ("act2", nn.ReLU()),
-        ("fc3", nn.Linear(5, 3)),
-    ]))
-
-
-def data(n: int = 8):
-    g = torch.Generator().manual_seed(1)
-    return torch.randn(n, 4, generator=g), torch.randint(0, 3, (n,), generator=g)
 
 
 def grads_with(model: nn.Module, x, y, path: str | None = None, change=None) -> dict:
