@@ -85,6 +85,10 @@ class NormBatch:
         if not grads:
             return []
         dense = [g.coalesce().values() if g.is_sparse else g for g in grads]
+        if dense[0].device.type == "cpu":
+            start = self.add_vector(torch.tensor(
+                [v for g in dense for v in _cpu_norm_pair(g)], dtype=self.dtype))
+            return list(range(start, start + 2 * len(grads), 2))
         l2 = torch._foreach_norm(dense, 2, dtype=self.dtype)
         linf = torch._foreach_norm(dense, math.inf)
         pairs = torch.stack([torch.stack(l2), torch.stack(linf).to(self.dtype)], dim=1)
@@ -124,6 +128,26 @@ class NormBatch:
     @staticmethod
     def pair(values: list[float], slot: int) -> tuple[float, float]:
         return values[slot], values[slot + 1]
+
+
+#: float32 squares stay exact (no underflow, no overflow) for max |g| inside this range
+_SAFE_FLOAT32 = (1e-18, 1e18)
+
+
+def _cpu_norm_pair(g: torch.Tensor) -> tuple[float, float]:
+    """(L2, max |g|) of a CPU tensor. On the CPU there is no device to wait for, so max |g| is
+    read first and decides the accumulation: float32 where its squares are safe (the common
+    case, ~20x cheaper than converting to float64), float64 where tiny or huge values would
+    underflow or overflow (vanishing layers must not read 0.0)."""
+    if g.numel() == 0:
+        return 0.0, 0.0
+    x = g.abs() if g.is_complex() else g
+    lo, hi = torch.aminmax(x)
+    top = max(-lo.item(), hi.item()) if not torch.isnan(lo) else math.nan
+    if x.dtype in (torch.float32, torch.float16, torch.bfloat16) and \
+            _SAFE_FLOAT32[0] < top < _SAFE_FLOAT32[1]:
+        return torch.linalg.vector_norm(x, dtype=torch.float32).item(), top
+    return torch.linalg.vector_norm(x, dtype=torch.float64).item(), top
 
 
 def combine_norms(norms: Sequence[float | None]) -> float | None:
