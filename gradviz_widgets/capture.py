@@ -97,7 +97,7 @@ def capture(
             raw = walk(loss, tracker.owner, leaf_names(params, prepared.leaves()), tracker.calls)
             tracker.release()
             if track_flow:
-                instrument(raw, batch)
+                instrument(raw, batch, modified=hooks.modifiers if hooks else ())
             if hooks:
                 hooks.on_graph(raw, batch)
             wanted = [(leaf.id, leaf.tensor) for leaf in raw.leaves]

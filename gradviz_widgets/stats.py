@@ -141,13 +141,28 @@ def _cpu_norm_pair(g: torch.Tensor) -> tuple[float, float]:
     underflow or overflow (vanishing layers must not read 0.0)."""
     if g.numel() == 0:
         return 0.0, 0.0
-    x = g.abs() if g.is_complex() else g
+    x, repeats = _distinct(g.abs() if g.is_complex() else g)
     lo, hi = torch.aminmax(x)
     top = max(-lo.item(), hi.item()) if not torch.isnan(lo) else math.nan
-    if x.dtype in (torch.float32, torch.float16, torch.bfloat16) and \
-            _SAFE_FLOAT32[0] < top < _SAFE_FLOAT32[1]:
-        return torch.linalg.vector_norm(x, dtype=torch.float32).item(), top
-    return torch.linalg.vector_norm(x, dtype=torch.float64).item(), top
+    safe = x.dtype in (torch.float32, torch.float16, torch.bfloat16) and \
+        _SAFE_FLOAT32[0] < top < _SAFE_FLOAT32[1]
+    norm = torch.linalg.vector_norm(x, dtype=torch.float32 if safe else torch.float64).item()
+    return norm * math.sqrt(repeats), top
+
+
+def _distinct(g: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """The values of `g` laid out for a fast pass, and how often each repeats.
+
+    Expanded gradients (stride 0, e.g. from `sum()`) hold one value many times: reduce over the
+    distinct ones and scale the norm by sqrt(repeats). Transposed gradients are read in memory
+    order (reductions over a transposed view are several times slower)."""
+    if any(st == 0 and sz > 1 for sz, st in zip(g.shape, g.stride())):
+        base = g[tuple(slice(0, 1) if st == 0 and sz > 1 else slice(None)
+                       for sz, st in zip(g.shape, g.stride()))]
+        return base, g.numel() // base.numel()
+    if g.dim() >= 2 and not g.is_contiguous() and g.mT.is_contiguous():
+        return g.mT, 1
+    return g, 1
 
 
 def combine_norms(norms: Sequence[float | None]) -> float | None:

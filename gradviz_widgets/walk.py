@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import torch
@@ -171,11 +171,17 @@ def _is_hook_node(fn: Any) -> bool:
     return bool(metadata) and HOOK_NODE_MARK in metadata
 
 
-def instrument(graph: RawGraph, batch: NormBatch) -> None:
+def instrument(graph: RawGraph, batch: NormBatch, modified: Collection[str] = ()) -> None:
     """Hook every op node so its incoming and outgoing gradients are measured (no host sync).
 
+    A node whose output feeds exactly one consumer received exactly what that consumer sent
+    along their edge, so its inflow reuses the edge's number instead of measuring the same
+    tensor twice, unless a modifier on the node (`modified`) changes it in between.
     The hooks live on the autograd nodes of this run only; they vanish with the graph.
     """
+    leaving: dict[str, list[RawEdge]] = {}
+    for e in graph.edges:
+        leaving.setdefault(e.src, []).append(e)
     in_edges: dict[str, list[RawEdge]] = {}
     for e in graph.edges:
         in_edges.setdefault(e.dst, []).append(e)
@@ -197,16 +203,23 @@ def instrument(graph: RawGraph, batch: NormBatch) -> None:
                 through.setdefault(e.via[0], []).append(e)
             else:
                 direct.append(e)
-        node.fn.register_hook(_flow_hook(node, direct, batch, order))
+        out = leaving.get(node.id, [])
+        same = out[0] if len(out) == 1 and out[0].dst != "output" and node.id not in modified \
+            else None
+        node.fn.register_hook(_flow_hook(node, direct, batch, order, same))
     for hook_fn, edges in through.items():
         hook_fn.register_hook(_through_hook(edges, batch))
 
 
-def _flow_hook(node: RawNode, edges: list[RawEdge], batch: NormBatch, order: list[int]):
+def _flow_hook(node: RawNode, edges: list[RawEdge], batch: NormBatch, order: list[int],
+               same: RawEdge | None):
     def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
         node.order = order[0]
         order[0] += 1
-        node.inflow = batch.add([g for g in grad_outputs if g is not None])
+        if same is not None and same.slot is not None and len(grad_outputs) == 1:
+            node.inflow = [same.slot]
+        else:
+            node.inflow = batch.add([g for g in grad_outputs if g is not None])
         present = [(e, grad_inputs[e.index]) for e in edges if grad_inputs[e.index] is not None]
         for (e, _), slot in zip(present, batch.add([g for _, g in present])):
             e.slot = slot
