@@ -11,6 +11,7 @@ import contextlib
 import difflib
 import time
 import warnings
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,7 +25,7 @@ from .hook_config import HookConfig
 from .hook_events import HookEvent, _Pending
 from .modifiers import Modifier
 from .stats import NormBatch
-from .tensor_stats import queue_stats, read_stats
+from .tensor_stats import PendingStats, queue_stats, read_stats
 from .walk import HOOK_NODE_MARK, RawGraph
 
 
@@ -49,6 +50,7 @@ class HookManager(HookConfig):
         self._pending: list[_Pending] = []
         self._current: _Pending | None = None  # the event the hook running now records into
         self._handles: list[Any] = []
+        self._seen: dict[tuple, tuple[weakref.ref, PendingStats]] = {}
         self._phase = "forward"
 
     # ---- one run ---------------------------------------------------------------------------
@@ -56,6 +58,7 @@ class HookManager(HookConfig):
     def attached(self, model: nn.Module, batch: NormBatch) -> Iterator[None]:
         """Register the module hooks that are on; remove every one of them on exit."""
         self._pending, self._phase, self.hook_seconds = [], "forward", 0.0
+        self._seen = {}
         modules = dict(model.named_modules())
         handles: list[Any] = []  # all of this run's hooks, on modules, tensors and graph nodes
         self._handles = handles
@@ -124,6 +127,7 @@ class HookManager(HookConfig):
 
     def finish(self, values: list[float]) -> None:
         """Turn the queued statistics of this run into HookEvents."""
+        self._seen = {}
         self.events = [
             HookEvent(p.target, p.kind, p.call, p.phase, p.mechanism,
                       {k: tuple(None if s is None else read_stats(s, values) for s in v)
@@ -191,9 +195,23 @@ class HookManager(HookConfig):
                 if t is None or isinstance(t, torch.Tensor)]
         slot = p.tensors.setdefault(name, [])
         for t in flat:
-            slot.append(None if t is None else queue_stats(t, batch))
+            slot.append(None if t is None else self._stats(t, batch))
             if p.raw is not None:
                 p.raw.setdefault(name, []).append(None if t is None else t.detach().clone())
+
+    def _stats(self, t: torch.Tensor, batch: NormBatch) -> PendingStats:
+        """Statistics of `t`, measured once per run: a container sees its last child's output
+        and module k's grad_input is module k-1's grad_output, so the same data comes by
+        often. The cache keeps only a weak reference: while it is alive, nobody else can hold
+        that memory, so the same pointer, layout and version mean the same values."""
+        key = (t.data_ptr(), t.dtype, tuple(t.shape), t.stride(), t.storage_offset(),
+               t._version, t.device)
+        hit = self._seen.get(key)
+        if hit is not None and hit[0]() is not None:
+            return hit[1]
+        stats = queue_stats(t, batch)
+        self._seen[key] = (weakref.ref(t), stats)
+        return stats
 
     def _guarded(self, target: str, kind: str, body: Callable) -> Callable:
         modifier = self.modifiers.get(target) if kind in ("backward", "tensor") else None
@@ -364,7 +382,7 @@ class HookManager(HookConfig):
     def _grad_slot(self, p: _Pending, name: str, slot: int, size: int, batch: NormBatch,
                    modifier: Modifier | None, active: list[bool] | None):
         def put(key: str, t: torch.Tensor) -> None:
-            p.tensors.setdefault(key, [None] * size)[slot] = queue_stats(t, batch)
+            p.tensors.setdefault(key, [None] * size)[slot] = self._stats(t, batch)
             if p.raw is not None:
                 p.raw.setdefault(key, [None] * size)[slot] = t.detach().clone()
 
