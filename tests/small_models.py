@@ -24,3 +24,16 @@ def data(n: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     """n inputs of width 4 and class targets in 0..2, from a fixed generator."""
     g = torch.Generator().manual_seed(1)
     return torch.randn(n, 4, generator=g), torch.randint(0, 3, (n,), generator=g)
+
+#: The seed's gradient-norm table for the dead-branch network (CrossEntropyLoss, seed 0),
+#: rounded to 4 places: what plain `loss.backward()` and the explorer must both give.
+SEED_TABLE = {
+    "main1.weight": 0.279,
+    "main1.bias": 0.1172,
+    "gate.weight": 0.0,
+    "gate.bias": 0.0,
+    "dead.weight": 0.0,
+    "dead.bias": 0.1547,
+    "main2.weight": 0.2938,
+    "main2.bias": 0.1547,
+}

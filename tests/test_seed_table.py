@@ -4,21 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from small_models import SEED_TABLE
 from torch import nn
 
 from gradviz_widgets import GradExplorer
 from gradviz_widgets.examples import dead_branch_example
 
-TABLE = {
-    "main1.weight": 0.279,
-    "main1.bias": 0.1172,
-    "gate.weight": 0.0,
-    "gate.bias": 0.0,
-    "dead.weight": 0.0,
-    "dead.bias": 0.1547,
-    "main2.weight": 0.2938,
-    "main2.bias": 0.1547,
-}
+TABLE = SEED_TABLE
 
 
 @pytest.fixture(scope="module")
