@@ -65,6 +65,7 @@ class ExplorerWidget(W.VBox):
         self.chart = go.FigureWidget()
         self.chart.layout.update(height=460, width=CHART_WIDTH, autosize=False)
         self.readout = W.HTML(readout_html([], None, {}))
+        first_error = self._first_run()
         self._build_toolbar(hook_kind, chart_mode)
         self.pane.on_node_click(self.click_node)
         self.pane.on_toggle_scope(self.toggle_scope)
@@ -75,7 +76,22 @@ class ExplorerWidget(W.VBox):
                        W.Box([self.chart], layout=W.Layout(flex="0 0 auto"))],
                       layout=W.Layout(width="100%", flex_flow="row wrap"))
         super().__init__([self.toolbar, body, self.readout])
-        self.rerun()
+        if first_error is None:
+            self.refresh()
+        else:
+            self._fail(first_error)
+
+    def _first_run(self) -> str | None:
+        """Use the explorer's newest run, or run once; the error text if that fails."""
+        if self.explorer._last is not None:
+            self.runs = 1
+            return None
+        try:
+            self.explorer.run()
+        except GradExplorerError as e:
+            return str(e)
+        self.runs = 1
+        return None
 
     # ---- toolbar -----------------------------------------------------------------------------
     def _build_toolbar(self, hook_kind: str, chart_mode: str) -> None:
@@ -98,7 +114,7 @@ class ExplorerWidget(W.VBox):
         self.toolbar = c.box
 
     def _depth_options(self) -> list[tuple[str, Any]]:
-        deepest = self.explorer.graph.max_depth if self.explorer._last is not None else 6
+        deepest = self.explorer.graph.max_depth if self.explorer._last is not None else 1
         return [("auto", "auto"), ("full", "full")] + [(str(d), d) for d in range(0, max(deepest, 1))]
 
     def _depth_value(self) -> Any:

@@ -134,3 +134,13 @@ def test_exports_from_buttons(dead_explorer, tmp_path):
     w.pane._on_frontend_msg(w.pane, {"kind": "svg", "request": sent[0]["request"],
                                      "svg": "<svg></svg>"}, [])
     assert (tmp_path / "graph.svg").read_text() == "<svg></svg>"
+
+
+def test_show_reuses_the_newest_run_and_reports_a_failing_first_run(dead_explorer):
+    dead_explorer.run()
+    w = dead_explorer.show()
+    assert len(dead_explorer.history) == 1 and w.runs == 1
+    assert w.controls.depth_box.options[2:] == (("0", 0),)  # the dead-branch net is one level deep
+    bad = GradExplorer(nn.Linear(3, 2), torch.randn(2, 5)).show()
+    assert "shapes" in bad.last_error and bad.pane.status_level == "error"
+    assert bad.view is None and bad.runs == 0
