@@ -59,6 +59,7 @@ class GradExplorer:
         self.track_flow = track_flow
         self._hooks = HookManager(model, keep_tensors=keep_tensors)
         self._last: Capture | None = None
+        self._ran_with: tuple = ()
         self.history: list[GradReport] = []
         self._history_len = history
         self.closed = False
@@ -92,9 +93,22 @@ class GradExplorer:
             result = dataclasses.replace(result, report=_mark_modified(
                 result.report, baseline.report, self._hooks.modifiers))
         self._last = result
+        self._ran_with = self._settings()
         self.history.append(result.report)
         del self.history[: -self._history_len]
         return result.report
+
+    def _settings(self) -> tuple:
+        """What a run depends on besides the model: to tell whether the newest run is stale."""
+        return (tuple(self._hooks.active), tuple(self.modifiers.items()), self.device,
+                self.thresholds, self.seed, self.track_flow, id(self.sample_input),
+                id(self.loss_fn), id(self.target))
+
+    @property
+    def stale(self) -> bool:
+        """True when nothing ran yet or hooks, modifiers, device, thresholds, input or loss
+        changed since the newest run."""
+        return self._last is None or self._ran_with != self._settings()
 
     def _capture(self, with_hooks: bool) -> Capture:
         return capture(

@@ -82,8 +82,9 @@ class ExplorerWidget(W.VBox):
             self._fail(first_error)
 
     def _first_run(self) -> str | None:
-        """Use the explorer's newest run, or run once; the error text if that fails."""
-        if self.explorer._last is not None:
+        """Use the explorer's newest run if still current, or run once; the error text if that
+        fails."""
+        if not self.explorer.stale:
             self.runs = 1
             return None
         try:

@@ -144,3 +144,13 @@ def test_show_reuses_the_newest_run_and_reports_a_failing_first_run(dead_explore
     bad = GradExplorer(nn.Linear(3, 2), torch.randn(2, 5)).show()
     assert "shapes" in bad.last_error and bad.pane.status_level == "error"
     assert bad.view is None and bad.runs == 0
+
+
+def test_show_reruns_when_settings_changed_since_the_newest_run(dead_explorer):
+    dead_explorer.run()
+    dead_explorer.set_modifier("main2", scale=0.5)
+    assert dead_explorer.stale
+    w = dead_explorer.show()
+    assert len(dead_explorer.history) == 2 and not dead_explorer.stale
+    assert dead_explorer.report.param("main1.weight").modified_by is not None
+    assert w.runs == 1
