@@ -7,11 +7,11 @@ gradients flowed the other way, and each edge carries the norm of what flowed al
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from .attribution import LOSS_SCOPE, Scope
+from .stats import combine_norms
 
 LEAF_KINDS = ("param", "input", "tensor")
 
@@ -214,11 +214,9 @@ def _exit_flow(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> dict[str, t
 
 
 def _combine(edges: list[GradEdge]) -> tuple[float | None, float | None]:
-    norms = [e.grad_norm for e in edges if e.grad_norm is not None]
+    norm = combine_norms([e.grad_norm for e in edges])
     maxes = [e.grad_max for e in edges if e.grad_max is not None]
-    if not norms:
-        return None, None
-    return math.sqrt(sum(n * n for n in norms)), max(maxes) if maxes else None
+    return norm, (max(maxes) if maxes and norm is not None else None)
 
 
 _SEVERITY = ("nonfinite", "exploding", "zero", "vanishing", "healthy", "none")
