@@ -72,7 +72,7 @@ def to_dot(
     ]
     tree: dict[tuple, list[GradNode]] = {}
     for n in nodes:
-        key = n.scope[:-1] if n.kind == "module" else _cluster_scope(n)
+        key = n.scope[:-1] if n.kind == "module" else n.scope
         tree.setdefault(key, []).append(n)
     _emit_cluster((), tree, graph, lines, set(hooked), selected, "  ")
     for e in graph.edges:
@@ -83,13 +83,8 @@ def to_dot(
         width = _penwidth(e.grad_norm)
         lines.append(f"  {_q(src)} -> {_q(e.dst)} [color={_q(border)}, style={style}, "
                      f"penwidth={width}];")
-    # parameters merged into their consumer: draw param -> consumer of the AccumulateGrad
     lines.append("}")
     return "\n".join(lines) + "\n"
-
-
-def _cluster_scope(n: GradNode) -> tuple:
-    return n.scope
 
 
 def _emit_cluster(scope: tuple, tree: dict, graph: GradGraph, lines: list[str],
@@ -122,18 +117,12 @@ def _node_line(n: GradNode, hooked: bool, selected: bool) -> str:
         "color": border,
         "penwidth": "2.5" if n.status in ("exploding", "nonfinite") or selected else "1.2",
     }
-    if n.kind == "param":
-        attrs["fillcolor"] = _param_fill(fill)
     if hooked:
         attrs["peripheries"] = "2"
     if selected:
         attrs["color"] = "#cc79a7"
     body = ", ".join(f"{k}={_q(v)}" for k, v in attrs.items())
     return f"{_q(n.id)} [{body}];"
-
-
-def _param_fill(fill: str) -> str:
-    return fill  # parameters share the status fill; their box shape and name set them apart
 
 
 def _label(n: GradNode) -> str:
