@@ -29,6 +29,8 @@ class HookConfig:
         self._paths = {p for p, _ in model.named_modules()}
         self._on: dict[tuple[str, str], None] = {}
         self.modifiers: dict[str, Modifier] = {}
+        self.fallback: set[str] = set()  # backward hooks done with tensor hooks instead
+        self.fallback_reasons: dict[str, str] = {}
 
     @property
     def active(self) -> list[tuple[str, str]]:
@@ -82,6 +84,30 @@ class HookConfig:
             raise GradExplorerError(
                 f"no module {target!r} in the model; did you mean {close}? "
                 "Module paths are those of model.named_modules() ('' is the root).")
+
+
+    # ---- fallback for modules whose output is modified in place ----------------------------
+    def can_fall_back(self, error: BaseException) -> bool:
+        """True when `error` says register_full_backward_hook cannot work here (it clashed with an
+        in-place op, or a module returns what it cannot see into) and a fallback is left."""
+        text = f"{error} {error.__cause__}"
+        backward = {t for t, k in self._wanted() if k == "backward"}
+        # in-place on the hook's output, or on a view of it ("... created inside a custom
+        # Function"); a model whose own custom Function does that fails again, unchanged
+        clash = ("BackwardHookFunction" in text or "created inside a custom Function" in text
+                 or isinstance(error, _Unhookable))
+        return clash and bool(backward - self.fallback)
+
+    def fall_back(self) -> None:
+        """Use tensor hooks instead of register_full_backward_hook for every backward hook."""
+        for t, k in self._wanted():
+            if k == "backward" and t not in self.fallback:
+                self.fallback.add(t)
+                self.fallback_reasons.setdefault(t, "register_full_backward_hook failed here")
+
+
+class _Unhookable(GradExplorerError):
+    """register_full_backward_hook cannot work on a module; the explorer retries with tensor hooks."""
 
 
 def _is_node_id(target: str) -> bool:

@@ -11,7 +11,6 @@ import contextlib
 import difflib
 import time
 import warnings
-import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,11 +20,11 @@ from torch import nn
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .errors import GradExplorerError
-from .hook_config import HookConfig
+from .hook_config import HookConfig, _Unhookable
 from .hook_events import HookEvent, _Pending
 from .modifiers import Modifier
 from .stats import NormBatch
-from .tensor_stats import PendingStats, queue_stats, read_stats
+from .tensor_stats import StatsCache, read_stats
 from .walk import HOOK_NODE_MARK, RawGraph
 
 
@@ -42,15 +41,13 @@ class HookManager(HookConfig):
 
     def __init__(self, model: nn.Module, keep_tensors: bool = False) -> None:
         super().__init__(model)
-        self.fallback: set[str] = set()  # backward hooks done with tensor hooks instead
-        self.fallback_reasons: dict[str, str] = {}
         self.keep_tensors = keep_tensors
         self.events: list[HookEvent] = []
         self.hook_seconds = 0.0
         self._pending: list[_Pending] = []
         self._current: _Pending | None = None  # the event the hook running now records into
         self._handles: list[Any] = []
-        self._seen: dict[tuple, tuple[weakref.ref, PendingStats]] = {}
+        self._stats = StatsCache()
         self._phase = "forward"
 
     # ---- one run ---------------------------------------------------------------------------
@@ -58,7 +55,7 @@ class HookManager(HookConfig):
     def attached(self, model: nn.Module, batch: NormBatch) -> Iterator[None]:
         """Register the module hooks that are on; remove every one of them on exit."""
         self._pending, self._phase, self.hook_seconds = [], "forward", 0.0
-        self._seen = {}
+        self._stats.clear()
         modules = dict(model.named_modules())
         handles: list[Any] = []  # all of this run's hooks, on modules, tensors and graph nodes
         self._handles = handles
@@ -127,7 +124,7 @@ class HookManager(HookConfig):
 
     def finish(self, values: list[float]) -> None:
         """Turn the queued statistics of this run into HookEvents."""
-        self._seen = {}
+        self._stats.clear()
         self.events = [
             HookEvent(p.target, p.kind, p.call, p.phase, p.mechanism,
                       {k: tuple(None if s is None else read_stats(s, values) for s in v)
@@ -137,25 +134,6 @@ class HookManager(HookConfig):
             for p in self._pending
         ]
         self._pending = []
-
-    # ---- fallback for modules whose output is modified in place ----------------------------
-    def can_fall_back(self, error: BaseException) -> bool:
-        """True when `error` says register_full_backward_hook cannot work here (it clashed with an
-        in-place op, or a module returns what it cannot see into) and a fallback is left."""
-        text = f"{error} {error.__cause__}"
-        backward = {t for t, k in self._wanted() if k == "backward"}
-        # in-place on the hook's output, or on a view of it ("... created inside a custom
-        # Function"); a model whose own custom Function does that fails again, unchanged
-        clash = ("BackwardHookFunction" in text or "created inside a custom Function" in text
-                 or isinstance(error, _Unhookable))
-        return clash and bool(backward - self.fallback)
-
-    def fall_back(self) -> None:
-        """Use tensor hooks instead of register_full_backward_hook for every backward hook."""
-        for t, k in self._wanted():
-            if k == "backward" and t not in self.fallback:
-                self.fallback.add(t)
-                self.fallback_reasons.setdefault(t, "register_full_backward_hook failed here")
 
     # ---- hook factories ----------------------------------------------------------------------
     def _new(self, target: str, kind: str, mechanism: str, call: int, queue: bool = True
@@ -195,23 +173,9 @@ class HookManager(HookConfig):
                 if t is None or isinstance(t, torch.Tensor)]
         slot = p.tensors.setdefault(name, [])
         for t in flat:
-            slot.append(None if t is None else self._stats(t, batch))
+            slot.append(None if t is None else self._stats.get(t, batch))
             if p.raw is not None:
                 p.raw.setdefault(name, []).append(None if t is None else t.detach().clone())
-
-    def _stats(self, t: torch.Tensor, batch: NormBatch) -> PendingStats:
-        """Statistics of `t`, measured once per run: a container sees its last child's output
-        and module k's grad_input is module k-1's grad_output, so the same data comes by
-        often. The cache keeps only a weak reference: while it is alive, nobody else can hold
-        that memory, so the same pointer, layout and version mean the same values."""
-        key = (t.data_ptr(), t.dtype, tuple(t.shape), t.stride(), t.storage_offset(),
-               t._version, t.device)
-        hit = self._seen.get(key)
-        if hit is not None and hit[0]() is not None:
-            return hit[1]
-        stats = queue_stats(t, batch)
-        self._seen[key] = (weakref.ref(t), stats)
-        return stats
 
     def _guarded(self, target: str, kind: str, body: Callable) -> Callable:
         modifier = self.modifiers.get(target) if kind in ("backward", "tensor") else None
@@ -382,7 +346,7 @@ class HookManager(HookConfig):
     def _grad_slot(self, p: _Pending, name: str, slot: int, size: int, batch: NormBatch,
                    modifier: Modifier | None, active: list[bool] | None):
         def put(key: str, t: torch.Tensor) -> None:
-            p.tensors.setdefault(key, [None] * size)[slot] = self._stats(t, batch)
+            p.tensors.setdefault(key, [None] * size)[slot] = self._stats.get(t, batch)
             if p.raw is not None:
                 p.raw.setdefault(key, [None] * size)[slot] = t.detach().clone()
 
@@ -426,7 +390,3 @@ def _alias(t: torch.Tensor) -> torch.Tensor:
     alias = torch.ops.aten.alias.default(t)
     alias.grad_fn.metadata[HOOK_NODE_MARK] = "hook alias"
     return alias
-
-
-class _Unhookable(GradExplorerError):
-    """register_full_backward_hook cannot work on a module; the explorer retries with tensor hooks."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 
 import torch
 
@@ -104,6 +105,29 @@ def _cpu_stats(x: torch.Tensor) -> list[float] | None:
     else:
         counts = [float(n)] + [0.0] * (HIST_BINS - 1)
     return [norm, lo, hi, total / n, 0.0, 0.0, float(n), float(n), *counts]
+
+
+class StatsCache:
+    """Statistics measured once per tensor per run: a container sees its last child's output
+    and module k's grad_input is module k-1's grad_output, so the same data comes by often.
+    Only a weak reference is kept: while it is alive nothing else can hold that memory, so the
+    same pointer, layout and version mean the same values."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple, tuple[weakref.ref, PendingStats]] = {}
+
+    def get(self, t: torch.Tensor, batch: NormBatch) -> PendingStats:
+        key = (t.data_ptr(), t.dtype, tuple(t.shape), t.stride(), t.storage_offset(),
+               t._version, t.device)
+        hit = self._seen.get(key)
+        if hit is not None and hit[0]() is not None:
+            return hit[1]
+        stats = queue_stats(t, batch)
+        self._seen[key] = (weakref.ref(t), stats)
+        return stats
+
+    def clear(self) -> None:
+        self._seen = {}
 
 
 def read_stats(p: PendingStats, values: list[float]) -> TensorStats:

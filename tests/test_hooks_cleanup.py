@@ -18,7 +18,7 @@ from torch import nn
 from gradviz_widgets import GradExplorer, GradExplorerError
 from gradviz_widgets.examples import UnrolledLSTM, resnet18
 
-hooks_module = sys.modules["gradviz_widgets.hooks"]
+stats_module = sys.modules["gradviz_widgets.tensor_stats"]
 modifiers_module = sys.modules["gradviz_widgets.modifiers"]
 
 HOOK_DICTS = (
@@ -177,7 +177,7 @@ def test_failing_hook_names_itself_and_leaves_no_hooks(kind, monkeypatch) -> Non
     def broken(*args, **kwargs):
         raise RuntimeError("stats exploded")
 
-    monkeypatch.setattr(hooks_module, "queue_stats", broken)
+    monkeypatch.setattr(stats_module, "queue_stats", broken)
     with pytest.raises(GradExplorerError) as info:
         ex.run()
     message = str(info.value)
