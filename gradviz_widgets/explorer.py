@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from .capture import Capture, capture
-from .devices import available_devices, resolve_device
+from .devices import available_devices, model_device, resolve_device
 from .errors import GradExplorerError
 from .graph import GradGraph
 from .hook_config import DEFAULT_KIND
@@ -133,8 +133,6 @@ class GradExplorer:
     @property
     def model_device(self) -> torch.device:
         """Where the model's parameters live (runs go there unless a device is chosen)."""
-        from .devices import model_device
-
         return model_device(self.model)
 
     @staticmethod

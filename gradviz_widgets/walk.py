@@ -120,9 +120,8 @@ def walk(
                 name = str(other_leaves)
                 other_leaves += 1
             scope = param_scope(name, calls) if kind == "param" else owner.get(fn, ())
-            module = scope[-1][0] if (scope and kind == "param") else ""
-            if kind == "tensor":
-                module = scope[-1][0] if scope else ""
+            # inputs belong to the root; parameters and other leaves to their innermost module
+            module = scope[-1][0] if scope and kind != "input" else ""
             leaf_id = f"{kind}:{name}"
             leaf = RawNode(leaf_id, kind.capitalize(), kind, module, scope, tensor=var,
                            shape=tuple(var.shape))

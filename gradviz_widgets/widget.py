@@ -183,12 +183,8 @@ class ExplorerWidget(W.VBox):
             self._fail(str(e))
             return None
         node_id = self._node_showing(f"param:{name}")
-        self.selected_module = record.module
         self.selected = node_id
-        with self.pane.hold_sync():
-            self.pane.highlight = [node_id] if node_id else []
-            if node_id:
-                self.pane.selected = node_id
+        self._reveal(node_id, record.module)
         if node_id is None:
             self._set_status(f"{name} has no node in the graph: {record.none_reason}", "warning")
         self._update_chart()
@@ -308,14 +304,16 @@ class ExplorerWidget(W.VBox):
         if self.controls.mode_box.value == "param":
             self.select_param(row[0])
         else:
-            module = row[1]
-            node_id = self._node_showing_module(module)
-            self.selected_module = module
-            with self.pane.hold_sync():
-                self.pane.highlight = [node_id] if node_id else []
-                if node_id:
-                    self.pane.selected = node_id
+            self._reveal(self._node_showing_module(row[1]), row[1])
             self._update_chart()
+
+    def _reveal(self, node_id: str | None, module: str) -> None:
+        """Select `module` for the chart and readout; highlight and centre its node if drawn."""
+        self.selected_module = module
+        with self.pane.hold_sync():
+            self.pane.highlight = [node_id] if node_id else []
+            if node_id:
+                self.pane.selected = node_id
 
     def _hooked_ids(self, view: GradGraph) -> set[str]:
         targets = {t for t, k in self.explorer.hooks if k != "tensor"}
