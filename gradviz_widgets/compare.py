@@ -1,0 +1,72 @@
+"""Two runs side by side: per-parameter norms, their ratio and the statuses that changed.
+
+The uses: before/after a fix, CPU vs GPU numerics, float32 vs bf16 autocast, two seeds. Works on
+reports alone (no torch needed), so saved runs compare as well as live ones.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pandas is imported when a table is asked for
+    import pandas as pd
+
+    from .report import GradReport
+
+COLUMNS = ("module", "norm_a", "norm_b", "ratio", "status_a", "status_b", "status_changed")
+
+
+def norm_ratio(a: float | None, b: float | None) -> float:
+    """`b / a`, with the cases a division hides spelled out.
+
+    NaN where either side has no gradient or is not finite; inf where a is exactly 0.0 and b
+    is not (a gradient came back); 1.0 where both are exactly 0.0.
+
+    Example:
+        >>> norm_ratio(2.0, 3.0), norm_ratio(0.0, 1.0), norm_ratio(0.0, 0.0), norm_ratio(None, 1.0)
+        (1.5, inf, 1.0, nan)
+    """
+    if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
+        return math.nan
+    if a == 0.0:
+        return 1.0 if b == 0.0 else math.inf
+    return b / a
+
+
+def compare_rows(a: GradReport, b: GradReport) -> list[dict[str, Any]]:
+    """One dict per parameter of either run (a's order first, then b's new ones)."""
+    recs_a = {p.name: p for p in a.params}
+    recs_b = {p.name: p for p in b.params}
+    names = list(recs_a) + [n for n in recs_b if n not in recs_a]
+    rows = []
+    for name in names:
+        pa, pb = recs_a.get(name), recs_b.get(name)
+        status_a = pa.status if pa else "absent"
+        status_b = pb.status if pb else "absent"
+        norm_a = pa.norm if pa else None
+        norm_b = pb.norm if pb else None
+        rows.append({
+            "param": name, "module": (pa or pb).module,  # type: ignore[union-attr]
+            "norm_a": norm_a, "norm_b": norm_b, "ratio": norm_ratio(norm_a, norm_b),
+            "status_a": status_a, "status_b": status_b, "status_changed": status_a != status_b,
+        })
+    return rows
+
+
+def compare_reports(a: GradReport, b: GradReport) -> pd.DataFrame:
+    """A DataFrame indexed by parameter: norm_a, norm_b, ratio, status_a, status_b, ...
+
+    None (no gradient) shows as NaN in the norm columns; the status columns keep "none" apart
+    from "zero". `status_changed` marks the rows to look at first.
+    """
+    import pandas as pd
+
+    rows = compare_rows(a, b)
+    frame = pd.DataFrame(rows, columns=("param", *COLUMNS)).set_index("param")
+    for col in ("norm_a", "norm_b", "ratio"):
+        frame[col] = frame[col].astype("float64")
+    return frame
+
+
+__all__ = ["compare_reports", "compare_rows", "norm_ratio"]
