@@ -15,6 +15,7 @@ import torch
 import torch.nn.utils.parametrize as parametrize
 from torch import nn
 from torch.nn.modules import module as module_mod
+from torch.nn.parameter import is_lazy
 
 HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
               "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
@@ -28,6 +29,8 @@ def bits(t: torch.Tensor | None):
     """A bitwise, NaN-safe fingerprint of a tensor's value (None stays None)."""
     if t is None:
         return None
+    if is_lazy(t):
+        return ("uninitialised", type(t).__name__)
     t = t.detach()
     if t.is_sparse:
         t = t.coalesce()

@@ -6,59 +6,20 @@ the aspect (norms, statuses, module norms, state) of exactly the case that fails
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import math
 
 import pytest
 import torch
-from torch.utils._pytree import tree_map
 
 from gradviz_widgets import GradExplorer
 
 from . import models_hf, models_special  # noqa: F401  (they register their cases)
 from .models import CASES, Case
+from .reference import reference
 from .state import diff, optimizer_problems, snapshot
 from .xfails import XFAIL
-
-
-def call(model, sample):
-    if isinstance(sample, dict):
-        return model(**sample)
-    if isinstance(sample, (tuple, list)):
-        return model(*sample)
-    return model(sample)
-
-
-def grad_norm_and_zero(g: torch.Tensor) -> tuple[float, bool]:
-    """Float64 L2 norm of a reference .grad (dense, sparse or complex) and whether all are 0."""
-    v = g.coalesce().values() if g.is_sparse else g
-    v = v.to(torch.complex128 if v.is_complex() else torch.float64)
-    return torch.linalg.vector_norm(v).item(), bool((v == 0).all())
-
-
-def reference(c: Case, seed: int = 0) -> tuple[dict, float]:
-    """name -> (norm, all_zero) or None, and the loss, from the textbook recipe on a deep copy."""
-    twin = c.twin() if c.twin else copy.deepcopy(c.model)
-    for (n, p), (_, q) in zip(c.model.named_parameters(), twin.named_parameters()):
-        assert torch.equal(p, q), f"the reference twin differs at {n}"
-    for p in twin.parameters():
-        p.grad = None  # deepcopy copies .grad; backward must start from nothing
-    sample = tree_map(lambda t: t.detach().clone().requires_grad_(t.requires_grad)
-                      if isinstance(t, torch.Tensor) else t, c.sample)
-    loss_fn = c.twin_loss_fn(twin) if c.twin_loss_fn else c.loss_fn
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        out = call(twin, sample)
-        if loss_fn is None:
-            loss = out if out.numel() == 1 else out.sum()
-        else:
-            loss = loss_fn(out) if c.target is None else loss_fn(out, c.target)
-        loss.backward()
-    grads = {n: None if p.grad is None else grad_norm_and_zero(p.grad)
-             for n, p in twin.named_parameters()}
-    return grads, loss.item()
 
 
 @dataclasses.dataclass
