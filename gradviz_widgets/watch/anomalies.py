@@ -1,0 +1,132 @@
+"""Anomalies (the first step a parameter turned NaN/Inf, zero, None, exploding or vanishing) and
+the flight recorder: the batch, RNG state and model state of the step where training broke."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils._pytree import tree_map
+
+from ..errors import GradExplorerError
+from ..stats import STATUSES
+
+#: what counts as an anomaly, most alarming first
+KINDS = ("nonfinite", "exploding", "zero", "none", "vanishing")
+_CODES = np.array([STATUSES.index(k) for k in KINDS])
+
+
+@dataclasses.dataclass
+class FlightRecord:
+    """What `anomaly.explore()` needs to replay step `step` (all on the CPU).
+
+    `state` is the model's state_dict before the optimizer applied the step's gradient."""
+
+    step: int
+    args: tuple
+    kwargs: dict
+    rng: torch.Tensor | None
+    state: dict[str, torch.Tensor]
+    reason: str
+
+    def save(self, directory: Path) -> Path:
+        path = directory / f"flight-{self.step}.pt"
+        torch.save(dataclasses.asdict(self), path)
+        return path
+
+    @staticmethod
+    def load(path: Path) -> FlightRecord:
+        return FlightRecord(**torch.load(path, weights_only=False))
+
+
+def cpu_copy(value: Any) -> Any:
+    """A detached CPU copy of every tensor in a nested structure (other values as they are)."""
+    return tree_map(lambda t: t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor)
+                    else t, value)
+
+
+@dataclasses.dataclass
+class Anomaly:
+    """The first step where `params` turned `kind` (one of KINDS).
+
+    Example:
+        >>> Anomaly(12, "nonfinite", ["fc1.weight"])
+        Anomaly(step 12: nonfinite in fc1.weight)
+    """
+
+    step: int
+    kind: str
+    params: list[str]
+    _flight: Callable[[int], FlightRecord | None] | None = dataclasses.field(default=None,
+                                                                           repr=False)
+    _explore: Callable[..., Any] | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def flight_record(self) -> FlightRecord | None:
+        """The recorded batch and pre-update state of this step, if one was kept."""
+        return self._flight(self.step) if self._flight else None
+
+    def explore(self, model: nn.Module | None = None, **options: Any) -> Any:
+        """A GradExplorer on this step's batch and pre-update model state (already run once:
+        `.report.nonfinite_origin` names the graph node where NaN/Inf appeared).
+
+        `model`: needed for a run opened from disk (a model of the same architecture; it is
+        copied, not changed). `options` go to GradExplorer (loss_fn, target, thresholds ...).
+        """
+        if self._explore is None:
+            raise GradExplorerError("this anomaly has no flight record to explore")
+        return self._explore(self, model, **options)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(self.params[:3]) + (f" and {len(self.params) - 3} more"
+                                              if len(self.params) > 3 else "")
+        return f"Anomaly(step {self.step}: {self.kind} in {shown})"
+
+
+class Tracker:
+    """Finds, per parameter and kind, the first step the parameter had that status."""
+
+    def __init__(self) -> None:
+        self._seen = np.zeros((0, len(KINDS)), dtype=bool)
+
+    def update(self, step: int, status: np.ndarray, names: list[str]) -> list[tuple[int, str, list[str]]]:
+        if self._seen.shape[0] < len(status):
+            grow = len(status) - self._seen.shape[0]
+            self._seen = np.vstack([self._seen, np.zeros((grow, len(KINDS)), dtype=bool)])
+        hits = (status[:, None] == _CODES[None, :]) & ~self._seen[: len(status)]
+        if not hits.any():
+            return []
+        self._seen[: len(status)] |= hits
+        return [(step, kind, [names[i] for i in np.nonzero(hits[:, k])[0]])
+                for k, kind in enumerate(KINDS) if hits[:, k].any()]
+
+
+def replay(record: FlightRecord, model: nn.Module, loss_fn: Callable | None, **options: Any) -> Any:
+    """Run a GradExplorer on a copy of `model` holding the recorded state, on the recorded
+    batch, under the recorded RNG state."""
+    from ..explorer import GradExplorer
+
+    twin = copy.deepcopy(model).cpu()
+    missing = twin.load_state_dict(record.state, strict=False)
+    if missing.missing_keys:
+        raise GradExplorerError(f"the model does not match the recorded state: missing "
+                                f"{missing.missing_keys[:5]}")
+    sample: Any = dict(record.kwargs) if record.kwargs else (
+        record.args[0] if len(record.args) == 1 else tuple(record.args))
+    if record.kwargs and record.args:
+        raise GradExplorerError("the recorded call mixes positional and keyword arguments; "
+                                "GradExplorer takes one or the other")
+    options.setdefault("loss_fn", loss_fn)
+    options.setdefault("seed", None)
+    ex = GradExplorer(twin, sample, **options)
+    with torch.random.fork_rng(devices=[]):
+        if record.rng is not None:
+            torch.set_rng_state(record.rng)
+        ex.run()
+    return ex

@@ -1,0 +1,292 @@
+"""The hooks of a GradWatch: they read the gradients once per step and hand the numbers on.
+
+With an optimizer: `register_step_pre_hook` reads the gradients the optimizer is about to apply
+(so gradient accumulation over several backward calls is one step) and snapshots the parameters;
+`register_step_post_hook` measures the update. Without one: a post-accumulate-grad hook on each
+parameter queues one end-of-backward callback, so each backward is one step and the numbers are
+those of `p.grad` after accumulation.
+
+On an accelerator nothing here waits for the device: the per-step numbers are reduced on the
+device into one small tensor and copied to pinned host memory without blocking; the writer
+thread reads it once the copy's event completes. On the CPU the numbers are plain floats at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.autograd import Variable
+
+from .anomalies import FlightRecord, cpu_copy
+from .reduce import flat_copy, grad_stats, is_small_cpu, param_norms, segment_norms
+from .store import ParamInfo
+
+#: columns of a step's values: per parameter with a gradient
+VALUES = ("norm", "max_abs", "nonzero", "delta_norm", "param_norm")
+
+
+@dataclasses.dataclass
+class StepRecord:
+    """One step's numbers: `ids` are the watched parameters that had a gradient."""
+
+    step: int
+    time: float
+    ids: np.ndarray
+    values: np.ndarray | None = None
+    pending: tuple[torch.Tensor, Any] | None = None
+
+    def resolve(self) -> np.ndarray:
+        """The (len(ids), 5) float64 values; waits for the device copy (writer thread only)."""
+        if self.values is None and self.pending is not None:
+            host, event = self.pending
+            if event is not None:
+                event.synchronize()
+            self.values = host.double().numpy()
+            self.pending = None
+        return self.values  # type: ignore[return-value]
+
+
+class Recorder:
+    """Attaches to `model` (and `optimizer`) and calls `emit` with params and step records."""
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer | None,
+                 emit: Callable[[str, Any], None], *, update_ratio: bool = True,
+                 flight: bool | float = True, sync_check: bool | None = None,
+                 on_flight: Callable[[FlightRecord], None] | None = None) -> None:
+        self.model, self.optimizer, self.emit = model, optimizer, emit
+        self.update_ratio = update_ratio and optimizer is not None
+        self.flight = flight
+        self.sync_check = sync_check
+        self.on_flight = on_flight
+        self.params: list[nn.Parameter] = []
+        self.names: list[str] = []
+        self._known: set[int] = set()
+        self._handles: list[Any] = []
+        self._acc_hooks_were_none: list[nn.Parameter] = []
+        self.step = 0
+        self.enabled = True
+        self.flight_recorded = False
+        self._queued = False
+        self._last_call: tuple[tuple, dict] | None = None
+        self._rng: torch.Tensor | None = None
+        self._pre: tuple[list[int], Any, Any] | None = None
+        self._snap: Any = None
+        self._where: tuple | None = None
+        self._n_model_params = 0
+        self._add_new_params(first=True)
+
+    # ---- attaching ----------------------------------------------------------------------
+    def attach(self) -> None:
+        if self.optimizer is not None:
+            self._handles.append(self.optimizer.register_step_pre_hook(self._guarded(self._pre_step)))
+            self._handles.append(self.optimizer.register_step_post_hook(self._guarded(self._post_step)))
+        if self.flight:
+            self._handles.append(self.model.register_forward_pre_hook(self._on_forward,
+                                                                      with_kwargs=True))
+
+    def _hook_params(self, params: list[nn.Parameter]) -> None:
+        if self.optimizer is not None:
+            return
+        for p in params:
+            if p._post_accumulate_grad_hooks is None:
+                self._acc_hooks_were_none.append(p)
+            self._handles.append(p.register_post_accumulate_grad_hook(self._on_accumulated))
+
+    def detach(self) -> None:
+        """Remove every hook; parameters whose hook dict we created get None back."""
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        for p in self._acc_hooks_were_none:
+            if not p._post_accumulate_grad_hooks:
+                p._post_accumulate_grad_hooks = None
+        self._acc_hooks_were_none.clear()
+        self.enabled = False
+        self._last_call = self._snap = self._pre = None
+
+    def _add_new_params(self, first: bool = False) -> None:
+        new = [(n, p) for n, p in self.model.named_parameters()
+               if p.requires_grad and id(p) not in self._known]
+        self._n_model_params = sum(1 for _ in self.model.parameters())
+        if not new:
+            return
+        infos = []
+        for name, p in new:
+            infos.append(ParamInfo(len(self.params), name, name.rpartition(".")[0],
+                                   tuple(p.shape), p.numel(), self.step))
+            self.params.append(p)
+            self.names.append(name)
+            self._known.add(id(p))
+        self._hook_params([p for _, p in new])
+        self.emit("params", infos)
+        if not first:
+            warnings.warn(f"GradWatch: {len(new)} parameter(s) appeared at step {self.step} "
+                          f"({', '.join(n for n, _ in new[:4])}); they are watched from now on",
+                          stacklevel=3)
+
+    def _guarded(self, fn: Callable[..., None]) -> Callable[..., None]:
+        def hook(*args: Any) -> None:
+            if not self.enabled:
+                return
+            try:
+                fn(*args)
+            except Exception as e:  # the training loop must go on
+                self.enabled = False
+                warnings.warn(f"GradWatch stopped recording at step {self.step}: "
+                              f"{type(e).__name__}: {e}. Training goes on; the steps recorded "
+                              "so far stay readable.", stacklevel=2)
+        return hook
+
+    # ---- hooks --------------------------------------------------------------------------
+    def _on_forward(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        # a reference only: the batch is copied if (and when) the flight recorder fires
+        self._last_call = (args, kwargs)
+        self._rng = torch.get_rng_state()
+
+    def _on_accumulated(self, p: torch.Tensor) -> None:
+        if self.enabled and not self._queued:
+            self._queued = True
+            Variable._execution_engine.queue_callback(self._guarded(self._end_backward))
+
+    def _end_backward(self) -> None:
+        self._queued = False
+        self._pre_step(None, (), {})
+        self._post_step(None, (), {})
+
+    def _pre_step(self, opt: Any, args: tuple, kwargs: dict) -> None:
+        self._check_model()
+        ids = [i for i, p in enumerate(self.params) if p.grad is not None]
+        grads = [self.params[i].grad for i in ids]
+        stats = _by_device(grad_stats, grads)
+        if self.flight and not self.flight_recorded and self._should_record(stats):
+            self._record_flight()
+        pnorm = None
+        if self.update_ratio and ids:
+            live = [self.params[i].detach() for i in ids]
+            if is_small_cpu(live):
+                self._snap = flat_copy(live)
+                pnorm = segment_norms(self._snap, [t.numel() for t in live])
+            else:
+                self._snap_tensors(ids, live)
+                pnorm = _by_device(param_norms, live)
+        self._pre = (ids, stats, pnorm)
+
+    def _post_step(self, opt: Any, args: tuple, kwargs: dict) -> None:
+        if self._pre is None:
+            return
+        ids, stats, pnorm = self._pre
+        self._pre = None
+        dnorm = None
+        if pnorm is not None:
+            live = [self.params[i].detach() for i in ids]
+            if isinstance(self._snap, np.ndarray):
+                dnorm = segment_norms(flat_copy(live) - self._snap, [t.numel() for t in live])
+            else:
+                torch._foreach_sub_(self._snap[1], live)
+                dnorm = _by_device(param_norms, self._snap[1])
+        self.emit("step", _assemble(self.step, ids, stats, dnorm, pnorm))
+        self.step += 1
+
+    # ---- helpers ------------------------------------------------------------------------
+    def _check_model(self) -> None:
+        """New parameters join the watch; a move to another device or dtype resets buffers."""
+        if sum(1 for _ in self.model.parameters()) != self._n_model_params:
+            self._add_new_params()
+        if not self.params:
+            return
+        where = (self.params[0].device, self.params[0].dtype)
+        if self._where is not None and where != self._where:
+            warnings.warn(f"GradWatch: the model moved from {self._where[0]} ({self._where[1]}) "
+                          f"to {where[0]} ({where[1]}) at step {self.step}; recording goes on "
+                          "there", stacklevel=3)
+            self._snap = None
+        self._where = where
+
+    def _snap_tensors(self, ids: list[int], live: list[torch.Tensor]) -> None:
+        """Copy the parameters into persistent buffers (one copy of the model's size)."""
+        if not (isinstance(self._snap, tuple) and self._snap[0] == ids):
+            self._snap = (ids, [torch.empty_like(t) for t in live])
+        torch._foreach_copy_(self._snap[1], live)
+
+    def _should_record(self, stats: Any) -> bool:
+        if isinstance(stats, torch.Tensor):  # on a device: decide only when asked (one sync)
+            if not self.sync_check:
+                return False
+            return bool(_trigger_tensor(stats, self.flight).item())
+        return bool(_trigger_array(stats, self.flight))
+
+    def _record_flight(self) -> None:
+        args, kwargs = self._last_call if self._last_call is not None else ((), {})
+        state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        reason = "NaN/Inf gradient" if self.flight is True else \
+            f"NaN/Inf gradient or gradient norm above {self.flight:g}"
+        record = FlightRecord(self.step, cpu_copy(args), cpu_copy(kwargs),
+                              None if self._rng is None else self._rng.clone(), state, reason)
+        self.flight_recorded = True
+        if self.on_flight is not None:
+            self.on_flight(record)
+
+
+def _trigger_array(stats: np.ndarray, flight: bool | float) -> bool:
+    bad = ~np.isfinite(stats[:, :2]).all(axis=1)
+    if flight is not True:
+        bad |= stats[:, 0] > float(flight)
+    return bool(bad.any())
+
+
+def _trigger_tensor(stats: torch.Tensor, flight: bool | float) -> torch.Tensor:
+    bad = ~torch.isfinite(stats[:, :2]).all(dim=1)
+    if flight is not True:
+        bad |= stats[:, 0] > float(flight)
+    return bad.any()
+
+
+def _by_device(fn: Callable[[list[torch.Tensor]], Any], tensors: list[torch.Tensor]) -> Any:
+    """`fn` per device group, reassembled in order (one group, the usual case: no copy)."""
+    if not tensors:
+        return np.zeros((0, 3)) if fn is grad_stats else np.zeros(0)
+    devices = {t.device for t in tensors}
+    if len(devices) == 1:
+        return fn(tensors)
+    parts: dict[torch.device, Any] = {}
+    for d in devices:
+        part = fn([t for t in tensors if t.device == d])
+        parts[d] = iter(part.cpu().double().numpy() if isinstance(part, torch.Tensor) else part)
+    return np.array([next(parts[t.device]) for t in tensors])
+
+
+def _assemble(step: int, ids: list[int], stats: Any, dnorm: Any, pnorm: Any) -> StepRecord:
+    """One (n, 5) block per step; on an accelerator one non-blocking copy to pinned memory."""
+    ids_arr = np.asarray(ids, dtype=np.int64)
+    if not isinstance(stats, torch.Tensor):
+        values = np.full((len(ids), 5), np.nan)
+        values[:, :3] = stats
+        if dnorm is not None:
+            values[:, 3] = _as_np(dnorm)
+            values[:, 4] = _as_np(pnorm)
+        return StepRecord(step, time.time(), ids_arr, values=values)
+    cols = [stats]
+    if dnorm is not None:
+        cols += [torch.as_tensor(dnorm, device=stats.device, dtype=stats.dtype).reshape(-1, 1),
+                 torch.as_tensor(pnorm, device=stats.device, dtype=stats.dtype).reshape(-1, 1)]
+    else:
+        cols.append(torch.full((len(ids), 2), float("nan"), device=stats.device, dtype=stats.dtype))
+    block = torch.cat(cols, dim=1)
+    if block.device.type != "cuda":
+        return StepRecord(step, time.time(), ids_arr, values=block.cpu().double().numpy())
+    host = torch.empty(block.shape, dtype=block.dtype, pin_memory=True)
+    host.copy_(block, non_blocking=True)
+    event = torch.cuda.Event()
+    event.record()
+    return StepRecord(step, time.time(), ids_arr, pending=(host, event))
+
+
+def _as_np(x: Any) -> np.ndarray:
+    return x.cpu().double().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)

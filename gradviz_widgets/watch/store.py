@@ -1,0 +1,249 @@
+"""The on-disk record of a watched run: SQLite in WAL mode, steps packed into compressed chunks.
+
+One row per (step, parameter) would cost ~50 bytes in SQLite (record header, two integer keys,
+four REALs, b-tree cell); 1,000 parameters x 100,000 steps would be ~5 GB. So a row of `chunks`
+holds every parameter for a run of consecutive steps: columns stored parameter-major (one
+parameter's steps side by side), float32, byte-shuffled (the exponent bytes of neighbouring
+values sit together) and zlib-compressed: ~8-9 bytes per (step, parameter). Values float32 cannot
+hold (norms below 1.2e-38 or above 3.4e38 of float64 gradients) go to the small `exact` table as
+float64, so a vanishing gradient never reads 0.0.
+
+Writes happen on the writer thread only, one transaction per flush; readers open their own
+connection (WAL lets them read while the run writes). A killed process loses only what was not
+yet flushed: committed WAL transactions survive the process (synchronous=NORMAL).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from ..stats import STATUSES
+
+DB_NAME = "watch.sqlite"
+FLOATS = ("norm", "max_abs", "update_ratio")
+_F32 = np.finfo(np.float32)
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS params (id INTEGER PRIMARY KEY, name TEXT NOT NULL, module TEXT NOT NULL,
+    shape TEXT NOT NULL, numel INTEGER NOT NULL, first_step INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (first_step INTEGER PRIMARY KEY, last_step INTEGER NOT NULL,
+    n_steps INTEGER NOT NULL, n_params INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS exact (step INTEGER NOT NULL, param INTEGER NOT NULL,
+    col INTEGER NOT NULL, value REAL, PRIMARY KEY (step, param, col)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS anomalies (step INTEGER NOT NULL, kind TEXT NOT NULL,
+    params TEXT NOT NULL, PRIMARY KEY (step, kind)) WITHOUT ROWID;
+"""
+#: test hook: cap the database at this many pages (simulates a full disk)
+MAX_PAGE_COUNT: int | None = None
+
+
+@dataclasses.dataclass
+class Chunk:
+    """Consecutive recorded steps; 2-d arrays are (steps, params).
+
+    `status` holds indices into stats.STATUSES; `zero_fraction` and `update_ratio` are NaN
+    where unknown (no gradient; no optimizer step)."""
+
+    steps: np.ndarray
+    times: np.ndarray
+    norm: np.ndarray
+    max_abs: np.ndarray
+    zero_fraction: np.ndarray
+    status: np.ndarray
+    update_ratio: np.ndarray
+
+    @property
+    def n_params(self) -> int:
+        return self.norm.shape[1]
+
+    def widened(self, n_params: int) -> Chunk:
+        """The same steps with columns for parameters added later (status "none")."""
+        extra = n_params - self.n_params
+        if extra <= 0:
+            return self
+
+        def pad(a: np.ndarray, value: float) -> np.ndarray:
+            return np.pad(a, ((0, 0), (0, extra)), constant_values=value)
+
+        return Chunk(self.steps, self.times, pad(self.norm, np.nan), pad(self.max_abs, np.nan),
+                     pad(self.zero_fraction, np.nan),
+                     pad(self.status, STATUSES.index("none")), pad(self.update_ratio, np.nan))
+
+
+def _shuffle(a: np.ndarray) -> bytes:
+    return np.ascontiguousarray(a.view(np.uint8).reshape(-1, a.itemsize).T).tobytes()
+
+
+def _unshuffle(raw: bytes, dtype: type, count: int) -> np.ndarray:
+    size = np.dtype(dtype).itemsize
+    planes = np.frombuffer(raw, dtype=np.uint8).reshape(size, count)
+    return np.ascontiguousarray(planes.T).view(dtype).reshape(-1)
+
+
+def encode(chunk: Chunk) -> tuple[bytes, list[tuple[int, int, int, float]]]:
+    """Compressed bytes of a chunk, and the (step, param, column, value) float32 cannot hold."""
+    parts = [chunk.steps.astype(np.int64).tobytes(), chunk.times.astype(np.float64).tobytes()]
+    exact: list[tuple[int, int, int, float]] = []
+    for col, name in enumerate(FLOATS):
+        values = getattr(chunk, name)
+        with np.errstate(over="ignore", under="ignore"):
+            small = values.astype(np.float32)
+        finite = np.isfinite(values) & (values != 0)
+        lost = finite & ((np.abs(values) < _F32.tiny) | ~np.isfinite(small))
+        for s, p in zip(*np.nonzero(lost)):
+            exact.append((int(chunk.steps[s]), int(p), col, float(values[s, p])))
+        parts.append(_shuffle(np.ascontiguousarray(small.T)))
+    zf = np.where(np.isnan(chunk.zero_fraction), 65535,
+                  np.round(np.nan_to_num(chunk.zero_fraction) * 65534)).astype(np.uint16)
+    parts.append(_shuffle(np.ascontiguousarray(zf.T)))
+    parts.append(np.ascontiguousarray(chunk.status.astype(np.uint8).T).tobytes())
+    return zlib.compress(b"".join(parts), 1), exact
+
+
+def decode(data: bytes, n_steps: int, n_params: int) -> Chunk:
+    raw = zlib.decompress(data)
+    count = n_steps * n_params
+    sizes = [8 * n_steps, 8 * n_steps, 4 * count, 4 * count, 4 * count, 2 * count, count]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    part = [raw[offsets[i]:offsets[i + 1]] for i in range(len(sizes))]
+    floats = [_unshuffle(part[2 + i], np.float32, count).reshape(n_params, n_steps).T
+              .astype(np.float64) for i in range(3)]
+    zf = _unshuffle(part[5], np.uint16, count).reshape(n_params, n_steps).T.astype(np.float64)
+    zf = np.where(zf == 65535, np.nan, zf / 65534)
+    status = np.frombuffer(part[6], dtype=np.uint8).reshape(n_params, n_steps).T.copy()
+    return Chunk(np.frombuffer(part[0], dtype=np.int64).copy(),
+                 np.frombuffer(part[1], dtype=np.float64).copy(),
+                 floats[0], floats[1], zf, status, floats[2])
+
+
+@dataclasses.dataclass(frozen=True)
+class ParamInfo:
+    id: int
+    name: str
+    module: str
+    shape: tuple[int, ...]
+    numel: int
+    first_step: int
+
+
+class MemoryStore:
+    """The same record kept in memory (compressed): no path, or the disk failed."""
+
+    limit_bytes = 512 << 20
+
+    def __init__(self) -> None:
+        self.meta: dict[str, str] = {}
+        self.params: list[ParamInfo] = []
+        self._chunks: list[tuple[int, int, bytes]] = []
+        self._exact: list[tuple[int, int, int, float]] = []
+        self.anomaly_rows: list[tuple[int, str, list[str]]] = []
+        self.bytes = 0
+
+    def set_meta(self, meta: dict[str, str]) -> None:
+        self.meta.update(meta)
+
+    def add_params(self, params: list[ParamInfo]) -> None:
+        self.params += params
+
+    def write(self, chunk: Chunk, anomalies: list[tuple[int, str, list[str]]]) -> None:
+        if self.bytes > self.limit_bytes:
+            raise MemoryError(f"the in-memory record reached {self.limit_bytes >> 20} MB")
+        data, exact = encode(chunk)
+        self._chunks.append((len(chunk.steps), chunk.n_params, data))
+        self._exact += exact
+        self.anomaly_rows += anomalies
+        self.bytes += len(data)
+
+    def chunks(self) -> Iterator[Chunk]:
+        for n_steps, n_params, data in self._chunks:
+            yield decode(data, n_steps, n_params)
+
+    def exact(self) -> list[tuple[int, int, int, float]]:
+        return list(self._exact)
+
+    def close(self) -> None:
+        pass
+
+
+class SQLiteStore:
+    """Writes (writer thread only) and reads (own connection per reader) of `<dir>/watch.sqlite`."""
+
+    def __init__(self, directory: str | Path, readonly: bool = False) -> None:
+        self.directory = Path(directory)
+        self.file = self.directory / DB_NAME
+        if readonly:
+            if not self.file.exists():
+                raise FileNotFoundError(f"no GradWatch record at {self.file}")
+            self._db = sqlite3.connect(f"file:{self.file}?mode=ro", uri=True,
+                                       check_same_thread=False)
+        else:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.file, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            if MAX_PAGE_COUNT is not None:
+                self._db.execute(f"PRAGMA max_page_count={int(MAX_PAGE_COUNT)}")
+            self._db.executescript(SCHEMA)
+            self._db.commit()
+
+    # ---- writing (writer thread) ----
+    def set_meta(self, meta: dict[str, str]) -> None:
+        with self._db:
+            self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
+
+    def add_params(self, params: list[ParamInfo]) -> None:
+        with self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO params VALUES (?, ?, ?, ?, ?, ?)",
+                [(p.id, p.name, p.module, json.dumps(list(p.shape)), p.numel, p.first_step)
+                 for p in params])
+
+    def write(self, chunk: Chunk, anomalies: list[tuple[int, str, list[str]]]) -> None:
+        data, exact = encode(chunk)
+        with self._db:  # one transaction: all of it or nothing
+            self._db.execute("INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?)",
+                             (int(chunk.steps[0]), int(chunk.steps[-1]), len(chunk.steps),
+                              chunk.n_params, data))
+            self._db.executemany("INSERT OR REPLACE INTO exact VALUES (?, ?, ?, ?)", exact)
+            self._db.executemany("INSERT OR REPLACE INTO anomalies VALUES (?, ?, ?)",
+                                 [(s, k, json.dumps(p)) for s, k, p in anomalies])
+
+    def close(self) -> None:
+        try:
+            self._db.close()
+        except sqlite3.Error:
+            pass
+
+    # ---- reading ----
+    @property
+    def meta(self) -> dict[str, str]:
+        return dict(self._db.execute("SELECT key, value FROM meta"))
+
+    @property
+    def params(self) -> list[ParamInfo]:
+        rows = self._db.execute("SELECT id, name, module, shape, numel, first_step FROM params "
+                                "ORDER BY id")
+        return [ParamInfo(i, n, m, tuple(json.loads(s)), k, f) for i, n, m, s, k, f in rows]
+
+    @property
+    def anomaly_rows(self) -> list[tuple[int, str, list[str]]]:
+        rows = self._db.execute("SELECT step, kind, params FROM anomalies ORDER BY step")
+        return [(s, k, json.loads(p)) for s, k, p in rows]
+
+    def chunks(self, first: int | None = None, last: int | None = None) -> Iterator[Chunk]:
+        query = "SELECT n_steps, n_params, data FROM chunks WHERE last_step >= ? AND " \
+                "first_step <= ? ORDER BY first_step"
+        lo = -(1 << 62) if first is None else first
+        hi = 1 << 62 if last is None else last
+        for n_steps, n_params, data in self._db.execute(query, (lo, hi)).fetchall():
+            yield decode(data, n_steps, n_params)
+
+    def exact(self) -> list[tuple[int, int, int, float]]:
+        return list(self._db.execute("SELECT step, param, col, value FROM exact"))

@@ -1,0 +1,256 @@
+"""GradWatch: record the gradients of every training step, durably, cheaply, and watch them live."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+import warnings
+import weakref
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from ..errors import GradExplorerError
+from ..stats import Thresholds
+from .anomalies import Anomaly, FlightRecord, replay
+from .history import Overview, history_frame
+from .store import MemoryStore, SQLiteStore
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_WATCHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class GradWatch:
+    """Records per-parameter gradient statistics at every optimizer step (or every backward
+    when no optimizer is given) into `path` (a temporary folder when omitted).
+
+    Example:
+        >>> from gradviz_widgets.examples import dead_branch_example
+        >>> net, x, y = dead_branch_example()
+        >>> opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        >>> watch = GradWatch(net, optimizer=opt)
+        >>> for _ in range(3):
+        ...     opt.zero_grad(); nn.functional.cross_entropy(net(x), y).backward(); opt.step()
+        >>> h = watch.history()
+        >>> len(h), h.step.max(), h[h.param == "gate.weight"].status.iloc[0]
+        (24, 2, 'zero')
+        >>> watch.close()
+    """
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer | None = None,
+                 path: str | Path | None = None, *, loss_fn: Callable[..., torch.Tensor] | None = None,
+                 thresholds: Thresholds | None = None, update_ratio: bool = True,
+                 flight_recorder: bool | float = True, sync_check: bool | None = None,
+                 tensorboard: Any = False, flush_s: float = 0.5) -> None:
+        from .recorder import Recorder
+        from .writer import Writer
+
+        if not isinstance(model, nn.Module):
+            raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        self.thresholds = thresholds or Thresholds()
+        self.loss_fn = loss_fn
+        self.path = Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="gradwatch-"))
+        self.closed = False
+        self._model: nn.Module | None = model
+        self._flights: dict[int, FlightRecord] = {}
+        previous = _WATCHED.get(model)
+        if previous is not None and not previous.closed:
+            warnings.warn(f"GradWatch: this model was already watched (recording to "
+                          f"{previous.path}); that watch is closed now, at step "
+                          f"{previous.steps}. One watch per model.", stacklevel=2)
+            previous.close()
+        store = self._open_store()
+        self._writer = Writer(store, self.thresholds, flush_s=flush_s)
+        self._writer.store.set_meta({"thresholds": json.dumps([self.thresholds.vanishing,
+                                                               self.thresholds.exploding]),
+                                     "model": type(model).__name__, "started": str(time.time()),
+                                     "optimizer": type(optimizer).__name__ if optimizer else ""})
+        if tensorboard:
+            from .tb import TensorBoardSink
+
+            self._writer.listeners.append(TensorBoardSink(tensorboard, self.path))
+        self._writer.start()
+        self._recorder = Recorder(model, optimizer, self._writer.put, update_ratio=update_ratio,
+                                  flight=flight_recorder, sync_check=_sync_default(model, sync_check),
+                                  on_flight=self._keep_flight)
+        self._recorder.attach()
+        _WATCHED[model] = self
+
+    def _open_store(self) -> Any:
+        try:
+            return SQLiteStore(self.path)
+        except Exception as e:
+            warnings.warn(f"GradWatch cannot write to {self.path} ({type(e).__name__}: {e}); it "
+                          "keeps this run in memory instead, and training goes on", stacklevel=3)
+            self.store_error = f"{type(e).__name__}: {e}"
+            return MemoryStore()
+
+    def _keep_flight(self, record: FlightRecord) -> None:
+        self._flights[record.step] = record
+        if isinstance(self._writer.store, SQLiteStore):
+            try:
+                record.save(self.path)
+            except Exception as e:
+                warnings.warn(f"GradWatch could not save the flight record of step "
+                              f"{record.step}: {e}", stacklevel=2)
+
+    # ---- reading ------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | Path) -> RecordedRun:
+        """A finished (or crashed) run's record; no model needed."""
+        return RecordedRun(path)
+
+    @property
+    def steps(self) -> int:
+        """How many steps were recorded so far."""
+        return self._recorder.step
+
+    @property
+    def store_error(self) -> str | None:
+        return self._writer.store_error if hasattr(self, "_writer") else getattr(
+            self, "_store_error", None)
+
+    @store_error.setter
+    def store_error(self, value: str | None) -> None:
+        self._store_error = value
+
+    def history(self, params: Sequence[str] | None = None, start: int | None = None,
+                stop: int | None = None) -> pd.DataFrame:
+        """One row per (step, parameter): step, param, module, norm, max_abs, zero_fraction,
+        status, update_ratio. Waits for the steps recorded so far to be written."""
+        self._writer.sync()
+        store = self._reader()
+        return history_frame(list(self._writer.params), store.chunks(), store.exact(), params,
+                             start, stop)
+
+    def _reader(self) -> Any:
+        """Reads go through their own read-only connection (the writer thread owns its own)."""
+        store = self._writer.store
+        if not isinstance(store, SQLiteStore):
+            return store
+        if getattr(self, "_read_store", None) is None:
+            self._read_store = SQLiteStore(self.path, readonly=True)
+        return self._read_store
+
+    @property
+    def anomalies(self) -> list[Anomaly]:
+        """First steps where parameters turned nonfinite / exploding / zero / none / vanishing."""
+        self._writer.sync()
+        _, rows, _ = self._writer.snapshot()
+        return [Anomaly(s, k, list(p), self._flights.get, self._explore) for s, k, p in rows]
+
+    def overview(self) -> Overview:
+        return self._writer.overview
+
+    def _explore(self, anomaly: Anomaly, model: nn.Module | None, **options: Any) -> Any:
+        record = self._flights.get(anomaly.step)
+        if record is None:
+            raise GradExplorerError(_no_flight_message(anomaly, sorted(self._flights)))
+        model = model or self._model
+        if model is None:
+            raise GradExplorerError("this watch was closed; pass the model: anomaly.explore(model)")
+        return replay(record, model, self.loss_fn, **options)
+
+    def show(self, **options: Any) -> Any:
+        """The live widget: heat map of parameters x steps and a line chart; it follows the
+        run while it trains (at most ~4 updates a second)."""
+        from .widget import WatchWidget
+
+        return WatchWidget(self, **options)
+
+    # ---- lifetime -----------------------------------------------------------------------
+    def close(self) -> None:
+        """Remove every hook and write what is left; closing twice does nothing."""
+        if self.closed:
+            return
+        self.closed = True
+        self._recorder.detach()
+        self._writer.sync()
+        self._writer.stop()
+        if self._model is not None and _WATCHED.get(self._model) is self:
+            del _WATCHED[self._model]
+        self._model = None
+
+    def __enter__(self) -> GradWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "recording"
+        return f"GradWatch({self.path}, {self.steps} steps, {state})"
+
+
+class RecordedRun:
+    """A run read back from disk: history(), anomalies, show(); explore() needs a model."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._store = SQLiteStore(self.path, readonly=True)
+        meta = self._store.meta
+        vanishing, exploding = json.loads(meta.get("thresholds", "[1e-7, 1e4]"))
+        self.thresholds = Thresholds(vanishing, exploding)
+        self.closed = True
+
+    def history(self, params: Sequence[str] | None = None, start: int | None = None,
+                stop: int | None = None) -> pd.DataFrame:
+        return history_frame(self._store.params, self._store.chunks(), self._store.exact(),
+                             params, start, stop)
+
+    @property
+    def anomalies(self) -> list[Anomaly]:
+        return [Anomaly(s, k, p, self._flight, self._explore) for s, k, p in self._store.anomaly_rows]
+
+    def _flight(self, step: int) -> FlightRecord | None:
+        path = self.path / f"flight-{step}.pt"
+        return FlightRecord.load(path) if path.exists() else None
+
+    def _explore(self, anomaly: Anomaly, model: nn.Module | None, **options: Any) -> Any:
+        record = self._flight(anomaly.step)
+        if record is None:
+            steps = sorted(int(p.stem.split("-")[1]) for p in self.path.glob("flight-*.pt"))
+            raise GradExplorerError(_no_flight_message(anomaly, steps))
+        if model is None:
+            raise GradExplorerError("a run opened from disk has no model: pass one of the same "
+                                    "architecture, anomaly.explore(model); it is copied, not changed")
+        return replay(record, model, options.pop("loss_fn", None), **options)
+
+    def overview(self, n_buckets: int = 400) -> Overview:
+        ov = Overview(n_buckets)
+        for chunk in self._store.chunks():
+            ov.add_chunk(chunk.widened(len(self._store.params)))
+        return ov
+
+    @property
+    def params(self) -> list:
+        return self._store.params
+
+    def show(self, **options: Any) -> Any:
+        from .widget import WatchWidget
+
+        return WatchWidget(self, **options)
+
+    def close(self) -> None:
+        self._store.close()
+
+
+def _sync_default(model: nn.Module, sync_check: bool | None) -> bool:
+    """On the CPU the check is free; on accelerators it costs one host sync per step."""
+    if sync_check is not None:
+        return sync_check
+    first = next(model.parameters(), None)
+    return first is None or first.device.type == "cpu"
+
+
+def _no_flight_message(anomaly: Anomaly, recorded: list[int]) -> str:
+    return (f"no flight record for step {anomaly.step} ({anomaly.kind}): the flight recorder "
+            f"keeps the first NaN/Inf step only (recorded: {recorded or 'none'}). On a GPU it "
+            "needs GradWatch(..., sync_check=True) (one host sync per step); a threshold "
+            "trigger is GradWatch(..., flight_recorder=<norm>).")

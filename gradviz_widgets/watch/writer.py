@@ -1,0 +1,203 @@
+"""The writer thread: turns step records into statuses, anomalies and stored chunks.
+
+It owns everything slow: waiting for device copies, `stats.classify` per parameter, the live
+overview, compression and SQLite writes (one transaction per flush, at least every
+`flush_s` seconds), TensorBoard, and waking the live widget. The training thread only puts
+records on a queue.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..stats import STATUSES, Thresholds, classify
+from .anomalies import Tracker
+from .history import Overview
+from .recorder import StepRecord
+from .store import Chunk, MemoryStore, ParamInfo
+
+_NONE = STATUSES.index("none")
+
+
+class Writer(threading.Thread):
+    """Background thread between the recorder and the store."""
+
+    def __init__(self, store: Any, thresholds: Thresholds, *, flush_s: float = 0.5,
+                 listeners: list[Callable[[Writer], None]] | None = None) -> None:
+        super().__init__(name="GradWatch-writer", daemon=True)
+        self.store = store
+        self.thresholds = thresholds
+        self.flush_s = flush_s
+        self._items: collections.deque = collections.deque()
+        self._wake = threading.Event()
+        self.poll_s = min(0.1, flush_s)
+        self.params: list[ParamInfo] = []
+        self.tracker = Tracker()
+        self.anomaly_rows: list[tuple[int, str, list[str]]] = []
+        self.overview = Overview()
+        self.listeners = listeners if listeners is not None else []
+        self.last_step = -1
+        self.steps_written = 0
+        self.store_error: str | None = None
+        self._rows: list[tuple[StepRecord, np.ndarray, np.ndarray]] = []
+        self._new_anomalies: list[tuple[int, str, list[str]]] = []
+        self._last_flush = time.monotonic()
+        self._lock = threading.Lock()
+
+    # ---- called from the training thread ----
+    def put(self, kind: str, item: Any) -> None:
+        """Queue without waking the thread (a deque append: no lock hand-over per step)."""
+        self._items.append((kind, item))
+
+    def sync(self, timeout: float = 30.0) -> None:
+        """Wait until everything queued so far is processed and written."""
+        if not self.is_alive():
+            return
+        done = threading.Event()
+        self._items.append(("flush", done))
+        self._wake.set()
+        done.wait(timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.is_alive():
+            self._items.append(("stop", None))
+            self._wake.set()
+            self.join(timeout)
+
+    # ---- the thread ----
+    def run(self) -> None:
+        while True:
+            self._wake.wait(self.poll_s)
+            self._wake.clear()
+            stop, waiting = False, []
+            while self._items:
+                kind, item = self._items.popleft()
+                stop |= kind == "stop"
+                if kind == "flush":
+                    waiting.append(item)
+                else:
+                    self._guard(self._handle, kind, item)
+            if stop or waiting or time.monotonic() - self._last_flush >= self.flush_s:
+                self._guard(self._flush)
+            for done in waiting:
+                done.set()
+            if stop:
+                self.store.close()
+                return
+
+    def _handle(self, kind: str, item: Any) -> None:
+        if kind == "params":
+            self._add_params(item)
+        elif kind == "step":
+            self._add_step(item)
+
+    def _guard(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as e:  # never take the training down; say it
+            warnings.warn(f"GradWatch writer: {type(e).__name__}: {e}", stacklevel=1)
+
+    def _add_params(self, infos: list[ParamInfo]) -> None:
+        with self._lock:
+            self.params += infos
+        self._store_call(self.store.add_params, infos)
+
+    def _add_step(self, record: StepRecord) -> None:
+        values = record.resolve()
+        n = len(self.params)
+        norm = np.full(n, np.nan)
+        max_abs = np.full(n, np.nan)
+        zf = np.full(n, np.nan)
+        ratio = np.full(n, np.nan)
+        status = np.full(n, _NONE, dtype=np.uint8)
+        ids = record.ids
+        norm[ids], max_abs[ids] = values[:, 0], values[:, 1]
+        numel = np.array([self.params[i].numel for i in ids], dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            zf[ids] = np.where(numel > 0, 1.0 - values[:, 2] / np.maximum(numel, 1), 0.0)
+            ratio[ids] = values[:, 3] / values[:, 4]
+        th = self.thresholds
+        for i, (n_, m_) in zip(ids.tolist(), values[:, :2].tolist()):
+            status[i] = STATUSES.index(classify(n_, m_, th))
+        names = [p.name for p in self.params]
+        found = self.tracker.update(record.step, status, names)
+        with self._lock:
+            self.anomaly_rows += found
+            self.overview.add(record.step, norm, status)
+            self.last_step = record.step
+        self._new_anomalies += found
+        self._rows.append((record, np.stack([norm, max_abs, zf, ratio]), status))
+
+    def _flush(self) -> None:
+        self._last_flush = time.monotonic()
+        if not self._rows and not self._new_anomalies:
+            return
+        if self._rows:
+            width = max(len(s) for _, _, s in self._rows)
+            chunk = Chunk(
+                steps=np.array([r.step for r, _, _ in self._rows], dtype=np.int64),
+                times=np.array([r.time for r, _, _ in self._rows]),
+                **{name: np.stack([_pad(v[k], width, np.nan) for _, v, _ in self._rows])
+                   for k, name in enumerate(("norm", "max_abs", "zero_fraction", "update_ratio"))},
+                status=np.stack([_pad(s, width, _NONE) for _, _, s in self._rows]))
+            self._store_call(self.store.write, chunk, self._new_anomalies)
+        else:
+            chunk = None
+        self.steps_written += len(self._rows)
+        self._rows, self._new_anomalies = [], []
+        for listener in list(self.listeners):
+            try:
+                listener(self, chunk)
+            except Exception as e:
+                self.listeners.remove(listener)
+                warnings.warn(f"GradWatch: a live view failed and was detached: "
+                              f"{type(e).__name__}: {e}", stacklevel=1)
+
+    def _store_call(self, fn: Callable[..., None], *args: Any) -> None:
+        """Store errors (unwritable, full disk) become one warning; recording goes on in memory."""
+        try:
+            fn(*args)
+        except Exception as e:
+            if isinstance(self.store, MemoryStore):
+                self.store_error = f"{type(e).__name__}: {e}"
+                warnings.warn(f"GradWatch stopped keeping history ({self.store_error}); "
+                              "training goes on", stacklevel=1)
+                self.store = _Discard()
+                return
+            self.store_error = f"{type(e).__name__}: {e}"
+            warnings.warn(f"GradWatch could not write its record ({self.store_error}); it keeps "
+                          "the rest of this run in memory, and training goes on", stacklevel=1)
+            old, self.store = self.store, MemoryStore()
+            self.store.add_params(list(self.params))
+            try:  # what reached the disk stays readable through the memory copy
+                for done in old.chunks():
+                    self.store.write(done, [])
+                self.store.anomaly_rows = list(self.anomaly_rows)
+            except Exception:
+                pass
+            old.close()
+            if fn.__name__ == "write":
+                self.store.write(*args)
+
+    def snapshot(self) -> tuple[list[ParamInfo], list[tuple[int, str, list[str]]], int]:
+        with self._lock:
+            return list(self.params), list(self.anomaly_rows), self.last_step
+
+
+class _Discard(MemoryStore):
+    def add_params(self, params: list[ParamInfo]) -> None:
+        pass
+
+    def write(self, chunk: Chunk, anomalies: list) -> None:
+        pass
+
+
+def _pad(a: np.ndarray, width: int, value: float) -> np.ndarray:
+    return a if len(a) == width else np.concatenate([a, np.full(width - len(a), value, a.dtype)])

@@ -1,0 +1,125 @@
+"""GradWatch never stops a training loop: misuse, disk trouble and model changes give a message."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from small_models import CE, data, mlp
+from torch import nn
+
+from gradviz_widgets.watch import GradWatch, store
+
+
+def train(model, opt, steps=3, x=None, y=None):
+    if x is None:
+        x, y = data()
+    for _ in range(steps):
+        opt.zero_grad()
+        CE(model(x), y).backward()
+        opt.step()
+
+
+def test_watching_twice_closes_the_first_and_closing_twice_is_fine(tmp_path):
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    first = GradWatch(model, optimizer=opt, path=tmp_path / "a")
+    train(model, opt, 2)
+    with pytest.warns(UserWarning, match="already watched"):
+        second = GradWatch(model, optimizer=opt, path=tmp_path / "b")
+    assert first.closed
+    train(model, opt, 3)
+    assert first.history().step.nunique() == 2
+    assert second.history().step.nunique() == 3
+    second.close()
+    second.close()
+    first.close()
+    assert not opt._optimizer_step_pre_hooks and not opt._optimizer_step_post_hooks
+
+
+def test_unwritable_path_keeps_the_run_in_memory(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.warns(UserWarning, match="cannot write"):
+        watch = GradWatch(model, optimizer=opt, path=blocker / "run")
+    train(model, opt, 4)
+    assert watch.history().step.nunique() == 4
+    watch.close()
+
+
+def test_full_disk_warns_once_and_training_goes_on(tmp_path, monkeypatch):
+    monkeypatch.setattr(store, "MAX_PAGE_COUNT", 12)  # a tiny "disk"
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(16, 16) for _ in range(40)])
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", flush_s=0.05)
+    x = torch.randn(4, 16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(60):
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+        h = watch.history()
+    full = [w for w in caught if "could not write" in str(w.message)]
+    assert len(full) == 1, [str(w.message) for w in caught]
+    assert "full" in str(full[0].message)
+    assert watch.store_error and h.step.nunique() == 60
+    watch.close()
+
+
+def test_parameter_added_later_is_watched_from_then_on(tmp_path):
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    x, y = data()
+    train(model, opt, 2, x, y)
+    model.extra = nn.Parameter(torch.ones(3))
+    opt.add_param_group({"params": [model.extra]})
+    with pytest.warns(UserWarning, match="appeared at step 2"):
+        for _ in range(2):
+            opt.zero_grad()
+            (CE(model(x), y) + model.extra.sum()).backward()
+            opt.step()
+    h = watch.history()
+    extra = h[h.param == "extra"]
+    assert extra.step.tolist() == [2, 3] and extra.norm.tolist() == pytest.approx([3 ** 0.5] * 2)
+    assert h.step.nunique() == 4
+    watch.close()
+    assert set(GradWatch.open(tmp_path / "run").history().param) >= {"extra", "fc1.weight"}
+
+
+def test_model_moved_mid_run(tmp_path):
+    # the same code path as a device move (CPU-only here): parameters change dtype in place
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    x, y = data()
+    train(model, opt, 2, x, y)
+    model.double()
+    with pytest.warns(UserWarning, match="moved from cpu"):
+        train(model, opt, 2, x.double(), y)
+    h = watch.history()
+    assert h.step.nunique() == 4 and h[h.step == 3].update_ratio.notna().all()
+    watch.close()
+
+
+def test_an_error_inside_the_watch_stops_recording_not_training(tmp_path, monkeypatch):
+    from gradviz_widgets.watch import recorder
+
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    train(model, opt, 2)
+
+    def boom(tensors):
+        raise RuntimeError("simulated failure")
+
+    monkeypatch.setattr(recorder, "grad_stats", boom)
+    with pytest.warns(UserWarning, match="stopped recording at step 2"):
+        train(model, opt, 3)
+    assert watch.history().step.nunique() == 2
+    watch.close()
