@@ -4,10 +4,11 @@ Detached aliases of the parameters (copies when another device is asked for) and
 buffers are swapped into the model, as `torch.func.functional_call` does, for the whole forward
 *and* backward (activation checkpointing re-runs forward during backward; that re-run must use
 them too), so `.grad`, BatchNorm running stats, `requires_grad` and the device of the real
-tensors are never touched. Gradients come from `torch.autograd.grad`, not `.backward()` (except
-under reentrant checkpointing, which refuses `.grad()`: there `.backward()` fills the `.grad` of
-the stand-ins). The global RNG is forked and re-seeded per run, so runs with dropout are
-reproducible and the user's RNG stream is unchanged.
+tensors are never touched (capture_state.py puts every object back by identity). Gradients come
+from `torch.autograd.grad`, not `.backward()` (except under reentrant checkpointing, which
+refuses `.grad()`; see backward.py). The global RNG and generators the model owns are forked and
+re-seeded per run, so runs with dropout are reproducible and the user's RNG streams unchanged.
+A run records a graph even when called under `torch.no_grad()` / `inference_mode()`.
 """
 
 from __future__ import annotations
@@ -15,22 +16,25 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Iterator, Mapping
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import torch
 from torch import nn
-from torch.nn.utils.stateless import _reparametrize_module
 
-from . import diagnose
-from .attribution import LOSS_SCOPE, ScopeTracker
+from .attribution import ScopeTracker
+from .backward import REENTRANT_CHECKPOINT, gradients, summed
+from .capture_report import build_report, freeze_graph
+from .capture_state import StandIns, forked_rng, make_stand_ins, swapped
+from .checks import check_loss_args, check_model, check_seed, check_thresholds, unwrap_compiled
 from .devices import resolve_device
 from .errors import GradExplorerError
-from .graph import GradEdge, GradGraph, GradNode, ModuleScope
+from .graph import GradGraph
 from .inputs import CallArgs, make_loss
-from .report import GradReport, ParamRecord
-from .stats import NormBatch, Thresholds, classify, combine_norms
-from .walk import RawGraph, instrument, leaf_names, walk
+from .report import GradReport
+from .stats import NormBatch, Thresholds
+from .walk import HOOK_NODE_MARK, RawGraph, instrument, leaf_names, walk
 
 
 class RunHooks(Protocol):
@@ -73,42 +77,53 @@ def capture(
     """
     if not isinstance(model, nn.Module):
         raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    thresholds = thresholds or Thresholds()
+    model, compiled = unwrap_compiled(model)
+    check_model(model)
+    check_loss_args(loss_fn, target)
+    seed = check_seed(seed)
+    thresholds = check_thresholds(thresholds)
     _check_something_trainable(model, sample_input)
     run_device = resolve_device(device, model)
+    with torch.inference_mode(False), torch.enable_grad():
+        return _capture(model, sample_input, loss_fn, target, run_device, seed, thresholds,
+                        track_flow, hooks, notes=(compiled,) if compiled else ())
+
+
+def _capture(model, sample_input, loss_fn, target, run_device, seed, thresholds,  # noqa: ANN001
+             track_flow, hooks, notes=()) -> Capture:
     started = time.perf_counter()
-    call = CallArgs.from_sample(sample_input)
-    prepared = call.prepared(run_device)
-    params = _run_params(model, run_device)
-    buffers = {n: b.detach().to(run_device, copy=True) for n, b in model.named_buffers()}
+    prepared = CallArgs.from_sample(sample_input).prepared(run_device)
+    stand_ins = make_stand_ins(model, run_device)
+    params = stand_ins.params
     target_here = _to_device(target, run_device)
     tracker = ScopeTracker(model)
     batch = NormBatch(run_device)
     raw: RawGraph | None = None
     hook_ctx = hooks.attached(model, batch) if hooks else contextlib.nullcontext()
     try:
-        with _forked_rng(run_device, seed), hook_ctx, _stand_ins(model, params, buffers):
-            with tracker.tracking():
+        with forked_rng(run_device, seed), hook_ctx, swapped(model, stand_ins):
+            names = _leaf_names(stand_ins, prepared)
+            with tracker.tracking(), _watching_checkpoints() as cut_off:
                 output = _forward(model, prepared)
                 tracker.claim(output)  # a custom Function's output at the root is the root's
                 tracker.in_loss = True
                 loss, how = make_loss(output, loss_fn, target_here)
+                loss = _leaf_loss(loss, names, how)
             del output
-            raw = walk(loss, tracker.owner, leaf_names(params, prepared.leaves()), tracker.calls)
+            raw = walk(loss, tracker.owner, names, tracker.calls)
             tracker.release()
             if track_flow:
                 instrument(raw, batch, modified=hooks.modifiers if hooks else ())
             if hooks:
                 hooks.on_graph(raw, batch)
-            wanted = [(leaf.id, leaf.tensor) for leaf in raw.leaves]
-            in_graph = {id(t) for _, t in wanted}
-            wanted += [(f"param:{n}", p) for n, p in params.items()
-                       if p.requires_grad and id(p) not in in_graph]
-            reentrant = any(n.op == _REENTRANT_CHECKPOINT for n in raw.nodes.values())
-            grads = _backward(loss, [t for _, t in wanted], reentrant)
+            wanted = _wanted(raw, stand_ins)
+            reentrant = any(n.op == REENTRANT_CHECKPOINT for n in raw.nodes.values())
+            real = [p for _, p in stand_ins.real.values() if p.requires_grad]
+            grads = summed([i for i, _ in wanted],
+                           gradients(loss, [t for _, t in wanted], reentrant, protect=real))
             loss_slot = batch.add_scalar(loss)
             del loss
-        present = [g for g in grads if g is not None]
+        present = [g for g in grads.values() if g is not None]
         leaf_slots = batch.add(present)
         nonzero_at = batch.add_nonzero_counts(present)
         numels = [g.numel() for g in present]
@@ -122,15 +137,73 @@ def capture(
             raw.release()
     slot_iter = iter(leaf_slots)
     leaf_pairs = {leaf_id: None if g is None else NormBatch.pair(values, next(slot_iter))
-                  for (leaf_id, _), g in zip(wanted, grads)}
-    reached = [leaf_id for (leaf_id, _), g in zip(wanted, grads) if g is not None]
+                  for leaf_id, g in grads.items()}
+    reached = [leaf_id for leaf_id, g in grads.items() if g is not None]
     zero_fractions = {leaf_id: 1.0 - values[nonzero_at + i] / n if n else 0.0
                       for i, (leaf_id, n) in enumerate(zip(reached, numels))}
     del wanted, grads
-    graph = _freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds)
-    report = _report(model, params, graph, leaf_pairs, zero_fractions, values[loss_slot], how,
-                     thresholds, run_device, tracker, time.perf_counter() - started, batch.syncs)
+    graph = freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds)
+    if cut_off:
+        notes = (*notes, "a torch.utils.checkpoint(use_reentrant=True) got no input that "
+                 "requires grad, so what it computes gets no gradient (as in plain backward); "
+                 "use checkpoint(..., use_reentrant=False)")
+    report = build_report(model, params, graph, leaf_pairs, zero_fractions, values[loss_slot],
+                          how, thresholds, run_device, tracker, time.perf_counter() - started,
+                          batch.syncs, notes=notes, checkpoint_without_grad=bool(cut_off))
     return Capture(graph, report)
+
+
+def _leaf_names(stand_ins: StandIns, prepared: CallArgs) -> dict[int, tuple[str, str]]:
+    """Leaf names for the walk: stand-ins and inputs, and the model's own Parameters under their
+    parameter's name (a parameter used directly shows as the same graph node as its stand-in)."""
+    names = leaf_names(stand_ins.params, prepared.leaves())
+    for name, p in stand_ins.real.values():
+        names.setdefault(id(p), ("param", name))
+    return names
+
+
+def _wanted(raw: RawGraph, stand_ins: StandIns) -> list[tuple[str, torch.Tensor]]:
+    """(leaf id, tensor) for every leaf to differentiate: the graph's leaves, every parameter's
+    stand-in, and every real Parameter (reentrant checkpoints may reach those only during
+    backward); entries sharing an id are summed."""
+    wanted = [(leaf.id, leaf.tensor) for leaf in raw.leaves]
+    seen = {id(t) for _, t in wanted}
+    wanted += [(f"param:{n}", p) for n, p in stand_ins.params.items()
+               if p.requires_grad and id(p) not in seen]
+    wanted += [(f"param:{n}", p) for n, p in stand_ins.real_params.items()
+               if p.requires_grad and id(p) not in seen]
+    return wanted
+
+
+def _leaf_loss(loss: torch.Tensor, names: dict[int, tuple[str, str]], how: str) -> torch.Tensor:
+    """A loss that is itself a leaf (a parameter returned as is) gets an identity node walk sees
+    through; a leaf that is none of the run's tensors cannot depend on the model."""
+    if loss.grad_fn is not None:
+        return loss
+    if id(loss) not in names:
+        raise GradExplorerError(
+            f"The loss ({how}) is a leaf tensor that requires grad but was not computed from the "
+            "model's output or parameters (e.g. torch.tensor(..., requires_grad=True)), so no "
+            "parameter can get a gradient from it. Compute the loss from the output.")
+    alias = torch.ops.aten.alias.default(loss)
+    alias.grad_fn.metadata[HOOK_NODE_MARK] = "leaf loss"
+    return alias
+
+
+@contextlib.contextmanager
+def _watching_checkpoints() -> Iterator[list[bool]]:
+    """Notice torch.utils.checkpoint's warning that none of its inputs requires grad (every
+    warning is passed on to the user as it was)."""
+    seen: list[bool] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield seen
+    finally:
+        for w in caught:
+            if "None of the inputs have requires_grad=True" in str(w.message):
+                seen.append(True)
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _check_something_trainable(model: nn.Module, sample_input: Any) -> None:
@@ -146,40 +219,11 @@ def _check_something_trainable(model: nn.Module, sample_input: Any) -> None:
     )
 
 
-def _run_params(model: nn.Module, device: torch.device) -> dict[str, torch.Tensor]:
-    """Leaf stand-ins for the parameters: aliases on the same device, copies elsewhere."""
-    out = {}
-    for name, p in model.named_parameters():
-        alias = p.detach() if p.device == device else p.detach().to(device, copy=True)
-        out[name] = alias.requires_grad_(p.requires_grad)
-    return out
-
-
 def _to_device(value: Any, device: torch.device) -> Any:
     if value is None:
         return None
     return torch.utils._pytree.tree_map(
         lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, value)
-
-
-@contextlib.contextmanager
-def _forked_rng(device: torch.device, seed: int | None) -> Iterator[None]:
-    cuda = [device.index or 0] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda, device_type="cuda"):
-        if seed is not None:
-            torch.manual_seed(seed)
-        yield
-
-
-@contextlib.contextmanager
-def _stand_ins(model: nn.Module, params: dict, buffers: dict) -> Iterator[None]:
-    """Swap the stand-ins into the model until backward is over (the originals come back on exit).
-
-    Not `functional_call` around forward alone: torch.utils.checkpoint re-runs forward during
-    backward, which would then use (and, for BatchNorm, update) the model's own tensors.
-    """
-    with _reparametrize_module(model, {**params, **buffers}, tie_weights=True, strict=False):
-        yield
 
 
 def _forward(model: nn.Module, call: CallArgs) -> Any:
@@ -194,125 +238,6 @@ def _forward(model: nn.Module, call: CallArgs) -> Any:
             "forward expects (a tuple is passed as several positional arguments, a dict as "
             "keyword arguments). The model was not changed."
         ) from e
-
-
-_REENTRANT_CHECKPOINT = "CheckpointFunctionBackward"  # torch.utils.checkpoint(use_reentrant=True)
-
-
-def _backward(loss: torch.Tensor, wanted: list[torch.Tensor], reentrant: bool = False) -> tuple:
-    if not wanted:
-        return ()
-    try:
-        if reentrant:
-            return _grads_by_backward(loss, wanted)
-        return torch.autograd.grad(loss, wanted, allow_unused=True)
-    except GradExplorerError:
-        raise
-    except RuntimeError as e:
-        raise GradExplorerError(
-            f"Backward failed: {e}\nIf it names an in-place operation, the model modifies a "
-            "tensor that autograd saved (use the out-of-place op). The model was not changed."
-        ) from e
-
-
-def _grads_by_backward(loss: torch.Tensor, wanted: list[torch.Tensor]) -> tuple:
-    """`.backward()` for graphs that refuse `.grad()` (reentrant checkpoint). Parameters and inputs
-    are our stand-ins; any other leaf gets its own `.grad` object back afterwards."""
-    saved = [t.grad for t in wanted]
-    try:
-        for t in wanted:
-            t.grad = None
-        loss.backward()
-        return tuple(t.grad for t in wanted)
-    finally:
-        for t, g in zip(wanted, saved):
-            t.grad = g
-
-
-def _freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds) -> GradGraph:
-    def pair_of(slots: list[int]) -> tuple[float | None, float | None]:
-        if not slots:
-            return None, None
-        pairs = [NormBatch.pair(values, s) for s in slots]
-        return combine_norms([p[0] for p in pairs]), max(p[1] for p in pairs)
-
-    leaf_by_id = leaf_pairs
-    nodes = []
-    for n in raw.nodes.values():
-        if n.kind in ("param", "input", "tensor"):
-            norm, gmax = leaf_by_id.get(n.id) or (None, None)
-        elif n.kind == "accumulate":
-            norm, gmax = leaf_by_id.get(n.id[len("acc:"):]) or (None, None)
-        elif n.kind == "output":
-            norm, gmax = 1.0, 1.0  # d loss / d loss
-        else:
-            norm, gmax = pair_of(n.inflow)
-        label = _label(n)
-        nodes.append(GradNode(n.id, n.op, n.kind, n.module, label, n.scope, n.shape, norm, gmax,
-                              classify(norm, gmax, thresholds), n.order))
-    edges = []
-    for e in raw.edges:
-        if e.slot is not None:
-            norm, gmax = NormBatch.pair(values, e.slot)
-        elif e.dst.startswith("acc:") or e.dst == "output":
-            src_node = raw.nodes[e.src]
-            norm, gmax = (leaf_by_id.get(e.src) or (None, None)) if src_node.kind != "op" \
-                else (1.0, 1.0)
-        else:
-            norm, gmax = None, None
-        edges.append(GradEdge(e.src, e.dst, norm, gmax, classify(norm, gmax, thresholds)))
-    return GradGraph(tuple(nodes), tuple(edges), _module_tree(model, tracker.calls))
-
-
-def _label(n) -> str:
-    if n.kind in ("param", "input", "tensor"):
-        name = n.id.split(":", 1)[1]
-        return f"{name}\n{tuple(n.shape)}"
-    if n.kind == "output":
-        return f"loss\n{tuple(n.shape)}"
-    return n.op
-
-
-def _module_tree(model: nn.Module, calls: Mapping[str, int]) -> dict[str, ModuleScope]:
-    tree: dict[str, ModuleScope] = {}
-    for path, module in model.named_modules():
-        children = tuple(f"{path}.{c}" if path else c for c, _ in module.named_children())
-        params = tuple(f"{path}.{p}" if path else p for p, _ in module.named_parameters(recurse=False))
-        parent = None if path == "" else path.rpartition(".")[0]
-        tree[path] = ModuleScope(path, type(module).__name__, calls.get(path, 1 if path == "" else 0),
-                                 parent, children, params)
-    tree[LOSS_SCOPE] = ModuleScope(LOSS_SCOPE, "Loss", 1, "", (), ())
-    return tree
-
-
-def _report(model, params, graph, leaf_pairs, zero_fractions, loss_value, how, thresholds,
-            device, tracker, duration, syncs) -> GradReport:
-    records = []
-    norms_by_name: dict[str, float | None] = {}
-    for name, p in params.items():
-        pair = leaf_pairs.get(f"param:{name}")
-        norm, gmax = pair if pair else (None, None)
-        norms_by_name[name] = norm
-        status = classify(norm, gmax, thresholds)
-        reason = None if pair else diagnose.none_reason(
-            name, p.requires_grad, tracker.calls, tracker.grad_enabled)
-        origin = diagnose.zero_origin(graph, f"param:{name}") if status == "zero" else None
-        records.append(ParamRecord(
-            name, name.rpartition(".")[0], tuple(p.shape), str(p.dtype).replace("torch.", ""),
-            p.requires_grad, norm, gmax, status, reason, origin,
-            zero_fraction=zero_fractions.get(f"param:{name}")))
-    module_norms = {}
-    for path, _ in model.named_modules():
-        prefix = f"{path}." if path else ""
-        module_norms[path] = combine_norms([n for k, n in norms_by_name.items() if k.startswith(prefix)])
-    inputs = {n.id.split(":", 1)[1]: n.grad_norm for n in graph.nodes if n.kind == "input"}
-    loss_value = float(loss_value)
-    nan_at = diagnose.nonfinite_origin(graph, loss_value)
-    return GradReport(
-        loss=loss_value, loss_description=how, params=tuple(records), module_norms=module_norms,
-        thresholds=thresholds, device=str(device), duration_s=duration, nonfinite_origin=nan_at,
-        findings=diagnose.findings(records, nan_at, loss_value), input_norms=inputs,
-        host_syncs=syncs)
 
 
 __all__ = ["Capture", "capture"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,14 @@ import torch
 from torch import nn
 
 from .capture import Capture, capture
+from .checks import (
+    check_flag,
+    check_loss_args,
+    check_model,
+    check_seed,
+    check_thresholds,
+    unwrap_compiled,
+)
 from .devices import available_devices, model_device, resolve_device
 from .errors import GradExplorerError
 from .graph import GradGraph
@@ -49,15 +58,20 @@ class GradExplorer:
     ) -> None:
         if not isinstance(model, nn.Module):
             raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        explored, _ = unwrap_compiled(model)  # hooks go on the modules runs really call
+        check_model(explored)
+        check_loss_args(loss_fn, target)
+        if isinstance(history, bool) or not isinstance(history, int) or history < 1:
+            raise GradExplorerError(f"history must be an int >= 1, got {history!r}")
         self._model: nn.Module | None = model
         self.sample_input = sample_input
         self.loss_fn = loss_fn
         self.target = target
-        self.device = None if device is None else str(resolve_device(device, model))
-        self.seed = seed
-        self.thresholds = thresholds or Thresholds()
-        self.track_flow = track_flow
-        self._hooks = HookManager(model, keep_tensors=keep_tensors)
+        self.device = None if device is None else str(resolve_device(device, explored))
+        self.seed = check_seed(seed)
+        self.thresholds = check_thresholds(thresholds)
+        self.track_flow = check_flag("track_flow", track_flow)
+        self._hooks = HookManager(explored, keep_tensors=check_flag("keep_tensors", keep_tensors))
         self._last: Capture | None = None
         self._ran_with: tuple = ()
         self.history: list[GradReport] = []
@@ -298,8 +312,15 @@ def _mark_modified(report: GradReport, baseline: GradReport, modifiers: dict) ->
     before = baseline.param_norms
     params = tuple(
         dataclasses.replace(p, modified_by=what, norm_before=before.get(p.name))
-        if p.norm != before.get(p.name) else p
+        if not _same_norm(p.norm, before.get(p.name)) else p
         for p in report.params)
     changed = sum(p.modified_by is not None for p in params)
     note = f"{changed} parameter gradients changed by modifiers ({what})"
     return dataclasses.replace(report, params=params, findings=(*report.findings, note))
+
+
+def _same_norm(a: float | None, b: float | None) -> bool:
+    """Equal norms, with NaN equal to NaN (a gradient NaN in both runs was not modified)."""
+    if a is None or b is None:
+        return a is b
+    return a == b or (math.isnan(a) and math.isnan(b))

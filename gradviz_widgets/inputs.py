@@ -50,7 +50,7 @@ class CallArgs:
                 return t
             # a copy: a model that edits its input in place must not edit the user's tensor
             leaf = t.detach().to(device, copy=True)
-            return leaf.requires_grad_(t.requires_grad and t.is_floating_point())
+            return leaf.requires_grad_(t.requires_grad and (t.is_floating_point() or t.is_complex()))
 
         return CallArgs(tree_map(prep, self.args), tree_map(prep, self.kwargs))
 

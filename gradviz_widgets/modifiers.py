@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -29,8 +31,17 @@ class Modifier:
     def __post_init__(self) -> None:
         if self.kind not in MODIFIER_KINDS:
             raise ValueError(f"modifier kind must be one of {MODIFIER_KINDS}, got {self.kind!r}")
-        if self.kind in ("clip_norm", "clip_value") and not self.value > 0:
-            raise ValueError(f"{self.kind} needs a positive value, got {self.value}")
+        value = self.value
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ValueError(f"{self.kind} must be a number, got {type(value).__name__} {value!r}")
+        if math.isnan(value):
+            raise ValueError(f"{self.kind} must be a number, got NaN")
+        if self.kind in ("clip_norm", "clip_value") and not value > 0:
+            raise ValueError(f"{self.kind} needs a positive value, got {value}")
+        if self.kind == "scale" and not 0 <= value < math.inf:
+            raise ValueError(
+                f"scale must be a finite factor >= 0 (0 silences the gradient), got {value}; "
+                "a negative factor would reverse it")
 
     def describe(self) -> str:
         return {"clip_norm": f"clip by norm {self.value:g}", "clip_value": f"clip by value {self.value:g}",

@@ -133,17 +133,17 @@ def test_modifier_on_a_graph_node() -> None:
     model, (x, y) = mlp(), data()
     ex = GradExplorer(model, x, loss_fn=CE, target=y, keep_tensors=True)
     plain = ex.run()
-    ex.set_modifier("act1/TanhBackward0#0", scale=-2.0)
-    assert ex.modifiers == {"act1/TanhBackward0#0": "scale by -2"}
+    ex.set_modifier("act1/TanhBackward0#0", scale=2.0)
+    assert ex.modifiers == {"act1/TanhBackward0#0": "scale by 2"}
     report = ex.run()
     (event,) = ex.events
-    assert event.kind == "tensor" and event.modifier == "scale by -2"
-    torch.testing.assert_close(event.raw["grad_output_modified"][0], -2 * event.raw["grad_output"][0])
+    assert event.kind == "tensor" and event.modifier == "scale by 2"
+    torch.testing.assert_close(event.raw["grad_output_modified"][0], 2 * event.raw["grad_output"][0])
     flagged = {p.name: p for p in report.params if p.modified_by}
     assert set(flagged) == {"fc1.weight", "fc1.bias"}
     for name, p in flagged.items():
         assert p.norm == 2 * plain.param_norms[name] and p.norm_before == plain.param_norms[name]
-        assert p.modified_by == "scale by -2 at act1/TanhBackward0#0"
+        assert p.modified_by == "scale by 2 at act1/TanhBackward0#0"
 
 
 def test_modifiers_change_only_explorer_runs() -> None:
