@@ -107,12 +107,36 @@ class Tracker:
                 for k, kind in enumerate(KINDS) if hits[:, k].any()]
 
 
-def replay(record: FlightRecord, model: nn.Module, loss_fn: Callable | None, **options: Any) -> Any:
+class _Inert:
+    """Stands in for a recorder while the model is copied: its hooks become no-ops."""
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return _noop
+
+
+def _noop(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def twin_of(model: nn.Module, recorder: object | None) -> nn.Module:
+    """A CPU deepcopy of `model` without the watch's hooks (the recorder is not copied)."""
+    inert = _Inert()
+    twin = copy.deepcopy(model, {id(recorder): inert} if recorder is not None else {})
+    for m in twin.modules():
+        for d in (m._forward_pre_hooks, m._forward_hooks):
+            for key in [k for k, h in d.items() if getattr(h, "__self__", None) is inert]:
+                del d[key]
+                m._forward_pre_hooks_with_kwargs.pop(key, None)
+    return twin.cpu()
+
+
+def replay(record: FlightRecord, model: nn.Module, loss_fn: Callable | None,
+           recorder: object | None = None, **options: Any) -> Any:
     """Run a GradExplorer on a copy of `model` holding the recorded state, on the recorded
     batch, under the recorded RNG state."""
     from ..explorer import GradExplorer
 
-    twin = copy.deepcopy(model).cpu()
+    twin = twin_of(model, recorder)
     missing = twin.load_state_dict(record.state, strict=False)
     if missing.missing_keys:
         raise GradExplorerError(f"the model does not match the recorded state: missing "

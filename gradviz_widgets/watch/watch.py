@@ -155,7 +155,7 @@ class GradWatch:
         model = model or self._model
         if model is None:
             raise GradExplorerError("this watch was closed; pass the model: anomaly.explore(model)")
-        return replay(record, model, self.loss_fn, **options)
+        return replay(record, model, self.loss_fn, self._recorder, **options)
 
     def show(self, **options: Any) -> Any:
         """The live widget: heat map of parameters x steps and a line chart; it follows the
@@ -220,7 +220,9 @@ class RecordedRun:
         if model is None:
             raise GradExplorerError("a run opened from disk has no model: pass one of the same "
                                     "architecture, anomaly.explore(model); it is copied, not changed")
-        return replay(record, model, options.pop("loss_fn", None), **options)
+        watch = _WATCHED.get(model)
+        return replay(record, model, options.pop("loss_fn", None),
+                      watch._recorder if watch is not None else None, **options)
 
     def overview(self, n_buckets: int = 400) -> Overview:
         ov = Overview(n_buckets)
