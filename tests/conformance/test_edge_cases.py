@@ -71,8 +71,6 @@ def test_leaf_loss_is_refused_or_gives_no_gradients() -> None:
     assert leaf.grad is None
 
 
-@pytest.mark.xfail(strict=True, reason="issue 9.complex-loss: GradExplorerError says 'does not "
-                   "require grad' for a complex loss that does require grad; never says complex")
 def test_complex_loss_is_refused_with_a_clear_message() -> None:
     with pytest.raises(GradExplorerError, match="(?i)complex"):
         explore(mlp(), loss_fn=lambda out: out.sum() * (1 + 1j))
@@ -92,8 +90,6 @@ class MixedOutputs(nn.Module):
         return {"small": self.small(x.half()), "big": self.big(x)}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 9.mixed-dtype: default loss sums in the first "
-                   "output's dtype (fp16): report.loss == inf and a false 'the loss is inf' finding")
 def test_default_loss_over_mixed_dtype_outputs_stays_finite() -> None:
     torch.manual_seed(0)
     model = MixedOutputs()

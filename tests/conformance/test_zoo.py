@@ -28,6 +28,7 @@ class Outcome:
     ref: dict
     ref_loss: float
     report: object = None
+    hooked: object = None  # the report of a second run with module hooks on
     error: BaseException | None = None
     after_run: list = dataclasses.field(default_factory=list)
     after_close: list = dataclasses.field(default_factory=list)
@@ -44,6 +45,8 @@ def outcome(name: str) -> Outcome:
     model = c.model
     trainable = [p for p in model.parameters() if p.requires_grad]
     trainable[0].grad = torch.full_like(trainable[0], 0.25)  # a user .grad must stay as it is
+    model.register_forward_pre_hook(_user_hook)  # the user's own hooks must stay, and stay alone
+    model.register_forward_hook(_user_hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with c.context():
         ref, ref_loss = reference(c)
@@ -57,11 +60,35 @@ def outcome(name: str) -> Outcome:
             result.report = ex.run()
         except Exception as e:  # noqa: BLE001  (re-raised by the tests that need the report)
             result.error = e
+        if ex is not None and result.error is None:
+            result.hooked = _hooked_run(ex, model)
         result.after_run = diff(inside, snapshot(model)) + optimizer_problems(opt, model)
     if ex is not None:
         ex.close()
     result.after_close = diff(outside, snapshot(model)) + optimizer_problems(opt, model)
     return result
+
+
+def _user_hook(*args):
+    return None
+
+
+def _hooked_run(ex, model):
+    try:
+        for path, kind in _hook_targets(model):
+            ex.set_hook(path, kind)
+        return ex.run()
+    except Exception as e:  # noqa: BLE001  (re-raised by test_norms_match_with_module_hooks_on)
+        return e
+
+
+def _hook_targets(model) -> list[tuple[str, str]]:
+    """A backward hook on the first child that holds parameters, a forward hook on the last."""
+    holders = [p for p, m in model.named_modules()
+               if p and any(True for _ in m.parameters(recurse=False))]
+    if not holders:
+        return []
+    return [(holders[0], "backward"), (holders[-1], "forward")]
 
 
 def cases_for(test: str) -> list:
@@ -72,7 +99,20 @@ def cases_for(test: str) -> list:
 @pytest.mark.parametrize("name", cases_for("norms"))
 def test_norms_match_plain_backward(name: str) -> None:
     o = outcome(name)
-    report = o.result()
+    check_norms(o, o.result())
+
+
+@pytest.mark.parametrize("name", cases_for("norms_hooked"))
+def test_norms_match_with_module_hooks_on(name: str) -> None:
+    """Backward and forward hooks (fallback included) observe; they never change a number."""
+    o = outcome(name)
+    o.result()
+    if isinstance(o.hooked, BaseException):
+        raise o.hooked
+    check_norms(o, o.hooked)
+
+
+def check_norms(o: Outcome, report) -> None:
     assert list(report.param_norms) == list(o.ref), "parameter names/order differ"
     wrong = {}
     for pname, ref in o.ref.items():
