@@ -2,6 +2,10 @@
 
 Writes OUT_DIR/graph.svg, grad_norms.csv, grad_report.json and index.html (a standalone page:
 the graph, the Plotly chart with plotly.js inlined, and the findings; opens offline).
+
+`python -m gradviz_widgets.demo --workdir DIR` copies the lesson notebooks into DIR (kept when
+there already) and prints DIR: `scripts/demo.sh` opens that working copy, so running the lessons
+and the widget's exports never change the tracked notebooks.
 """
 
 from __future__ import annotations
@@ -23,6 +27,33 @@ from .explorer import GradExplorer
 from .render import legend, svg_with_dot, to_dot
 
 _JS_DIR = Path(__file__).resolve().parent.parent / "js"
+_NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+
+
+def prepare_workdir(dest: str | Path = ".demo", lessons: str | Path = _NOTEBOOKS) -> Path:
+    """Copy the lesson notebooks into `dest` for the demo to open; returns its absolute path.
+
+    A copy already there is the learner's (outputs, edits) and is kept; when its lesson changed
+    since, a note on stderr says how to get the new one. The copies are plain notebooks: the
+    kernel imports the installed package, and exports land beside them.
+
+    Example:
+        >>> prepare_workdir(".demo")       # doctest: +SKIP
+        PosixPath('/path/to/checkout/.demo')
+    """
+    dest, lessons = Path(dest).resolve(), Path(lessons).resolve()
+    if dest == lessons:
+        raise ValueError(f"{dest} holds the tracked lessons; the working copy goes elsewhere")
+    dest.mkdir(parents=True, exist_ok=True)
+    for lesson in sorted(lessons.glob("*.ipynb")):
+        copy = dest / lesson.name
+        if not copy.exists():
+            shutil.copyfile(lesson, copy)
+        elif (lesson.stat().st_mtime > copy.stat().st_mtime
+              and lesson.read_bytes() != copy.read_bytes()):
+            print(f"note: {lesson.name} changed since your copy {copy} was made; delete the copy "
+                  "to get the new version", file=sys.stderr)
+    return dest
 
 
 def layout_svg(dot: str) -> str:
@@ -90,7 +121,16 @@ def _page(svg: str, fig: dict, findings: tuple[str, ...], summary: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out_dir", nargs="?", default="out", help="folder to write into")
+    parser.add_argument("--workdir", metavar="DIR",
+                        help="copy the lesson notebooks into DIR (kept if there) and print DIR")
     args = parser.parse_args(argv)
+    if args.workdir:
+        try:
+            print(prepare_workdir(args.workdir))
+        except (OSError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        return 0
     try:
         paths = write_demo(args.out_dir)
     except GradExplorerError as e:

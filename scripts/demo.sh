@@ -1,11 +1,33 @@
 #!/usr/bin/env bash
-# Opens notebooks/quickstart.ipynb in JupyterLab (set-up included).
+# Opens the quickstart in JupyterLab (set-up included), on a working copy of the lessons in .demo/
+# (ignored by git): running them, autosave and the widget's exports never touch notebooks/.
+#   bash scripts/demo.sh [JUPYTER LAB OPTIONS]
 #   bash scripts/demo.sh --headless [DIR]   no browser: writes DIR/index.html (standalone page),
 #                                           graph.svg, grad_norms.csv, grad_report.json
+# Environment: GRADVIZ_DEMO_DIR   the working copy (default .demo; delete a copy to refresh it)
+#              GRADVIZ_DEMO_PORT  serve on exactly this port (default: 8888 or the next free one)
+# Runs as root too (fresh containers and VMs): passes --allow-root then. With no display it
+# opens no browser; open the printed http://127.0.0.1:PORT/lab?token=... URL yourself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 if [ "${1:-}" = "--headless" ]; then
   exec .venv/bin/python -m gradviz_widgets.demo "${2:-out}"
 fi
-exec .venv/bin/jupyter lab notebooks/quickstart.ipynb
+repo=$(pwd)
+workdir=$(.venv/bin/python -m gradviz_widgets.demo --workdir "${GRADVIZ_DEMO_DIR:-.demo}")
+args=()
+if [ "$(id -u)" = 0 ]; then
+  args+=(--allow-root)
+fi
+if [ -n "${GRADVIZ_DEMO_PORT:-}" ]; then
+  args+=("--port=$GRADVIZ_DEMO_PORT" --port-retries=0)
+fi
+if [ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && [ "$(uname -s)" != Darwin ]; then
+  args+=(--no-browser)
+  echo "no display: open the http://127.0.0.1:...?token=... URL printed below in a browser" \
+       "(from another machine: ssh -L PORT:127.0.0.1:PORT this-host)" >&2
+fi
+echo "working copy: $workdir (the tracked notebooks/ stay as committed)" >&2
+cd "$workdir"
+exec "$repo/.venv/bin/jupyter" lab quickstart.ipynb ${args[@]+"${args[@]}"} "$@"

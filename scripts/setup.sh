@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Idempotent set-up: system packages (Chromium for browser tests, Graphviz for optional export),
-# a virtual environment in .venv with torch pinned to 2.13.0 (our CI's CPU wheel; users may have
-# any torch >= 2.2), the package in editable mode (its build hook bundles js/ with esbuild).
+# Idempotent set-up: system packages (Chromium for browser tests, Graphviz for optional export;
+# Node.js + npm and python3-venv when missing), a virtual environment in .venv with torch pinned
+# to 2.13.0 (our CI's CPU wheel; users may have any torch >= 2.2), the package in editable mode
+# (its build hook bundles js/ with esbuild).
+# Re-run: a full install when pyproject.toml is newer than the stamp (changed dependencies);
+# else the package is reinstalled only when the JS bundle is missing or older than js/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -9,6 +12,9 @@ PY=${PYTHON:-python3}
 need_apt=()
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
+command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
+# Debian/Ubuntu split venv's pip bootstrap into python3-venv
+[ -x .venv/bin/python ] || "$PY" -c "import ensurepip" >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
@@ -21,12 +27,15 @@ command -v npm >/dev/null 2>&1 || { echo "error: Node.js + npm are needed to bui
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 PIP=".venv/bin/python -m pip"
 stamp=.venv/.gradviz-setup
+bundle=gradviz_widgets/static/graph_pane.js
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   $PIP install -q --upgrade pip >/dev/null
   $PIP install -q "torch==2.13.0" numpy
   $PIP install -q "torch==2.13.0" -e ".[test]"
   touch "$stamp"
-else
-  # sources of the JS bundle changed? rebuild it through the build hook
+elif [ ! -f "$bundle" ] || [ -n "$(find js -type f -newer "$bundle" -print -quit)" ] ||
+     ! compgen -G ".venv/lib/python*/site-packages/gradviz_widgets-*.dist-info" >/dev/null; then
+  # the JS sources changed (or the package is gone): rebuild the bundle through the build hook,
+  # which uses the same test (anything in js/ newer than the bundle)
   $PIP install -q "torch==2.13.0" --no-deps -e . >/dev/null
 fi
