@@ -7,6 +7,7 @@ from .graph import GradEdge, GradGraph, GradNode
 from .hook_events import HookEvent
 from .report import GradReport, ParamRecord
 from .stats import Thresholds
+from .watch import GradWatch as GradWatch
 
 __version__ = "0.1.0"
 

@@ -123,3 +123,18 @@ def test_an_error_inside_the_watch_stops_recording_not_training(tmp_path, monkey
         train(model, opt, 3)
     assert watch.history().step.nunique() == 2
     watch.close()
+
+
+def test_tensorboard_output_is_optional(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", tensorboard=True)
+    train(model, opt, 3)
+    watch.close()
+    events = EventAccumulator(str(tmp_path / "run" / "tb")).Reload()
+    assert "grad_norm/fc1.weight" in events.Tags()["scalars"]
+    assert [e.step for e in events.Scalars("grad_norm/fc1.weight")] == [0, 1, 2]
+    assert "log10_grad_norm" in events.Tags()["histograms"]
