@@ -50,7 +50,8 @@ class CallArgs:
                 return t
             # a copy: a model that edits its input in place must not edit the user's tensor
             leaf = t.detach().to(device, copy=True)
-            return leaf.requires_grad_(t.requires_grad and (t.is_floating_point() or t.is_complex()))
+            differentiable = t.is_floating_point() or t.is_complex()
+            return leaf.requires_grad_(t.requires_grad and differentiable)
 
         return CallArgs(tree_map(prep, self.args), tree_map(prep, self.kwargs))
 
@@ -127,10 +128,28 @@ def make_loss(
                 f"loss_fn returned a tensor of shape {tuple(loss.shape)}; it must be a scalar. "
                 "Reduce it, e.g. with .mean() or .sum(), or use reduction='mean'."
             )
+        if loss.is_complex():
+            raise GradExplorerError(
+                f"loss_fn returned a complex tensor ({str(loss.dtype).replace('torch.', '')}); "
+                "gradients are taken of a real scalar. Return e.g. loss.abs(), loss.real or "
+                "loss.abs() ** 2.")
         name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
         how = f"{name}(output{', target' if target is not None else ''})"
         return _require_grad(_as_scalar(loss), how, output), how
+    return _default_loss(output)
+
+
+def _default_loss(output: Any) -> tuple[torch.Tensor, str]:
+    """The sum of every floating-point output that requires grad (a scalar output as is).
+    Outputs of different dtypes are summed in float64 (float32 on MPS): casting a large float32
+    sum to a float16 first output would read inf and blame the forward pass."""
     tensors = output_tensors(output)
+    complex_out = [n for n, t in tensors if t.is_complex() and t.requires_grad]
+    if complex_out:
+        raise GradExplorerError(
+            f"The model returns complex outputs ({', '.join(complex_out[:4])}) and no loss_fn "
+            "was given; gradients are taken of a real scalar. Pass loss_fn=..., e.g. "
+            "loss_fn=lambda out: out.abs().pow(2).sum().")
     if len(tensors) == 1 and tensors[0][1].numel() == 1 and tensors[0][1].is_floating_point():
         return _require_grad(_as_scalar(tensors[0][1]), "the model's scalar output", output), (
             "the model's scalar output"
@@ -138,11 +157,17 @@ def make_loss(
     usable = [(n, t) for n, t in tensors if t.is_floating_point() and t.requires_grad]
     if not usable:
         _require_grad(None, "", output)
-    loss = usable[0][1].sum()
-    for _, t in usable[1:]:
-        loss = loss + t.sum().to(loss.dtype)
     how = " + ".join(f"sum of {n}" for n, _ in usable)
-    return loss, how
+    if len({t.dtype for _, t in usable}) == 1:
+        loss = usable[0][1].sum()
+        for _, t in usable[1:]:
+            loss = loss + t.sum()
+        return loss, how
+    wide = torch.float32 if usable[0][1].device.type == "mps" else torch.float64
+    loss = usable[0][1].sum(dtype=wide)
+    for _, t in usable[1:]:
+        loss = loss + t.sum(dtype=wide).to(loss.device)
+    return loss, f"{how} (in {str(wide).replace('torch.', '')})"
 
 
 def _as_scalar(t: torch.Tensor) -> torch.Tensor:
