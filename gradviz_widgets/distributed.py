@@ -1,0 +1,238 @@
+"""Gradients under DistributedDataParallel: which parameters get a gradient on which rank, and why.
+
+DDP's most common failure, "Expected to have finished reduction in the prior iteration before
+starting a new one", means some parameter got no gradient on some rank. Each rank explores its
+own model locally (no collective: the run uses the user's inner module, `ddp.module`, so DDP's
+reducer, its forward hooks and buffer broadcast are never involved), then `gather_ranks` puts the
+per-rank statuses side by side with ONE `all_gather` of a small float64 tensor and names every
+parameter whose gradient exists on some ranks only, with the ranks and the reason.
+
+    inner, kind = unwrap(ddp_model)             # (ddp_model.module, "DistributedDataParallel")
+    report = GradExplorer(inner, x, loss_fn=..., target=y).run()   # local, no collective
+    ranks = gather_ranks(report, ddp=ddp_model)  # every rank calls it (one all_gather)
+    ranks.table[1]["b.weight"].status, ranks.findings
+
+FSDP2 (fully_shard) models: see distributed_fsdp.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from .errors import GradExplorerError
+from .report import GradReport
+from .stats import STATUSES
+
+#: short none reasons, in the order of their codes (0 means "has a gradient")
+REASONS = ("frozen", "never called", "no_grad", "detached", "checkpoint without grad", "other")
+_WRAPPERS = ("DistributedDataParallel", "DataParallel")
+_SHARDED = ("FSDPModule", "FullyShardedDataParallel")
+#: DDP's message when a parameter got no gradient on some rank (torch's wording)
+DDP_ERROR = "Expected to have finished reduction in the prior iteration before starting a new one"
+
+
+class RankParam(NamedTuple):
+    """One parameter on one rank: status, short none reason (None when it has a gradient), norm."""
+
+    status: str
+    reason: str | None
+    norm: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class RanksSummary:
+    """What `gather_ranks` returns on every rank: `table[rank][param]` and findings sentences."""
+
+    table: Mapping[int, Mapping[str, RankParam]]
+    findings: tuple[str, ...]
+
+    def rows(self) -> list[dict]:
+        """One plain dict per (rank, parameter), for tables and JSON."""
+        return [{"rank": r, "param": n, **p._asdict()}
+                for r, params in self.table.items() for n, p in params.items()]
+
+
+def unwrap(model: nn.Module) -> tuple[nn.Module, str | None]:
+    """The user's module to explore and the wrapper's kind (None when not wrapped).
+
+    DistributedDataParallel and DataParallel are peeled off (`.module`), as is torch.compile
+    (`._orig_mod`), in any nesting. FSDP2 (`fully_shard`) changes the module's class instead of
+    wrapping it, and FSDP1 flattens parameters: both come back as they are, with their kind.
+
+    Example:
+        >>> inner, kind = unwrap(nn.DataParallel(nn.Linear(2, 1)))
+        >>> type(inner).__name__, kind
+        ('Linear', 'DataParallel')
+    """
+    kinds: list[str] = []
+    while True:
+        mro = [c.__name__ for c in type(model).__mro__]
+        inner = getattr(model, "_orig_mod", None)
+        if isinstance(inner, nn.Module) and type(model).__module__.startswith("torch._dynamo"):
+            kinds.append("torch.compile")
+            model = inner
+        elif mro[0] in _WRAPPERS and isinstance(getattr(model, "module", None), nn.Module):
+            kinds.append(mro[0])
+            model = model.module
+        else:
+            sharded = next((k for k in _SHARDED if k in mro), None)
+            if sharded:
+                kinds.append("fully_shard" if sharded == "FSDPModule" else sharded)
+            return model, " > ".join(kinds) or None
+
+
+def reason_code(none_reason: str | None) -> int:
+    """Index into REASONS + 1 for diagnose.none_reason's sentence (0: no reason, a gradient).
+
+    Example:
+        >>> REASONS[reason_code("not reached from the loss: module 'b' was never called") - 1]
+        'never called'
+    """
+    if not none_reason:
+        return 0
+    text = none_reason.lower()
+    for code, key in enumerate(("frozen", "never called", "no_grad", "detached",
+                                "torch.utils.checkpoint"), start=1):
+        if key in text:
+            return code
+    return len(REASONS)
+
+
+def encode(report: GradReport) -> torch.Tensor:
+    """(1 + n, 3) float64: a header (crc32 of the names, n, 0), then per parameter
+    (status code, reason code, norm; 0.0 where there is no gradient)."""
+    names = [p.name for p in report.params]
+    rows = [[float(zlib.crc32("\n".join(names).encode())), float(len(names)), 0.0]]
+    rows += [[float(STATUSES.index(p.status)), float(reason_code(p.none_reason)),
+              0.0 if p.norm is None else p.norm] for p in report.params]
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+def decode(rows: torch.Tensor, names: list[str]) -> dict[str, RankParam]:
+    """The inverse of `encode` for one rank's rows (header included)."""
+    out = {}
+    for name, (status, reason, norm) in zip(names, rows[1:].tolist()):
+        status = STATUSES[int(status)]
+        out[name] = RankParam(status, REASONS[int(reason) - 1] if reason else None,
+                              None if status == "none" else norm)
+    return out
+
+
+def gather_ranks(report: GradReport, group: dist.ProcessGroup | None = None,
+                 ddp: nn.Module | None = None) -> RanksSummary:
+    """Every rank's parameter statuses, with ONE collective (an all_gather of `encode(report)`).
+
+    Every rank of `group` must call it with its own local report (of the same model). `ddp`,
+    the DistributedDataParallel model, lets the findings say what its settings
+    (find_unused_parameters, static_graph) will do; without it they cover both settings.
+    """
+    local = encode(report)
+    device = torch.device("cpu")
+    if dist.get_backend(group) == "nccl":
+        device = torch.device("cuda", torch.cuda.current_device())
+    local = local.to(device)
+    world = dist.get_world_size(group)
+    gathered = [torch.empty_like(local) for _ in range(world)]
+    dist.all_gather(gathered, local, group=group)
+    names = [p.name for p in report.params]
+    ranks = [dist.get_global_rank(group, i) if group is not None else i for i in range(world)]
+    different = [r for r, t in zip(ranks, gathered) if t.shape != local.shape
+                 or t[0, 0].item() != local[0, 0].item()]
+    if different:
+        raise GradExplorerError(
+            f"ranks {different} explored a model with other parameter names than rank "
+            f"{dist.get_rank()}: explore the same model on every rank (unwrap(model)[0])")
+    table = {r: decode(t.cpu(), names) for r, t in zip(ranks, gathered)}
+    return RanksSummary(table, rank_findings(table, ddp_settings(ddp)))
+
+
+def ddp_settings(ddp: nn.Module | None) -> dict[str, bool] | None:
+    """find_unused_parameters and static_graph of a DDP model (None for anything else)."""
+    if ddp is None or type(ddp).__name__ != "DistributedDataParallel":
+        return None
+    return {"find_unused_parameters": bool(getattr(ddp, "find_unused_parameters", False)),
+            "static_graph": bool(getattr(ddp, "static_graph", False))}
+
+
+def rank_findings(table: Mapping[int, Mapping[str, RankParam]],
+                  settings: dict[str, bool] | None = None) -> tuple[str, ...]:
+    """Sentences naming parameters whose gradient exists on some ranks only (or on none), and
+    parameters whose status differs across ranks.
+
+    Example:
+        >>> t = {0: {"b.weight": RankParam("none", "never called", None)},
+        ...      1: {"b.weight": RankParam("healthy", None, 0.5)}}
+        >>> rank_findings(t, {"find_unused_parameters": True, "static_graph": False})[0][:46]
+        'b.weight gets no gradient on rank 0 (never cal'
+    """
+    ranks = sorted(table)
+    names = list(table[ranks[0]]) if ranks else []
+    groups: dict[tuple, list[str]] = {}
+    other: list[str] = []
+    for name in names:
+        per = {r: table[r][name] for r in ranks}
+        if any(p.reason == "frozen" for p in per.values()):
+            continue  # DDP does not reduce parameters that do not require grad
+        without = tuple(r for r in ranks if per[r].status == "none")
+        if without:
+            why = tuple(sorted({per[r].reason or "other" for r in without}))
+            groups.setdefault((without, why), []).append(name)
+        elif len({p.status for p in per.values()}) > 1:
+            other.append(f"{name} is " + ", ".join(
+                f"{s} on {_ranks([r for r in ranks if per[r].status == s])}"
+                for s in sorted({p.status for p in per.values()})))
+    out = [_missing_sentence(names_, without, why, ranks) for (without, why), names_ in groups.items()]
+    if groups:
+        out.append(_ddp_consequence(settings, all_ranks=all(
+            len(w) == len(ranks) for w, _ in groups)))
+    if other:
+        out.append("statuses differ across ranks: " + "; ".join(other[:4])
+                   + ("…" if len(other) > 4 else ""))
+    return tuple(out)
+
+
+def _missing_sentence(names: list[str], without: tuple[int, ...], why: tuple[str, ...],
+                      ranks: list[int]) -> str:
+    shown = ", ".join(names[:4]) + ("…" if len(names) > 4 else "")
+    verb = "gets" if len(names) == 1 else "get"
+    having = [r for r in ranks if r not in without]
+    where = f"on {_ranks(list(without))}" if having else "on any rank"
+    tail = f", a gradient on {_ranks(having)}" if having else ""
+    hint = {"never called": "a data-dependent branch or an unused module",
+            "detached": "its output was detached or did not feed the loss",
+            "no_grad": "it ran under torch.no_grad()"}
+    reasons = "; ".join(f"{w}: {hint[w]}" if w in hint else w for w in why)
+    return f"{shown} {verb} no gradient {where} ({reasons}){tail}"
+
+
+def _ddp_consequence(settings: dict[str, bool] | None, all_ranks: bool) -> str:
+    raises = (f"raises \"{DDP_ERROR}\" at the next iteration (or hangs when a rank launches a "
+              "reduction the others never start)")
+    fix = ("pass find_unused_parameters=True (one graph traversal per iteration; the "
+           "average then counts 0 from ranks that did not use the parameter), or make every "
+           "parameter feed the loss on every rank")
+    if settings is None:
+        return f"under DDP(find_unused_parameters=False) training {raises}; {fix}"
+    if settings["static_graph"]:
+        return ("DDP(static_graph=True) assumes the same parameters are used in every "
+                f"iteration on every rank, which is not the case here; {fix}")
+    if settings["find_unused_parameters"]:
+        return ("this DDP model has find_unused_parameters=True: it handles this, "
+                + ("but these parameters never change (no rank gives them a gradient)"
+                   if all_ranks else "averaging in 0 from ranks that did not use them"))
+    return f"this DDP model has find_unused_parameters=False: it {raises}; {fix}"
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+__all__ = ["DDP_ERROR", "REASONS", "RankParam", "RanksSummary", "gather_ranks", "rank_findings",
+           "reason_code", "unwrap"]

@@ -1,0 +1,283 @@
+"""GradExplorer under DDP and FSDP2 with real gloo process groups (one subprocess per rank).
+
+Each launch starts `world` processes (forkserver) that meet through a FileStore in tmp_path and
+write `rank{r}.json`; the test reads them. Every rank has a deadline: a hang fails the test and
+every rank is killed. `python test_distributed.py SCENARIO RANK WORLD DIR` runs one rank by hand.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import multiprocessing as mp
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from gradviz_widgets import GradExplorer
+from gradviz_widgets.distributed import gather_ranks, rank_findings, unwrap
+from gradviz_widgets.distributed_fsdp import (
+    fsdp_gradients,
+    fsdp_param_norms,
+    fsdp_param_stats,
+    total_norm,
+)
+
+DEADLINE_S = 120
+#: imported once in the forkserver (DDP's constructor alone imports torch._dynamo: seconds)
+PRELOAD = ["torch", "torch._dynamo", "torch.distributed.fsdp", "torch.distributed.device_mesh",
+           "torch.nn.parallel", "gradviz_widgets", "gradviz_widgets.distributed_fsdp"]
+
+
+class Branchy(nn.Module):
+    """Branch a or b by the sign of the batch; c's output detached when x[0, 0] < -100."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Linear(4, 4)
+        self.a = nn.Linear(4, 2)
+        self.b = nn.Linear(4, 2)
+        self.c = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.stem(x))
+        out = self.a(h) if x.sum() > 0 else self.b(h)
+        extra = self.c(h)
+        return out + (extra.detach() if x[0, 0] < -100 else extra)
+
+
+def _batch(rank: int) -> torch.Tensor:
+    x = torch.rand(3, 4, generator=torch.Generator().manual_seed(rank)) + 0.1
+    x = x if rank % 2 == 0 else -x
+    if rank == 3:
+        x[0, 0] = -1000.0
+    return x
+
+
+def _launch(scenario: str, world: int, tmp_path: Path) -> list[dict]:
+    """Run `scenario` on `world` ranks; forked from a forkserver that imported torch once (a
+    fresh interpreter per rank would import torch per rank: seconds each on a busy machine)."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD + [__name__])
+    procs = [ctx.Process(target=_main, args=(scenario, r, world, tmp_path), daemon=True)
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        hung = [r for r, p in enumerate(procs) if p.is_alive()]
+        assert not hung, f"{scenario} world {world}: ranks {hung} still running after {DEADLINE_S} s"
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(10)
+    codes = [p.exitcode for p in procs]
+    assert codes == [0] * world, f"exit codes {codes}; see the captured stderr"
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
+
+
+# ---- what each rank runs ------------------------------------------------------------------------
+class _Counter:
+    """Counts calls of torch.distributed collectives (module attributes patched in place)."""
+
+    NAMES = ("all_gather", "all_gather_object", "all_gather_into_tensor", "all_reduce",
+             "broadcast", "reduce_scatter_tensor", "barrier")
+
+    def __enter__(self) -> dict[str, int]:
+        self.calls: dict[str, int] = {}
+        self.saved = {n: getattr(dist, n) for n in self.NAMES}
+        for name, fn in self.saved.items():
+            def counted(*a, _n=name, _f=fn, **k):  # noqa: ANN002, ANN003, ANN202
+                self.calls[_n] = self.calls.get(_n, 0) + 1
+                return _f(*a, **k)
+            setattr(dist, name, counted)
+        return self.calls
+
+    def __exit__(self, *exc: object) -> None:
+        for name, fn in self.saved.items():
+            setattr(dist, name, fn)
+
+
+def _local_truth(module: nn.Module, x: torch.Tensor) -> dict[str, float | None]:
+    twin = copy.deepcopy(module)
+    twin(x).sum().backward()
+    return {n: None if p.grad is None else float(p.grad.double().norm())
+            for n, p in twin.named_parameters()}
+
+
+def _ddp_rank(rank: int, world: int) -> dict:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    ddp = DDP(Branchy(), find_unused_parameters=True)
+    torch.manual_seed(0)
+    twin = DDP(Branchy(), find_unused_parameters=True)  # trained without exploring
+    reducer = ddp.reducer
+    x = _batch(rank)
+    inner, kind = unwrap(ddp)
+    with _Counter() as calls:
+        if rank == 0:  # extra runs on one rank only: any collective in them would deadlock
+            GradExplorer(inner, x).run()
+            GradExplorer(inner, x).run()
+        ex = GradExplorer(inner, x)
+        report = ex.run()
+        explore_calls = dict(calls)
+        summary = gather_ranks(report, ddp=ddp)
+    result = {
+        "kind": kind, "explore_calls": explore_calls, "calls": dict(calls),
+        "norms": report.param_norms, "truth": _local_truth(inner, x),
+        "table": {str(r): {n: list(p) for n, p in t.items()} for r, t in summary.table.items()},
+        "findings": list(summary.findings), "node_ids": [n.id for n in ex.graph.nodes],
+        "grads_after_explore": [p.grad is not None for p in ddp.parameters()],
+        "same_reducer": ddp.reducer is reducer, "sync": ddp.require_backward_grad_sync}
+    for _ in range(2):  # the user's training continues as if nothing had happened
+        for model in (ddp, twin):
+            model(x).sum().backward()
+    result["train_equal"] = all(
+        (p.grad is None and q.grad is None) or torch.equal(p.grad, q.grad)
+        for p, q in zip(ddp.parameters(), twin.parameters()))
+    return result
+
+
+class _Sharded(nn.Module):
+    """Uneven shard sizes (5 rows, 3 rows, 1-element bias) and a branch multiplied by 0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l1 = nn.Linear(4, 5)
+        self.l2 = nn.Linear(5, 3)
+        self.dead = nn.Linear(4, 3)
+        self.head = nn.Linear(3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.l2(torch.relu(self.l1(x))) + 0.0 * self.dead(x))
+
+
+def _fsdp_rank(rank: int, world: int) -> dict:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    xs = [torch.randn(6, 4, generator=torch.Generator().manual_seed(10 + r)) for r in range(world)]
+    torch.manual_seed(0)
+    model = _Sharded()
+    truth_model = copy.deepcopy(model)  # single process: the mean of every rank's loss
+    (sum(truth_model(x).square().mean() for x in xs) / world).backward()
+    truth = {n: float(p.grad.double().norm()) for n, p in truth_model.named_parameters()}
+    mesh = init_device_mesh("cpu", (world,))
+    for child in model.children():
+        fully_shard(child, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    loss_fn = lambda out, _target: out.square().mean()  # noqa: E731
+    model(xs[rank]).square().mean().backward()  # the user's own gradients, kept as they are
+    users = {n: p.grad.to_local().clone() for n, p in model.named_parameters()}
+    grads = fsdp_gradients(model, xs[rank], loss_fn=loss_fn, target=0)
+    kept = all(torch.equal(p.grad.to_local(), users[n]) for n, p in model.named_parameters())
+    with _Counter() as calls:
+        norms = fsdp_param_norms(grads)
+    stats = fsdp_param_stats(grads)
+    clip_total = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+    return {"truth": truth, "norms": norms, "calls": dict(calls), "kept_user_grads": kept,
+            "total": total_norm(norms), "clip_total": float(clip_total.full_tensor()),
+            "stats": {n: [s.status, s.zero_fraction] for n, s in stats.items()},
+            "local_rows": {n: list(g.to_local().shape) for n, g in grads.items()}}
+
+
+def _main(scenario: str, rank: int, world: int, folder: Path) -> None:
+    started = time.monotonic()
+    torch.set_num_threads(1)
+    store = dist.FileStore(str(folder / "store"), world)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    try:
+        result = {"ddp": _ddp_rank(rank, world)}
+        if scenario == "ddp+fsdp":
+            result["fsdp"] = _fsdp_rank(rank, world)
+    finally:
+        dist.destroy_process_group()
+    result["seconds"] = time.monotonic() - started
+    (folder / f"rank{rank}.json").write_text(json.dumps(result))
+
+
+# ---- the tests --------------------------------------------------------------------------------
+def _check_ddp(results: list[dict]) -> None:
+    for r, res in enumerate(results):
+        assert res["kind"] == "DistributedDataParallel"
+        assert res["explore_calls"] == {}, "an explorer run issued a collective"
+        assert res["calls"] == {"all_gather": 1}, "gather_ranks: exactly one collective"
+        assert res["norms"].keys() == res["truth"].keys()
+        for name, truth in res["truth"].items():
+            norm = res["norms"][name]
+            assert (norm is None) == (truth is None), (r, name)
+            assert norm is None or norm == pytest.approx(truth, rel=1e-6), (r, name)
+        assert not any(i.startswith(("module.", "module:module")) for i in res["node_ids"])
+        assert "param:a.weight" in res["node_ids"] or "param:b.weight" in res["node_ids"]
+        assert res["grads_after_explore"] == [False] * 8, "exploring touched .grad"
+        assert res["same_reducer"] and res["sync"] and res["train_equal"]
+        assert res["table"] == results[0]["table"] and res["findings"] == results[0]["findings"]
+
+
+@pytest.fixture(scope="module")
+def world2(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """Both scenarios in one launch of 2 ranks (starting a process costs seconds of imports)."""
+    return _launch("ddp+fsdp", 2, tmp_path_factory.mktemp("world2"))
+
+
+def test_ddp_world2_names_parameters_per_rank(world2: list[dict]) -> None:
+    results = [r["ddp"] for r in world2]
+    _check_ddp(results)
+    table, findings = results[0]["table"], results[0]["findings"]
+    assert table["0"]["b.weight"][:2] == ["none", "never called"]
+    assert table["1"]["a.weight"][:2] == ["none", "never called"]
+    assert table["1"]["b.weight"][0] == "healthy"
+    assert findings[0].startswith("a.weight, a.bias get no gradient on rank 1 (never called")
+    assert findings[1].startswith("b.weight, b.bias get no gradient on rank 0 (never called")
+    assert "find_unused_parameters=True: it handles this" in findings[2]
+
+
+def test_ddp_world4_detached_on_one_rank(tmp_path: Path) -> None:
+    results = [r["ddp"] for r in _launch("ddp", 4, tmp_path)]
+    _check_ddp(results)
+    table, findings = results[0]["table"], results[0]["findings"]
+    assert [table[str(r)]["c.weight"][:2] for r in range(4)] == [
+        ["healthy", None], ["healthy", None], ["healthy", None], ["none", "detached"]]
+    assert "a.weight, a.bias get no gradient on ranks 1, 3 (never called" in findings[0]
+    assert "c.weight, c.bias get no gradient on rank 3 (detached" in " ".join(findings)
+    assert "a gradient on ranks 0, 1, 2" in " ".join(findings)
+
+
+def test_fsdp2_norms_from_shards_world2(world2: list[dict]) -> None:
+    results = [r["fsdp"] for r in world2]
+    assert results[0]["local_rows"]["l1.weight"] == [3, 4]
+    assert results[1]["local_rows"]["head.bias"] == [0]  # an empty shard counts as well
+    for res in results:
+        assert res["calls"] == {"all_reduce": 1}, "one all_reduce, no all_gather of gradients"
+        assert res["kept_user_grads"]
+        for name, truth in res["truth"].items():
+            assert res["norms"][name] == pytest.approx(truth, rel=1e-5, abs=1e-12), name
+        assert res["total"] == pytest.approx(res["clip_total"], rel=1e-5)
+        assert res["stats"]["dead.weight"] == ["zero", 1.0]
+        assert res["stats"]["l1.weight"][0] == "healthy"
+    assert results[0]["norms"] == results[1]["norms"]
+
+
+def test_rank_findings_without_ddp_settings() -> None:
+    from gradviz_widgets.distributed import RankParam
+
+    table = {0: {"w": RankParam("none", "no_grad", None), "f": RankParam("none", "frozen", None)},
+             1: {"w": RankParam("none", "no_grad", None), "f": RankParam("none", "frozen", None)}}
+    found = rank_findings(table)
+    assert found[0].startswith("w gets no gradient on any rank (no_grad")
+    assert "find_unused_parameters=False" in found[1] and len(found) == 2  # frozen: no finding
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]))
