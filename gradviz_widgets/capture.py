@@ -77,7 +77,7 @@ def capture(
     """
     if not isinstance(model, nn.Module):
         raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    model, compiled = unwrap_compiled(model)
+    runner, wrapped = unwrap_compiled(model)
     check_model(model)
     check_loss_args(loss_fn, target)
     seed = check_seed(seed)
@@ -85,12 +85,13 @@ def capture(
     _check_something_trainable(model, sample_input)
     run_device = resolve_device(device, model)
     with torch.inference_mode(False), torch.enable_grad():
-        return _capture(model, sample_input, loss_fn, target, run_device, seed, thresholds,
-                        track_flow, hooks, notes=(compiled,) if compiled else ())
+        return _capture(model, runner, sample_input, loss_fn, target, run_device, seed,
+                        thresholds, track_flow, hooks, notes=(wrapped,) if wrapped else ())
 
 
-def _capture(model, sample_input, loss_fn, target, run_device, seed, thresholds,  # noqa: ANN001
-             track_flow, hooks, notes=()) -> Capture:
+def _capture(model, runner, sample_input, loss_fn, target, run_device, seed,  # noqa: ANN001
+             thresholds, track_flow, hooks, notes=()) -> Capture:
+    """One run; `runner` is the module called (the model, or what a wrapper wraps)."""
     started = time.perf_counter()
     prepared = CallArgs.from_sample(sample_input).prepared(run_device)
     stand_ins = make_stand_ins(model, run_device)
@@ -104,7 +105,7 @@ def _capture(model, sample_input, loss_fn, target, run_device, seed, thresholds,
         with forked_rng(run_device, seed), hook_ctx, swapped(model, stand_ins):
             names = _leaf_names(stand_ins, prepared)
             with tracker.tracking(), _watching_checkpoints() as cut_off:
-                output = _forward(model, prepared)
+                output = _forward(runner, prepared)
                 tracker.claim(output)  # a custom Function's output at the root is the root's
                 tracker.in_loss = True
                 loss, how = make_loss(output, loss_fn, target_here)
@@ -119,8 +120,10 @@ def _capture(model, sample_input, loss_fn, target, run_device, seed, thresholds,
             wanted = _wanted(raw, stand_ins)
             reentrant = any(n.op == REENTRANT_CHECKPOINT for n in raw.nodes.values())
             real = [p for _, p in stand_ins.real.values() if p.requires_grad]
-            grads = summed([i for i, _ in wanted],
-                           gradients(loss, [t for _, t in wanted], reentrant, protect=real))
+            parts = gradients(loss, [t for _, t in wanted], reentrant, protect=real)
+            notes = (*notes, *_direct_use_note(wanted, parts, stand_ins))
+            grads = summed([i for i, _ in wanted], parts)
+            del parts
             loss_slot = batch.add_scalar(loss)
             del loss
         present = [g for g in grads.values() if g is not None]
@@ -135,12 +138,7 @@ def _capture(model, sample_input, loss_fn, target, run_device, seed, thresholds,
         tracker.release()
         if raw is not None:
             raw.release()
-    slot_iter = iter(leaf_slots)
-    leaf_pairs = {leaf_id: None if g is None else NormBatch.pair(values, next(slot_iter))
-                  for leaf_id, g in grads.items()}
-    reached = [leaf_id for leaf_id, g in grads.items() if g is not None]
-    zero_fractions = {leaf_id: 1.0 - values[nonzero_at + i] / n if n else 0.0
-                      for i, (leaf_id, n) in enumerate(zip(reached, numels))}
+    leaf_pairs, zero_fractions = _leaf_numbers(grads, values, leaf_slots, nonzero_at, numels)
     del wanted, grads
     graph = freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds)
     if cut_off:
@@ -151,6 +149,18 @@ def _capture(model, sample_input, loss_fn, target, run_device, seed, thresholds,
                           how, thresholds, run_device, tracker, time.perf_counter() - started,
                           batch.syncs, notes=notes, checkpoint_without_grad=bool(cut_off))
     return Capture(graph, report)
+
+
+def _leaf_numbers(grads: dict[str, torch.Tensor | None], values: list[float], slots: list[int],
+                  nonzero_at: int, numels: list[int]) -> tuple[dict, dict]:
+    """leaf id -> (norm, max |g|) or None, and leaf id -> share of exactly-zero elements."""
+    slot_iter = iter(slots)
+    pairs = {leaf_id: None if g is None else NormBatch.pair(values, next(slot_iter))
+             for leaf_id, g in grads.items()}
+    reached = [leaf_id for leaf_id, g in grads.items() if g is not None]
+    zero_fractions = {leaf_id: 1.0 - values[nonzero_at + i] / n if n else 0.0
+                      for i, (leaf_id, n) in enumerate(zip(reached, numels))}
+    return pairs, zero_fractions
 
 
 def _leaf_names(stand_ins: StandIns, prepared: CallArgs) -> dict[int, tuple[str, str]]:
@@ -173,6 +183,20 @@ def _wanted(raw: RawGraph, stand_ins: StandIns) -> list[tuple[str, torch.Tensor]
     wanted += [(f"param:{n}", p) for n, p in stand_ins.real_params.items()
                if p.requires_grad and id(p) not in seen]
     return wanted
+
+
+def _direct_use_note(wanted: list[tuple[str, torch.Tensor]], parts: tuple,
+                     stand_ins: StandIns) -> tuple[str, ...]:
+    """A finding naming the parameters the graph reached as themselves, not via the model."""
+    names = sorted({stand_ins.real[id(t)][0] for (_, t), g in zip(wanted, parts)
+                    if g is not None and id(t) in stand_ins.real})
+    if not names:
+        return ()
+    return (f"{len(names)} parameter{'s' if len(names) > 1 else ''} also used directly, not "
+            "through the model's attributes (a parameter list captured before the run, "
+            "optimizer.param_groups, a plain Python list in forward): that use is included in "
+            f"the gradient, as in plain backward: {', '.join(names[:4])}"
+            + ("…" if len(names) > 4 else ""),)
 
 
 def _leaf_loss(loss: torch.Tensor, names: dict[int, tuple[str, str]], how: str) -> torch.Tensor:

@@ -19,16 +19,30 @@ from .stats import Thresholds
 
 _SEED_RANGE = (-(2 ** 63), 2 ** 64 - 1)  # what torch.manual_seed accepts
 _SHARDED = ("FSDPModule", "FullyShardedDataParallel")  # FSDP2 (fully_shard), FSDP1
+_WRAPPERS = ("DistributedDataParallel", "DataParallel")
 
 
 def unwrap_compiled(model: nn.Module) -> tuple[nn.Module, str | None]:
-    """The module to explore and a note for the findings: a `torch.compile`d model is explored
-    through its original module (`compiled._orig_mod`); the compiled one is not called."""
-    inner = getattr(model, "_orig_mod", None)
-    if isinstance(inner, nn.Module) and type(model).__module__.startswith("torch._dynamo"):
-        return inner, ("torch.compile'd model: explored its original module (compiled._orig_mod) "
-                       "run eagerly; the compiled model and its compiled code were not used")
-    return model, None
+    """The module a run calls, and a note for the findings. A `torch.compile`d model is run
+    through its original module (`compiled._orig_mod`), a DistributedDataParallel or
+    DataParallel one through `.module` (no collective, no replica); the wrapper is not called.
+    Names stay those of the object the user passed (`_orig_mod.fc.weight`, `module.fc.weight`)."""
+    notes = []
+    while True:
+        inner = getattr(model, "_orig_mod", None)
+        kind = next((c.__name__ for c in type(model).__mro__ if c.__name__ in _WRAPPERS), None)
+        if isinstance(inner, nn.Module) and type(model).__module__.startswith("torch._dynamo"):
+            notes.append("torch.compile'd model: explored its original module "
+                         "(compiled._orig_mod) run eagerly, so names start with '_orig_mod.'; "
+                         "the compiled code was not used")
+            model = inner
+        elif kind and isinstance(getattr(model, "module", None), nn.Module):
+            notes.append(f"{kind}: explored its module ({kind.lower()}.module) on this process "
+                         "alone; the gradients are this rank's local ones, before any "
+                         "averaging across ranks")
+            model = model.module
+        else:
+            return model, "; ".join(notes) or None
 
 
 def check_model(model: nn.Module) -> None:

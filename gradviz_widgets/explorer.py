@@ -18,7 +18,6 @@ from .checks import (
     check_model,
     check_seed,
     check_thresholds,
-    unwrap_compiled,
 )
 from .devices import available_devices, model_device, resolve_device
 from .errors import GradExplorerError
@@ -58,8 +57,7 @@ class GradExplorer:
     ) -> None:
         if not isinstance(model, nn.Module):
             raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        explored, _ = unwrap_compiled(model)  # hooks go on the modules runs really call
-        check_model(explored)
+        check_model(model)
         check_loss_args(loss_fn, target)
         if isinstance(history, bool) or not isinstance(history, int) or history < 1:
             raise GradExplorerError(f"history must be an int >= 1, got {history!r}")
@@ -67,11 +65,11 @@ class GradExplorer:
         self.sample_input = sample_input
         self.loss_fn = loss_fn
         self.target = target
-        self.device = None if device is None else str(resolve_device(device, explored))
+        self.device = None if device is None else str(resolve_device(device, model))
         self.seed = check_seed(seed)
         self.thresholds = check_thresholds(thresholds)
         self.track_flow = check_flag("track_flow", track_flow)
-        self._hooks = HookManager(explored, keep_tensors=check_flag("keep_tensors", keep_tensors))
+        self._hooks = HookManager(model, keep_tensors=check_flag("keep_tensors", keep_tensors))
         self._last: Capture | None = None
         self._ran_with: tuple = ()
         self.history: list[GradReport] = []
