@@ -42,6 +42,10 @@ class StepRecord:
     values: np.ndarray | None = None
     pending: tuple[torch.Tensor, Any] | None = None
 
+    def ready(self) -> bool:
+        """Whether the numbers can be read without waiting for the device."""
+        return self.pending is None or self.pending[1] is None or self.pending[1].query()
+
     def resolve(self) -> np.ndarray:
         """The (len(ids), 5) float64 values; waits for the device copy (writer thread only)."""
         if self.values is None and self.pending is not None:

@@ -17,6 +17,7 @@ Each path returns, per tensor, (L2 norm, max |g|, number of non-zero elements).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -89,15 +90,20 @@ def is_small_cpu(tensors: Sequence[torch.Tensor]) -> bool:
 
 
 def _as_numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().reshape(-1).numpy()
+    return (t.numpy() if not t.requires_grad else t.detach().numpy()).ravel()
+
+
+@functools.lru_cache(maxsize=64)
+def _starts(sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    arr = np.asarray(sizes, dtype=np.int64)
+    present = arr > 0
+    return present, np.concatenate([[0], np.cumsum(arr)[:-1]])[present]
 
 
 def _segment_reduce(ufunc: np.ufunc, values: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
-    sizes = np.asarray(sizes, dtype=np.int64)
-    out = np.zeros(len(sizes), dtype=np.float64)
-    present = sizes > 0
-    if present.any():
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])[present]
+    present, starts = _starts(tuple(sizes))
+    out = np.zeros(len(present), dtype=np.float64)
+    if len(starts):
         out[present] = ufunc.reduceat(values, starts)
     return out
 
@@ -142,5 +148,8 @@ def _device_stats(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     dense = [t.detach() for t in tensors]
     l2 = torch.stack(torch._foreach_norm(dense, 2, dtype=dtype)).to(dtype)
     linf = torch.stack(torch._foreach_norm(dense, math.inf)).to(dtype)
-    nonzero = torch.stack([torch.count_nonzero(t) for t in dense]).to(dtype)
+    try:  # one fused kernel; float64 counts are exact to 2^53 elements
+        nonzero = torch.stack(torch._foreach_norm(dense, 0, dtype=dtype)).to(dtype)
+    except (RuntimeError, TypeError):
+        nonzero = torch.stack([torch.count_nonzero(t) for t in dense]).to(dtype)
     return torch.stack([l2, linf, nonzero], dim=1)

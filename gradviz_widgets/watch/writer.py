@@ -79,6 +79,9 @@ class Writer(threading.Thread):
             stop, waiting = False, []
             while self._items:
                 kind, item = self._items.popleft()
+                if kind == "step" and not item.ready() and not self._must_wait():
+                    self._items.appendleft((kind, item))  # its device copy is still running:
+                    break  # never block (and hold the GIL) while the training thread launches
                 stop |= kind == "stop"
                 if kind == "flush":
                     waiting.append(item)
@@ -91,6 +94,10 @@ class Writer(threading.Thread):
             if stop:
                 self.store.close()
                 return
+
+    def _must_wait(self) -> bool:
+        """A flush or stop request is queued: then device copies are waited for."""
+        return any(k in ("flush", "stop") for k, _ in list(self._items))
 
     def _handle(self, kind: str, item: Any) -> None:
         if kind == "params":
