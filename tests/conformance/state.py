@@ -49,6 +49,20 @@ def _tensor_attrs(m: nn.Module) -> dict:
             if isinstance(v, torch.Tensor)}
 
 
+_PLAIN = (int, float, bool, str, type(None))
+
+
+def _plain_attrs(m: nn.Module) -> dict:
+    """Python scalars a forward may write (self.calls += 1); compared by repr (NaN-safe)."""
+    return {k: repr(v) for k, v in vars(m).items() if isinstance(v, _PLAIN)}
+
+
+def _global_flags() -> tuple:
+    return (torch.is_grad_enabled(), torch.is_inference_mode_enabled(),
+            torch.get_default_dtype(), torch.is_autocast_enabled("cpu"),
+            torch.are_deterministic_algorithms_enabled())
+
+
 def _generators(model: nn.Module) -> dict:
     return {f"{n}.{k}": (g, bits(g.get_state())) for n, m in model.named_modules()
             for k, g in vars(m).items() if isinstance(g, torch.Generator)}
@@ -70,6 +84,8 @@ def snapshot(model: nn.Module) -> dict:
         "global_hooks": {d: dict(getattr(module_mod, d)) for d in GLOBAL_HOOKS},
         "attrs": {n: sorted(vars(m)) for n, m in modules},
         "tensor_attrs": {n: _tensor_attrs(m) for n, m in modules},
+        "plain_attrs": {n: _plain_attrs(m) for n, m in modules},
+        "global_flags": _global_flags(),
         "generators": _generators(model),
         "torch_rng": bits(torch.get_rng_state()),
         "numpy_rng": repr(np.random.get_state()),
@@ -80,15 +96,22 @@ def snapshot(model: nn.Module) -> dict:
     }
 
 
+FIELDS = {"parameter": ("class", "value", "_version", "requires_grad", "device", "dtype"),
+          "buffer": ("value", "_version", "device", "dtype")}
+
+
 def _same_identity_and_value(a: dict, b: dict, what: str, problems: list) -> None:
     if list(a) != list(b):
         problems.append(f"{what}: names {sorted(set(a) ^ set(b))} appeared/disappeared")
+    names = FIELDS.get(what, ("value", "version"))
     for name in a.keys() & b.keys():
         old, new = a[name], b[name]
         if old[0] is not new[0]:
             problems.append(f"{what} {name}: object replaced")
-        if old[1:] != new[1:]:
-            problems.append(f"{what} {name}: value/metadata changed")
+        changed = [names[i] if i < len(names) else str(i)
+                   for i, (x, y) in enumerate(zip(old[1:], new[1:])) if x != y]
+        if changed:
+            problems.append(f"{what} {name}: {', '.join(changed)} changed")
 
 
 def diff(before: dict, after: dict) -> list[str]:
@@ -102,11 +125,13 @@ def diff(before: dict, after: dict) -> list[str]:
     for n in before["tensor_attrs"]:
         _same_identity_and_value(before["tensor_attrs"][n], after["tensor_attrs"].get(n, {}),
                                  f"tensor attribute of {n!r}:", problems)
-    for key in ("training", "hooks", "global_hooks", "attrs", "state_keys"):
+    for key in ("training", "hooks", "global_hooks", "attrs", "plain_attrs", "global_flags",
+                "state_keys"):
         if before[key] != after[key]:
-            changed = [k for k in before[key] if before[key][k] != after[key].get(k)] \
-                if isinstance(before[key], dict) else []
-            problems.append(f"{key} changed {changed[:5]}")
+            changed = {k: (before[key][k], after[key].get(k)) for k in before[key]
+                       if before[key][k] != after[key].get(k)} \
+                if isinstance(before[key], dict) else (before[key], after[key])
+            problems.append(f"{key} changed (before, after): {str(changed)[:300]}")
     for key in ("torch_rng", "numpy_rng", "python_rng"):
         if before[key] != after[key]:
             problems.append(f"{key} state changed")

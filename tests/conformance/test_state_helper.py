@@ -62,12 +62,15 @@ def test_every_kind_of_change_is_seen() -> None:
         "hook": _hook,
         "generator": lambda m: torch.rand(1, generator=m.gen),
         "attr": lambda m: setattr(m, "cached", torch.zeros(2)),
+        "python attr": lambda m: setattr(m.lin, "in_features", 4),
+        "grad mode": lambda m: torch.set_grad_enabled(False),
         "torch rng": lambda m: torch.rand(1),
         "numpy rng": lambda m: np.random.rand(),
         "python rng": lambda m: random.random(),
     }
     for what, mutate in mutations.items():
-        assert _changes(mutate), f"a {what} change went unseen"
+        with torch.enable_grad():
+            assert _changes(mutate), f"a {what} change went unseen"
 
 
 def test_parametrize_cache_changes_are_seen() -> None:

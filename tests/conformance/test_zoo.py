@@ -15,7 +15,7 @@ import torch
 
 from gradviz_widgets import GradExplorer
 
-from . import models_hf, models_special  # noqa: F401  (they register their cases)
+from . import models_hf, models_more, models_special  # noqa: F401  (they register cases)
 from .models import CASES, Case
 from .reference import reference
 from .state import diff, optimizer_problems, snapshot
@@ -174,9 +174,11 @@ def _canonical_names(model, module) -> list[str]:
 
 @pytest.mark.parametrize("name", cases_for("state_run"))
 def test_model_untouched_by_run(name: str) -> None:
-    assert outcome(name).after_run == []
+    problems = outcome(name).after_run
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("name", cases_for("state_close"))
 def test_model_untouched_after_close(name: str) -> None:
-    assert outcome(name).after_close == []
+    problems = outcome(name).after_close
+    assert not problems, "\n".join(problems)
