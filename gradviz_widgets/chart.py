@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .render import STATUS_STYLE, format_norm
+from .render import STATUS_STYLE, format_norm, html_text
 from .report import GradReport
 from .stats import classify, combine_norms
 
@@ -77,16 +77,19 @@ def figure_dict(report: GradReport, mode: str = "param", selected_module: str | 
         fills.append(fill if s in ("zero", "none") else border)
         patterns.append(PATTERNS[s])
         widths.append(3 if selected_module is not None and r["module"] == selected_module else 1)
-    x = [[r["module"] or "(root)" for r in rows], [_short(r["name"], r["module"]) for r in rows]] \
-        if mode == "param" else [r["name"] for r in rows]
-    custom = [[r["name"], r["module"], s_, r["reason"] or ""] for r, s_ in
-              zip(rows, (r["status"] for r in rows))]
+    # names are user text: Plotly renders <b>, <br>, <a> in ticks and hover, so show them escaped
+    x = [[html_text(r["module"] or "(root)") for r in rows],
+         [html_text(_short(r["name"], r["module"])) for r in rows]] \
+        if mode == "param" else [html_text(r["name"]) for r in rows]
+    # [0] name and [1] module stay raw (a bar click looks them up); [3] and [4] are shown
+    custom = [[r["name"], r["module"], r["status"], html_text(r["reason"] or ""), html_text(r["name"])]
+              for r in rows]
     data = [{
         "type": "bar", "name": "gradient norm", "x": x, "y": y, "text": text,
         "textposition": "outside", "cliponaxis": False, "customdata": custom,
         "marker": {"color": fills, "line": {"color": colors, "width": widths},
                    "pattern": {"shape": patterns, "fgcolor": colors, "size": 6}},
-        "hovertemplate": "<b>%{customdata[0]}</b><br>‖g‖ = %{text}<br>status: %{customdata[2]}"
+        "hovertemplate": "<b>%{customdata[4]}</b><br>‖g‖ = %{text}<br>status: %{customdata[2]}"
                          "<br>%{customdata[3]}<extra></extra>",
     }]
     if any(r["norm_before"] is not None for r in rows):

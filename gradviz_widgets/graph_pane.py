@@ -2,8 +2,10 @@
 
 The front end (``js/``, bundled into ``static/graph_pane.js`` by ``pip install -e .``) runs
 Graphviz as WebAssembly in a Web Worker, so no ``dot`` binary and no network are needed.
-DOT node names are the node ids used everywhere here (``nodes``, ``selected``,
-``highlight``, click messages).
+DOT names nodes and clusters by generated keys (n0, c0, ...; see ``render.render_dot``) and
+``key_map`` maps each key to its Python node id or module path; everything else here (``nodes``,
+``selected``, ``highlight``, click messages) speaks Python node ids. Without ``key_map`` (a
+hand-written DOT) the DOT node names are the ids.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ SvgCallback = Callable[[str], Any]
 class GraphPane(anywidget.AnyWidget):
     """Interactive Graphviz view of a backward graph.
 
-    Python sets ``dot`` (and bumps ``revision``), ``nodes`` (per-node info for tooltips,
+    Python sets ``dot`` (and bumps ``revision``), ``key_map``, ``nodes`` (per-node info for tooltips,
     search, hook markers and double-click scope toggling), ``legend``, ``status_text``,
     ``status_level``, ``selected`` and ``highlight``. The browser reports clicks
     (``on_node_click``), double-clicks on modules (``on_toggle_scope``), layout failures
@@ -58,6 +60,7 @@ class GraphPane(anywidget.AnyWidget):
     _esm = BUNDLE_PATH if _BUNDLE_AT_IMPORT else _MISSING_ESM
 
     dot = t.Unicode("").tag(sync=True)
+    key_map = t.Dict().tag(sync=True)
     revision = t.Int(0).tag(sync=True)
     nodes = t.Dict().tag(sync=True)
     selected = t.Unicode("").tag(sync=True)
@@ -88,9 +91,15 @@ class GraphPane(anywidget.AnyWidget):
         dot: str,
         nodes: dict[str, dict[str, Any]] | None = None,
         legend: list[dict[str, Any]] | None = None,
+        keys: dict[str, str] | None = None,
     ) -> int:
-        """Replace the graph (and optionally node info / legend) in one update; return the revision."""
+        """Replace the graph (and optionally node info / legend) in one update; return the revision.
+
+        `keys` maps the DOT's node/cluster names to Python ids (``render.DotGraph.keys``); it
+        is replaced together with the DOT (empty when not given).
+        """
         with self.hold_sync():
+            self.key_map = dict(keys or {})
             if nodes is not None:
                 self.nodes = nodes
             if legend is not None:
@@ -108,6 +117,14 @@ class GraphPane(anywidget.AnyWidget):
     def reveal(self, node_id: str) -> None:
         """Select ``node_id`` and scroll it into view."""
         self.selected = node_id
+
+    def download(self, filename: str, text: str, mime: str = "text/plain") -> None:
+        """Offer `text` as a file download in the browser (nothing is written on the server)."""
+        self.send({"kind": "download", "filename": filename, "text": text, "mime": mime})
+
+    def download_svg(self) -> None:
+        """Download the SVG of the current layout from the browser (it has the layout)."""
+        self.send({"kind": "download_svg"})
 
     def request_svg(self, callback: SvgCallback) -> int:
         """Ask the browser for the SVG of the current layout; ``callback(svg_text)`` gets it.
@@ -140,7 +157,10 @@ class GraphPane(anywidget.AnyWidget):
             return
         kind = content.get("kind")
         if kind == "node_click":
-            self._node_click(str(content.get("id", "")))
+            node_id = content.get("id")
+            if node_id is None:  # a message naming only the DOT key
+                node_id = self.key_map.get(str(content.get("key", "")), "")
+            self._node_click(str(node_id))
         elif kind == "toggle_scope":
             module = str(content.get("module", ""))
             if module:

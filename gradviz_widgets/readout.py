@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 
 from .hook_events import HookEvent
-from .render import format_norm
+from .render import format_norm, html_text
 from .tensor_stats import TensorStats
 
 
@@ -21,13 +20,13 @@ def readout_html(events: Sequence[HookEvent], target: str | None, mechanisms: di
         return ('<div class="gv-readout">Click a node to hook its module and see its '
                 "grad_input / grad_output here.</div>")
     mine = [e for e in events if e.target == target]
-    title = html.escape(target or "(root)")
+    title = html_text(target or "(root)")
     if not mine:
         return (f'<div class="gv-readout"><b>{title}</b>: no hook events in the newest run '
                 "(hook off, or the module was not reached).</div>")
     how = mechanisms.get(target)
     parts = [f'<div class="gv-readout"><b>{title}</b>'
-             + (f" <i>({html.escape(how)})</i>" if how else "")
+             + (f" <i>({html_text(how)})</i>" if how else "")
              + '<table style="border-collapse:collapse;font-size:12px">'
              '<tr><th>hook</th><th>call</th><th>phase</th><th>tensor</th><th>shape</th>'
              '<th>‖·‖</th><th>min</th><th>max</th><th>mean</th><th>NaN</th><th>Inf</th>'
@@ -43,8 +42,8 @@ def readout_html(events: Sequence[HookEvent], target: str | None, mechanisms: di
 
 
 def _row(e: HookEvent, name: str, s: TensorStats | None) -> str:
-    head = (f"<td>{e.kind}</td><td>{e.call}</td><td>{e.phase}</td>"
-            f"<td>{html.escape(name)}</td>")
+    head = (f"<td>{html_text(e.kind)}</td><td>{html_text(e.call)}</td><td>{html_text(e.phase)}</td>"
+            f"<td>{html_text(name)}</td>")
     if s is None:
         return f"<tr>{head}<td colspan=8><i>None (no gradient)</i></td><td>{e.seconds * 1e3:.2f}</td></tr>"
     bad = ' style="color:#d55e00;font-weight:bold"' if s.nan or s.inf else ""

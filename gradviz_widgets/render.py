@@ -6,7 +6,10 @@ optional server-side layout for file export; the notebook lays DOT out in the br
 
 from __future__ import annotations
 
+import dataclasses
+import html
 import math
+import re
 import shutil
 import subprocess
 from collections.abc import Collection
@@ -20,13 +23,51 @@ STATUS_STYLE: dict[str, tuple[str, str, str, str]] = {
     "healthy": ("#d5f0e6", "#009e73", "solid", "healthy"),
     "vanishing": ("#d6e9f8", "#0072b2", "dashed", "vanishing"),
     "exploding": ("#fbe5c8", "#e69f00", "bold", "exploding"),
-    "nonfinite": ("#f6cdb8", "#d55e00", "bold", "NaN / Inf"),
+    "nonfinite": ("#f6cdb8", "#d55e00", "bold,dashed", "NaN / Inf"),
     "zero": ("#e6e6e6", "#000000", "dotted", "exactly 0.0"),
     "none": ("#ffffff", "#9a9a9a", "dashed", "no gradient (None)"),
 }
 
 _SHAPES = {"op": "box", "accumulate": "box", "param": "box", "input": "invhouse",
            "tensor": "box", "output": "doubleoctagon", "module": "box3d"}
+
+# Text from the user's model (module, parameter, class, output-key and loss names) is data:
+# control characters become visible Unicode "control pictures", bidi overrides a visible
+# [U+XXXX] tag, lone surrogates U+FFFD. Nothing here adds markup.
+_PICTURES = {c: 0x2400 + c for c in range(0x20)} | {0x7F: 0x2421}
+_PICTURES |= {c: 0xFFFD for c in range(0x80, 0xA0)}
+_PICTURES |= {c: f"[U+{c:04X}]" for c in (0x061C, 0x200E, 0x200F, 0x2028, 0x2029,
+                                           *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def plain_text(text: object) -> str:
+    """`text` with control, bidi-override and surrogate characters made visible; safe to show.
+
+    Example:
+        >>> plain_text("a\\nb\\x1b")
+        'a␊b␛'
+    """
+    return _SURROGATE.sub("\ufffd", str(text).translate(_PICTURES))
+
+
+def html_text(text: object) -> str:
+    """`text` escaped for HTML (and Plotly's pseudo-HTML): never markup.
+
+    Example:
+        >>> html_text("<b>x</b>")
+        '&lt;b&gt;x&lt;/b&gt;'
+    """
+    return html.escape(plain_text(text), quote=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class DotGraph:
+    """DOT text whose nodes and clusters are named by generated keys (n0, n1, c0, ...), and
+    `keys`: key -> Python node id (nodes) or module path (clusters)."""
+
+    dot: str
+    keys: dict[str, str]
 
 
 def legend() -> list[dict]:
@@ -50,9 +91,10 @@ def to_dot(
 ) -> str:
     """DOT text for `graph`: one cluster per expanded module call, folded modules as 3-D boxes.
 
-    Node names are the stable node ids; `hooked` node ids get a double outline.
-    With `merge_accumulate`, AccumulateGrad nodes are dropped and parameters connect to their
-    consumers directly (torchviz draws both).
+    Nodes are named n0, n1, ... and clusters cluster_c0, ... (see `render_dot` for the map back
+    to node ids); `hooked` node ids get a double outline. With `merge_accumulate`,
+    AccumulateGrad nodes are dropped and parameters connect to their consumers directly
+    (torchviz draws both).
 
     Example:
         >>> from gradviz_widgets.graph import GradGraph, GradNode
@@ -60,13 +102,37 @@ def to_dot(
         >>> "doubleoctagon" in to_dot(g)
         True
     """
+    return render_dot(graph, hooked=hooked, selected=selected,
+                      merge_accumulate=merge_accumulate, title=title).dot
+
+
+def render_dot(
+    graph: GradGraph,
+    *,
+    hooked: Collection[str] = (),
+    selected: str | None = None,
+    merge_accumulate: bool = True,
+    title: str | None = None,
+) -> DotGraph:
+    """`to_dot` plus the key map: every drawn node and cluster resolves to its Python id.
+
+    User text never names a DOT element (names with quotes, backslashes, newlines, control
+    characters or entities do not survive Graphviz's trip into SVG titles); it only appears,
+    sanitised, in labels.
+
+    Example:
+        >>> from gradviz_widgets.graph import GradGraph, GradNode
+        >>> g = GradGraph((GradNode("output", "Output", "output", "loss", "loss\\n()"),), (), {})
+        >>> render_dot(g).keys
+        {'n0': 'output'}
+    """
     nodes = [n for n in graph.nodes if not (merge_accumulate and n.kind == "accumulate")]
     skip = {n.id for n in graph.nodes} - {n.id for n in nodes}
     into_acc = {e.dst: e.src for e in graph.edges if e.dst in skip}
     lines = [
         "digraph gradgraph {",
         '  graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.25, ranksep=0.35, '
-        'newrank=true' + (f', label={_q(title)}, labelloc=t' if title else "") + "];",
+        'newrank=true' + (f', label="{_dot_text([title])}", labelloc=t' if title else "") + "];",
         '  node [fontname="Helvetica", fontsize=10, height=0.3, margin="0.08,0.04"];',
         '  edge [arrowsize=0.6];',
     ]
@@ -74,43 +140,58 @@ def to_dot(
     for n in nodes:
         key = n.scope[:-1] if n.kind == "module" else n.scope
         tree.setdefault(key, []).append(n)
-    _emit_cluster((), tree, graph, lines, set(hooked), selected, "  ")
+    emit = _Emitter(graph, lines, set(hooked), selected)
+    emit.cluster((), tree, "  ")
     for e in graph.edges:
         src = into_acc.get(e.src, e.src) if e.src in skip else e.src
-        if e.dst in skip or src in skip:
+        if e.dst in skip or src in skip or src not in emit.key_of or e.dst not in emit.key_of:
             continue
         _, border, style, _ = STATUS_STYLE.get(e.status, STATUS_STYLE["none"])
         width = _penwidth(e.grad_norm)
-        lines.append(f"  {_q(src)} -> {_q(e.dst)} [color={_q(border)}, style={style}, "
-                     f"penwidth={width}];")
+        lines.append(f"  {emit.key_of[src]} -> {emit.key_of[e.dst]} [color={_q(border)}, "
+                     f"style={_q(style)}, penwidth={width}];")
     lines.append("}")
-    return "\n".join(lines) + "\n"
+    return DotGraph("\n".join(lines) + "\n", emit.keys)
 
 
-def _emit_cluster(scope: tuple, tree: dict, graph: GradGraph, lines: list[str],
-                  hooked: set[str], selected: str | None, pad: str) -> None:
-    for n in tree.get(scope, ()):
-        lines.append(pad + _node_line(n, n.id in hooked, n.id == selected))
-    children = sorted({k[: len(scope) + 1] for k in tree if len(k) > len(scope) and k[: len(scope)] == scope})
-    for child in children:
-        path, call = child[-1]
-        info = graph.modules.get(path)
-        calls = info.calls if info else 1
-        name = f"cluster_{path}" + (f"@{call}" if calls > 1 and call >= 0 else "")
-        kind = info.type if info else ""
-        suffix = f" [call {call}]" if calls > 1 and call >= 0 else ""
-        lines.append(f"{pad}subgraph {_q(name)} {{")
-        lines.append(f'{pad}  label={_q(f"{path}{suffix} · {kind}")}; labeljust=l; '
-                     f'style="rounded,dashed"; color="#8a8a8a"; fontsize=10;')
-        _emit_cluster(child, tree, graph, lines, hooked, selected, pad + "  ")
-        lines.append(f"{pad}}}")
+class _Emitter:
+    """Writes nodes and nested clusters, handing out the keys n0, n1, ... and c0, c1, ..."""
+
+    def __init__(self, graph: GradGraph, lines: list[str], hooked: set[str],
+                 selected: str | None) -> None:
+        self.graph, self.lines, self.hooked, self.selected = graph, lines, hooked, selected
+        self.keys: dict[str, str] = {}
+        self.key_of: dict[str, str] = {}
+        self.clusters = 0
+
+    def cluster(self, scope: tuple, tree: dict, pad: str) -> None:
+        for n in tree.get(scope, ()):
+            key = f"n{len(self.key_of)}"
+            self.key_of[n.id] = key
+            self.keys[key] = n.id
+            self.lines.append(pad + _node_line(key, n, n.id in self.hooked, n.id == self.selected))
+        children = sorted({k[: len(scope) + 1] for k in tree
+                           if len(k) > len(scope) and k[: len(scope)] == scope})
+        for child in children:
+            path, call = child[-1]
+            info = self.graph.modules.get(path)
+            calls = info.calls if info else 1
+            kind = info.type if info else ""
+            suffix = f" [call {call}]" if calls > 1 and call >= 0 else ""
+            key = f"c{self.clusters}"
+            self.clusters += 1
+            self.keys[key] = path
+            self.lines.append(f"{pad}subgraph cluster_{key} {{")
+            self.lines.append(f'{pad}  id="{key}"; label="{_dot_text([f"{path}{suffix} · {kind}"])}"; '
+                              'labeljust=l; style="rounded,dashed"; color="#8a8a8a"; fontsize=10;')
+            self.cluster(child, tree, pad + "  ")
+            self.lines.append(f"{pad}}}")
 
 
-def _node_line(n: GradNode, hooked: bool, selected: bool) -> str:
+def _node_line(key: str, n: GradNode, hooked: bool, selected: bool) -> str:
     fill, border, style, _ = STATUS_STYLE.get(n.status, STATUS_STYLE["none"])
     styles = ["filled", "rounded" if n.kind in ("op", "accumulate") else "", style]
     attrs = {
-        "label": _label(n),
         "shape": _SHAPES.get(n.kind, "box"),
         "style": ",".join(s for s in styles if s),
         "fillcolor": fill,
@@ -122,16 +203,32 @@ def _node_line(n: GradNode, hooked: bool, selected: bool) -> str:
     if selected:
         attrs["color"] = "#cc79a7"
     body = ", ".join(f"{k}={_q(v)}" for k, v in attrs.items())
-    return f"{_q(n.id)} [{body}];"
+    return f'{key} [id="{key}", label="{_dot_text(label_lines(n))}", {body}];'
 
 
-def _label(n: GradNode) -> str:
-    text = n.label.lstrip("\n") or n.op  # a leading newline breaks WASM Graphviz (env notes)
+def label_lines(n: GradNode) -> list[str]:
+    """The node label's lines, raw (sanitise before showing). Leaf, output and module labels are "name\\nsecond line": split at the
+    LAST newline, so a newline inside a name stays part of the name (and is shown as ␊)."""
+    if n.kind == "op" or "\n" not in n.label:
+        lines = [n.label.strip("\n")]
+    else:
+        head, _, tail = n.label.rpartition("\n")
+        lines = [head.lstrip("\n"), tail] if head.strip("\n") else [tail]
+    if not lines[0].strip():
+        lines[0] = n.op or n.kind  # an empty first line would start the label with a newline
     if n.grad_norm is not None and n.kind != "output":
-        text += f"\n‖g‖ {format_norm(n.grad_norm)}" if n.status != "zero" else "\n‖g‖ 0.0"
+        lines.append(f"‖g‖ {format_norm(n.grad_norm)}" if n.status != "zero" else "‖g‖ 0.0")
     elif n.kind in ("param", "input") and n.status == "none":
-        text += "\nno grad"
-    return text
+        lines.append("no grad")
+    return lines
+
+
+def _dot_text(lines: list[str]) -> str:
+    """Lines of user text as the inside of a quoted DOT label: control characters shown as
+    pictures, `\\` `"` escaped, `&` written as `&amp;` (Graphviz decodes entities in labels),
+    lines joined with DOT's `\\n`; never starts with a line break (it crashes WASM Graphviz)."""
+    return "\\n".join(plain_text(line).replace("\\", "\\\\").replace('"', '\\"')
+                      .replace("&", "&amp;") for line in lines)
 
 
 def format_norm(x: float | None) -> str:
@@ -166,14 +263,24 @@ def _q(text: str) -> str:
 
 
 def svg_with_dot(dot: str, timeout: float = 60.0) -> str:
-    """Lay `dot` out with the system Graphviz binary (optional; for file export only)."""
+    """Lay `dot` out with the system Graphviz binary (optional; for file export only).
+
+    Raises GradExplorerError when `dot` is missing, fails, or does not finish in `timeout` s.
+    """
     exe = shutil.which("dot")
     if exe is None:
         raise GradExplorerError(
             "the Graphviz `dot` program is not installed; export the SVG from the widget "
             "(it lays the graph out in the browser) or install graphviz (apt/brew/conda).")
-    done = subprocess.run([exe, "-Tsvg"], input=dot.encode(), capture_output=True,
-                          timeout=timeout, check=False)
+    try:
+        done = subprocess.run([exe, "-Tsvg"], input=dot.encode("utf-8", "replace"),
+                              capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise GradExplorerError(
+            f"Graphviz `dot` did not lay this graph out within {timeout:g} s: it is too large "
+            "or too tangled (long-range edges, e.g. an unrolled RNN). Export a folded view "
+            "instead, e.g. ex.export_svg(path, depth=0) or depth=1, or fold modules in the "
+            "widget and use its SVG button.") from None
     if done.returncode != 0:
         raise GradExplorerError(f"dot failed: {done.stderr.decode(errors='replace')[:500]}")
-    return done.stdout.decode()
+    return done.stdout.decode("utf-8", "replace")

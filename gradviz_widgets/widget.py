@@ -6,7 +6,6 @@ actions into explorer calls and explorer results into widget state.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,19 @@ from .export import report_csv, report_json
 from .graph import GradGraph, GradNode
 from .graph_pane import GraphPane
 from .hook_config import HOOK_KINDS
+from .modifiers import Modifier
 from .readout import readout_html
-from .render import format_norm, legend, to_dot
+from .render import legend, render_dot
 from .stats import Thresholds
+from .widget_controller import (
+    ActionGuard,
+    Settings,
+    drawn_count,
+    error_text,
+    loss_line_html,
+    module_of,
+    node_info,
+)
 from .widget_controls import Controls
 
 CHART_WIDTH = 520
@@ -31,6 +40,11 @@ CHART_WIDTH = 520
 
 class ExplorerWidget(W.VBox):
     """What `GradExplorer.show()` returns.
+
+    Every callback (graph clicks, toolbar changes, bar clicks) runs through one guard: any
+    exception shows in the status line, the busy state ends and the last good view stays. A
+    change whose re-run fails (a hook toggled, a modifier, the device, the thresholds) is
+    undone, so the hooks Python uses and the markers the page shows always agree.
 
     Example:
         >>> ExplorerWidget(GradExplorer(model, x))     # doctest: +SKIP
@@ -51,15 +65,18 @@ class ExplorerWidget(W.VBox):
             raise GradExplorerError(f"hook_kind must be one of {HOOK_KINDS}, got {hook_kind!r}")
         self.explorer = explorer
         self.max_nodes = max_nodes
-        self.depth = depth
+        self.depth = None if depth == "full" else depth
         self.expand: set[str] = set()
         self.collapse: set[str] = set()
         self.selected: str | None = None
         self.selected_module: str | None = None
-        self.export_dir = Path(export_dir)
+        self.export_dir = Path(export_dir)  # default folder of export_svg/csv/json (Python API)
         self.view: GradGraph | None = None
         self.last_error: str | None = None
+        self.last_exception: BaseException | None = None
         self.runs = 0
+        self.guard = ActionGuard(self._failed, self._queued)
+        self._quiet = False  # set while Python writes a control's value (no observer action)
 
         self.pane = GraphPane(height=height)
         self.chart = go.FigureWidget()
@@ -67,9 +84,10 @@ class ExplorerWidget(W.VBox):
         self.readout = W.HTML(readout_html([], None, {}))
         first_error = self._first_run()
         self._build_toolbar(hook_kind, chart_mode)
-        self.pane.on_node_click(self.click_node)
-        self.pane.on_toggle_scope(self.toggle_scope)
-        self.pane.on_layout_error(self._layout_failed)
+        g = self.guard.wrap
+        self.pane.on_node_click(g(self.click_node))
+        self.pane.on_toggle_scope(g(self.toggle_scope))
+        self.pane.on_layout_error(g(self._layout_failed))
         # the chart has a fixed width (plotly cannot size itself from a flex box that has no
         # width yet at first draw); the graph takes the rest; narrow outputs wrap
         body = W.HBox([W.Box([self.pane], layout=W.Layout(flex="1 1 420px", min_width="360px")),
@@ -77,7 +95,7 @@ class ExplorerWidget(W.VBox):
                       layout=W.Layout(width="100%", flex_flow="row wrap"))
         super().__init__([self.toolbar, body, self.readout])
         if first_error is None:
-            self.refresh()
+            self.guard.call(self.refresh)
         else:
             self._fail(first_error)
 
@@ -89,30 +107,48 @@ class ExplorerWidget(W.VBox):
             return None
         try:
             self.explorer.run()
-        except GradExplorerError as e:
-            return str(e)
+        except Exception as e:  # noqa: BLE001 - shown in the status line
+            self.last_exception = e
+            return error_text(e)
         self.runs = 1
         return None
 
     # ---- toolbar -----------------------------------------------------------------------------
     def _build_toolbar(self, hook_kind: str, chart_mode: str) -> None:
         ex = self.explorer
-        current = ex.device or str(ex.model_device)
+        current = self._device_in_force()
         devices = list(dict.fromkeys([current, *ex.available_devices()]))
         c = self.controls = Controls(devices, current, hook_kind, chart_mode, ex.thresholds,
                                      self._depth_options(), self._depth_value())
-        c.run_button.on_click(lambda _: self.rerun())
-        c.clear_button.on_click(lambda _: self.clear_hooks())
-        c.apply_modifier.on_click(lambda _: self.apply_modifier_to_selected())
-        c.device_box.observe(lambda ch: self.set_device(ch["new"]), "value")
-        c.mode_box.observe(lambda ch: self._update_chart(), "value")
-        c.vanishing_box.observe(lambda ch: self.set_thresholds(), "value")
-        c.exploding_box.observe(lambda ch: self.set_thresholds(), "value")
-        c.depth_box.observe(lambda ch: self._set_depth(ch["new"]), "value")
+        g = self.guard.wrap
+        c.run_button.on_click(g(lambda _: self.rerun()))
+        c.clear_button.on_click(g(lambda _: self.clear_hooks()))
+        c.apply_modifier.on_click(g(lambda _: self.apply_modifier_to_selected()))
+        self._observe(c.device_box, lambda new: self.set_device(new))
+        self._observe(c.mode_box, lambda new: self._update_chart())
+        self._observe(c.vanishing_box, lambda new: self.set_thresholds())
+        self._observe(c.exploding_box, lambda new: self.set_thresholds())
+        self._observe(c.depth_box, self._set_depth)
+        self._observe(c.kind_box, lambda new: self._update_readout())
         for button, action in zip(c.export_buttons,
-                                  (self.export_svg, self.export_csv, self.export_json)):
-            button.on_click(lambda _, act=action: self._guard(act, self.export_dir))
+                                  (self.download_svg, self.download_csv, self.download_json)):
+            button.on_click(g(lambda _, act=action: act()))
+        self._modifier_value = c.modifier_value.value
         self.toolbar = c.box
+
+    def _observe(self, control: W.Widget, action: Callable[[Any], Any]) -> None:
+        def changed(change: dict) -> None:
+            if not self._quiet:
+                self.guard.call(action, change["new"])
+        control.observe(changed, "value")
+
+    def _set_quietly(self, control: W.Widget, value: Any) -> None:
+        """Show `value` in `control` without acting on it (a rejected input reverting)."""
+        self._quiet = True
+        try:
+            control.value = value
+        finally:
+            self._quiet = False
 
     def _depth_options(self) -> list[tuple[str, Any]]:
         deepest = self.explorer.graph.max_depth if self.explorer._last is not None else 1
@@ -121,14 +157,30 @@ class ExplorerWidget(W.VBox):
     def _depth_value(self) -> Any:
         return "full" if self.depth is None else self.depth
 
+    def _device_in_force(self) -> str:
+        return self.explorer.device or str(self.explorer.model_device)
+
     # ---- actions (also callable from Python and tests) -------------------------------------
     def rerun(self) -> bool:
         """Forward + backward again; on failure the error shows and the last good view stays."""
+        return self._apply(None, "")
+
+    def _apply(self, change: Callable[[], Any] | None, what: str, run: bool = True) -> bool:
+        """Make `change` (to hooks, modifiers, device, thresholds) and re-run (`run=False`: the
+        change runs itself); when either fails, put the settings back, say so, keep the last
+        good view. True when it ran."""
+        before = Settings.of(self.explorer)
         self._set_status("running forward + backward…", "busy")
         try:
-            self.explorer.run()
-        except GradExplorerError as e:
-            self._fail(str(e))
+            if change is not None:
+                change()
+            if run:
+                self.explorer.run()
+        except Exception as e:  # noqa: BLE001 - any failure: undo and show it
+            before.restore(self.explorer)
+            self._sync_controls()
+            undone = f" ({what} undone)" if what and change is not None else ""
+            self._fail(f"{error_text(e)}{undone}", e)
             return False
         self.runs += 1
         self.last_error = None
@@ -138,12 +190,13 @@ class ExplorerWidget(W.VBox):
     def click_node(self, node_id: str) -> None:
         """Toggle the chosen kind of hook on the clicked node's module (or node), re-run."""
         self.selected = node_id
+        self.pane.highlight = []  # a new selection ends the bar-click dimming
         node = self._node(node_id)
         kind = self.controls.kind_box.value
         if node is None:
             self._fail(f"node {node_id!r} is not in the current graph; re-run to refresh")
             return
-        target = node_id if kind == "tensor" else _module_of(node)
+        target = node_id if kind == "tensor" else module_of(node)
         if kind == "tensor" and node.kind != "op":
             self._fail(f"tensor hooks go on op nodes; {node_id} is a {node.kind} node. "
                        "Pick a module hook kind to hook its module.")
@@ -153,26 +206,28 @@ class ExplorerWidget(W.VBox):
                        "click a node of the model to hook its module")
             return
         self.selected_module = target if kind != "tensor" else node.module
-        try:
-            on = self.explorer.toggle_hook(target, kind)
-        except GradExplorerError as e:
-            self._fail(str(e))
-            return
-        if self.rerun():
-            verb = "on" if on else "off"
-            self._set_status(f"{kind} hook {verb} at {target or '(root)'}; "
+        state: dict[str, bool] = {}
+
+        def toggle() -> None:
+            state["on"] = self.explorer.toggle_hook(target, kind)
+
+        where = target or "(root)"
+        if self._apply(toggle, f"{kind} hook at {where}"):
+            verb = "on" if state["on"] else "off"
+            self._set_status(f"{kind} hook {verb} at {where}; "
                              + self.explorer.report.summary(), "info")
+        else:
+            self._update_readout()
 
     def toggle_scope(self, module: str) -> None:
-        """Fold or unfold one module in the graph (no re-run)."""
-        path = module.split("@", 1)[0]
-        if self.view is not None and any(n.kind == "module" and n.module == path
+        """Fold or unfold one module (a module path, as the page sends it) without a re-run."""
+        if self.view is not None and any(n.kind == "module" and n.module == module
                                          for n in self.view.nodes):
-            self.expand.add(path)
-            self.collapse.discard(path)
+            self.expand.add(module)
+            self.collapse.discard(module)
         else:
-            self.collapse.add(path)
-            self.expand.discard(path)
+            self.collapse.add(module)
+            self.expand.discard(module)
         self.refresh()
 
     def select_param(self, name: str) -> str | None:
@@ -192,46 +247,62 @@ class ExplorerWidget(W.VBox):
         return node_id
 
     def set_device(self, device: str) -> None:
-        try:
-            self.explorer.run(device=device)
-        except GradExplorerError as e:
-            self._fail(str(e))
-            return
-        self.refresh()
+        """Run on `device`; if that fails, the device in force stays (and the menu shows it)."""
+        self._apply(lambda: self.explorer.run(device=device), f"switch to {device}", run=False)
 
     def set_thresholds(self) -> None:
+        c = self.controls
         try:
-            self.explorer.thresholds = Thresholds(self.controls.vanishing_box.value, self.controls.exploding_box.value)
+            new = Thresholds(c.vanishing_box.value, c.exploding_box.value)
         except ValueError as e:
-            self._fail(str(e))
+            self._sync_controls()  # a rejected input reverts to the value in force
+            th = self.explorer.thresholds
+            self._fail(f"{e}; kept vanishing < {th.vanishing:g}, exploding > {th.exploding:g}", e)
             return
-        self.rerun()
+        self._apply(lambda: setattr(self.explorer, "thresholds", new), "new thresholds")
 
     def clear_hooks(self) -> None:
-        self.explorer.clear_hooks()
-        self.rerun()
+        self._apply(self.explorer.clear_hooks, "clearing the hooks")
 
     def apply_modifier_to_selected(self) -> None:
         target = self.selected_module
         if target is None:
             self._fail("select a node first: the modifier goes on its module")
             return
-        kind = self.controls.modifier_box.value
-        try:
-            if kind == "none":
-                self.explorer.set_modifier(target)
-            else:
-                self.explorer.set_modifier(target, **{kind: self.controls.modifier_value.value})
-        except GradExplorerError as e:
-            self._fail(str(e))
+        kind, value = self.controls.modifier_box.value, self.controls.modifier_value.value
+        given = {} if kind == "none" else {kind: value}
+        try:  # a rejected value reverts to the one in force before anything changes
+            if given:
+                Modifier(kind, value)
+        except ValueError as e:
+            self._set_quietly(self.controls.modifier_value, self._modifier_value)
+            self._fail(f"{e}; kept {self._modifier_value:g}", e)
             return
-        self.rerun()
+        if self._apply(lambda: self.explorer.set_modifier(target, **given),
+                       f"modifier at {target or '(root)'}"):
+            self._modifier_value = value
 
-    # ---- export --------------------------------------------------------------------------------
-    def export_svg(self, folder: str | Path = "gradviz_export",
+    # ---- downloads (the browser saves the file) and exports (files on the server) -------------
+    def download_svg(self) -> None:
+        """Let the browser save the graph as laid out there."""
+        self.pane.download_svg()
+
+    def download_csv(self) -> None:
+        """Let the browser save the per-parameter norms as grad_norms.csv."""
+        self.pane.download("grad_norms.csv", report_csv(self.explorer.report), "text/csv")
+        self._set_status("grad_norms.csv sent to the browser", "info")
+
+    def download_json(self) -> None:
+        """Let the browser save the report and graph as grad_report.json."""
+        self.pane.download("grad_report.json",
+                           report_json(self.explorer.report, self.explorer.graph),
+                           "application/json")
+        self._set_status("grad_report.json sent to the browser", "info")
+
+    def export_svg(self, folder: str | Path | None = None,
                    done: Callable[[Path], Any] | None = None) -> None:
-        """Save the graph as laid out in the browser (no binary needed) to folder/graph.svg."""
-        path = Path(folder) / "graph.svg"
+        """Save the graph as laid out in the browser to folder/graph.svg (on the server)."""
+        path = Path(folder or self.export_dir) / "graph.svg"
 
         def save(svg: str) -> None:
             if not svg:
@@ -243,17 +314,19 @@ class ExplorerWidget(W.VBox):
             if done:
                 done(path)
 
-        self.pane.request_svg(save)
+        self.pane.request_svg(self.guard.wrap(save))
 
-    def export_csv(self, folder: str | Path = "gradviz_export") -> Path:
-        path = Path(folder) / "grad_norms.csv"
+    def export_csv(self, folder: str | Path | None = None) -> Path:
+        """Write folder/grad_norms.csv on the server."""
+        path = Path(folder or self.export_dir) / "grad_norms.csv"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(report_csv(self.explorer.report), encoding="utf-8")
         self._set_status(f"norms saved to {path}", "info")
         return path
 
-    def export_json(self, folder: str | Path = "gradviz_export") -> Path:
-        path = Path(folder) / "grad_report.json"
+    def export_json(self, folder: str | Path | None = None) -> Path:
+        """Write folder/grad_report.json on the server."""
+        path = Path(folder or self.export_dir) / "grad_report.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(report_json(self.explorer.report, self.explorer.graph), encoding="utf-8")
         self._set_status(f"report saved to {path}", "info")
@@ -264,19 +337,30 @@ class ExplorerWidget(W.VBox):
         """Rebuild the graph view, the chart and the readout from the newest run."""
         graph = self.explorer.graph
         depth = graph.auto_depth(self.max_nodes) if self.depth == "auto" else self.depth
-        self.view = graph.view(depth, self.expand, self.collapse)
-        hooked = self._hooked_ids(self.view)
+        view = graph.view(depth, self.expand, self.collapse)
+        hooked = self._hooked_ids(view)
         report = self.explorer.report
-        dot = to_dot(self.view, hooked=hooked, selected=self.selected)
-        info = {n.id: _node_info(n, n.id in hooked, self.view) for n in self.view.nodes}
-        self.pane.set_graph(dot, info, legend())
+        drawn = render_dot(view, hooked=hooked, selected=self.selected)
+        drawn_ids = {v for k, v in drawn.keys.items() if k.startswith("n")}
+        info = {n.id: node_info(n, n.id in hooked) for n in view.nodes if n.id in drawn_ids}
+        self.view = view
+        self.pane.set_graph(drawn.dot, info, legend(), keys=drawn.keys)
         self._update_chart()
         self._update_readout()
-        self.controls.loss_label.value = (f"<b>loss</b> {format_norm(report.loss)} = "
-                                 f"{report.loss_description} · {report.device} · "
-                                 f"{len(self.view.nodes)} of {len(graph.nodes)} nodes shown"
-                                 + (f" (folded at depth {depth})" if depth is not None else ""))
+        self.controls.loss_label.value = loss_line_html(report, len(drawn_ids), drawn_count(graph),
+                                                        depth)
         self._set_status(report.summary(), "warning" if report.findings else "info")
+
+    def _sync_controls(self) -> None:
+        """Show the settings in force (after a rejected input or an undone change)."""
+        c, ex = self.controls, self.explorer
+        device = self._device_in_force()
+        if device not in c.device_box.options:
+            self._set_quietly(c.device_box, None)
+            c.device_box.options = [device, *c.device_box.options]
+        self._set_quietly(c.device_box, device)
+        self._set_quietly(c.vanishing_box, ex.thresholds.vanishing)
+        self._set_quietly(c.exploding_box, ex.thresholds.exploding)
 
     def _update_chart(self) -> None:
         fig = figure_dict(self.explorer.report, self.controls.mode_box.value, self.selected_module)
@@ -285,7 +369,7 @@ class ExplorerWidget(W.VBox):
                 self.chart.data = ()
                 for trace in fig["data"]:
                     self.chart.add_trace(trace)
-                self.chart.data[0].on_click(self._bar_clicked)
+                self.chart.data[0].on_click(self.guard.wrap(self._bar_clicked))
             else:
                 for trace, new in zip(self.chart.data, fig["data"]):
                     trace.update(new, overwrite=True)
@@ -355,9 +439,17 @@ class ExplorerWidget(W.VBox):
     def _set_status(self, text: str, level: str) -> None:
         self.pane.set_status(text, level)
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str, exc: BaseException | None = None) -> None:
         self.last_error = message
+        self.last_exception = exc
         self._set_status(message, "error")
+
+    def _failed(self, e: BaseException) -> None:
+        """The guard's handler: any exception from a callback ends up here."""
+        self._fail(error_text(e), e)
+
+    def _queued(self, waiting: int) -> None:
+        self._set_status(f"busy: {waiting} action(s) queued, they run when this one ends", "busy")
 
     def _layout_failed(self, message: str) -> None:
         if self.depth != 0:
@@ -366,33 +458,6 @@ class ExplorerWidget(W.VBox):
                        "to top-level modules")
             self.refresh()
 
-    def _guard(self, action: Callable, *args: Any) -> None:
-        try:
-            action(*args)
-        except (GradExplorerError, OSError) as e:
-            self._fail(str(e))
-
     @property
     def status_text(self) -> str:
         return self.pane.status_text
-
-
-def _module_of(node: GradNode) -> str | None:
-    """The module a click on `node` hooks (None for the loss, inputs and the output)."""
-    if node.module == "loss" or node.kind in ("output", "input"):
-        return None
-    return node.module
-
-
-def _node_info(n: GradNode, hooked: bool, view: GradGraph) -> dict[str, Any]:
-    folded = n.kind == "module"
-    return {
-        "label": n.label, "op": n.op, "module": n.module or "(root)", "kind": n.kind,
-        "status": n.status,
-        # JSON has no NaN/Inf: non-finite norms travel as their text
-        "grad_norm": n.grad_norm if n.grad_norm is None or math.isfinite(n.grad_norm)
-        else format_norm(n.grad_norm),
-        "shape": list(n.shape) if n.shape is not None else None, "hooked": hooked,
-        "expandable": n.module if folded else "",
-        "collapsible": n.module if (not folded and n.module not in ("", "loss")) else "",
-    }

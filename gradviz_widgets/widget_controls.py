@@ -1,4 +1,8 @@
-"""The explorer widget's toolbar controls (ipywidgets), created in one place; no behaviour."""
+"""The explorer widget's toolbar controls (ipywidgets), created in one place; no behaviour.
+
+Every input has a description (ipywidgets ties it to the input as its label: the accessible
+name) or a visible text; descriptions are plain text (``description_allow_html`` stays off).
+"""
 
 from __future__ import annotations
 
@@ -31,23 +35,30 @@ class Controls:
         self.modifier_box = W.Dropdown(options=["none", "clip_norm", "clip_value", "scale"],
                                        value="none", description="modifier",
                                        layout=W.Layout(width="190px"))
-        self.modifier_value = W.FloatText(value=1.0, layout=W.Layout(width="70px"))
+        self.modifier_value = W.FloatText(value=1.0, description="value",
+                                          style={"description_width": "34px"},
+                                          layout=W.Layout(width="96px"))
         self.apply_modifier = W.Button(description="apply to selected",
                                        layout=W.Layout(width="150px"))
         self.clear_button = W.Button(description="clear hooks", icon="eraser",
                                      layout=W.Layout(width="130px"))
         self.mode_box = W.ToggleButtons(options=[("per parameter", "param"), ("per module", "module")],
-                                        value=chart_mode, style={"button_width": "95px"})
+                                        value=chart_mode,
+                                        tooltips=["one bar per parameter", "one bar per module"],
+                                        style={"button_width": "95px"})
         self.vanishing_box = W.FloatText(value=thresholds.vanishing, description="vanishing <",
-                                         layout=W.Layout(width="180px"))
+                                         layout=W.Layout(width="170px"))
         self.exploding_box = W.FloatText(value=thresholds.exploding, description="exploding >",
-                                         layout=W.Layout(width="180px"))
+                                         layout=W.Layout(width="170px"))
         self.depth_box = W.Dropdown(options=depth_options, value=depth, description="fold at",
                                     layout=W.Layout(width="150px"))
-        self.export_buttons = [W.Button(description=k, icon="download", tooltip=f"export {k}",
+        self.export_buttons = [W.Button(description=k, icon="download",
+                                        tooltip=f"download the {what} as {k}",
                                         layout=W.Layout(width="90px"))
-                               for k in ("SVG", "CSV", "JSON")]
-        self.loss_label = W.HTML()
+                               for k, what in (("SVG", "graph"), ("CSV", "norms table"),
+                                               ("JSON", "report"))]
+        # one row, whatever its text (long names end in an ellipsis): nothing below it moves
+        self.loss_label = W.HTML(layout=W.Layout(height="22px", overflow="hidden", width="100%"))
         self.box = W.VBox([
             W.HBox([self.device_box, self.run_button, self.kind_box, self.clear_button,
                     self.depth_box, self.mode_box]),

@@ -23,30 +23,30 @@ function make(tag, cls, attrs = {}, text = "") {
 export function buildPane() {
   const root = make("div", "gvw-pane");
   const bar = make("div", "gvw-toolbar");
-  const zoomIn = make("button", "gvw-zoom-in", { type: "button", title: "Zoom in" }, "+");
-  const zoomOut = make("button", "gvw-zoom-out", { type: "button", title: "Zoom out" }, "\u2212");
-  const fit = make("button", "gvw-fit", { type: "button", title: "Fit the whole graph" }, "Fit");
+  const zoomIn = make("button", "gvw-zoom-in", { type: "button", title: "Zoom in", "aria-label": "Zoom in" }, "+");
+  const zoomOut = make("button", "gvw-zoom-out", { type: "button", title: "Zoom out", "aria-label": "Zoom out" }, "\u2212");
+  const fit = make("button", "gvw-fit", { type: "button", title: "Fit the whole graph", "aria-label": "Fit the whole graph" }, "Fit");
   const search = /** @type {HTMLInputElement} */ (make("input", "gvw-search", {
     type: "search", placeholder: "Search nodes (Enter: next)", "aria-label": "Search nodes",
     "data-lm-suppress-shortcuts": "true", spellcheck: "false",
   }));
-  const count = make("span", "gvw-count");
+  const count = make("span", "gvw-count", { "aria-live": "polite" });
   const spacer = make("span", "gvw-spacer");
   const download = make("button", "gvw-download", { type: "button", title: "Save the graph as an SVG file" }, "Download SVG");
   bar.append(zoomIn, zoomOut, fit, search, count, spacer, download);
   const status = make("div", "gvw-status", { role: "status", "data-level": "info" });
-  const legend = make("div", "gvw-legend");
-  const viewport = make("div", "gvw-viewport");
+  const legend = make("div", "gvw-legend", { role: "list", "aria-label": "Legend" });
+  const viewport = make("div", "gvw-viewport", { role: "group", "aria-label": "Backward graph: Tab to a node, Enter to click it, Escape to clear the highlight" });
   root.append(bar, status, legend, viewport);
   return { root, zoomIn, zoomOut, fit, search, count, download, status, legend, viewport };
 }
 
 /**
  * Offer `text` as a file download (client side, via a blob: URL).
- * @param {string} text @param {string} filename
+ * @param {string} text @param {string} filename @param {string} [mime]
  */
-export function downloadText(text, filename) {
-  const url = URL.createObjectURL(new Blob([text], { type: "image/svg+xml" }));
+export function downloadText(text, filename, mime = "image/svg+xml") {
+  const url = URL.createObjectURL(new Blob([text], { type: mime }));
   const a = document.createElement("a");
   a.href = url;
   a.download = filename;

@@ -1,30 +1,26 @@
 // @ts-check
 /**
  * The graph itself: DOT -> SVG (Graphviz in a worker), node lookup by the
- * <title> Graphviz writes into every node and cluster, classes for
- * selection / highlight / search / hooks, hover tooltip, pan and zoom.
+ * generated key Graphviz writes into every node's and cluster's <title> (mapped
+ * back to Python ids by `keys`), classes for selection / highlight / search /
+ * hooks, keyboard focus, hover tooltip, pan and zoom.
  * Talks to the outside only through the callbacks it is given.
  */
 import { LayoutClient } from "./layout_client.js";
 import { PanZoom } from "./pan_zoom.js";
+import { clusterModuleFor, nodeAriaLabel, nodeIdFor, own } from "./resolve.js";
+import { setBadge, setTitle, titleOf } from "./svg_nodes.js";
 import { Tooltip } from "./tooltip.js";
 
-const SVG_NS = "http://www.w3.org/2000/svg";
+export { titleOf };
 
 /**
  * @typedef {import("./tooltip.js").NodeInfo} NodeInfo
  * @typedef {{onNodeClick?: (id: string) => void, onNodeDblClick?: (id: string) => void,
- *   onClusterDblClick?: (module: string) => void}} GraphCallbacks
+ *   onClusterDblClick?: (module: string) => void, onBackgroundClick?: () => void,
+ *   onEscape?: () => void}} GraphCallbacks
  * @typedef {{nodes: number, ms: number, engine: string, retried: boolean, warnings: string[]}} RenderInfo
  */
-
-/** @param {Element} g @returns {string} the text of the group's own <title> */
-export function titleOf(g) {
-  for (const child of Array.from(g.children)) {
-    if (child.localName === "title") return child.textContent ?? "";
-  }
-  return "";
-}
 
 export class GraphView {
   /**
@@ -50,6 +46,8 @@ export class GraphView {
     this.nodeEls = new Map();
     /** @type {WeakMap<Element, string>} */
     this.idOf = new WeakMap();
+    /** @type {WeakMap<Element, string>} cluster element -> module path */
+    this.moduleOf = new WeakMap();
     /** @type {Record<string, NodeInfo>} */
     this.info = {};
     this.selected = "";
@@ -64,7 +62,9 @@ export class GraphView {
     this.onOver = this.onOver.bind(this);
     this.onMove = this.onMove.bind(this);
     this.onOut = this.onOut.bind(this);
+    this.onKey = this.onKey.bind(this);
     viewport.addEventListener("click", this.onClick);
+    viewport.addEventListener("keydown", this.onKey);
     viewport.addEventListener("dblclick", this.onDblClick);
     viewport.addEventListener("pointerover", this.onOver);
     viewport.addEventListener("pointermove", this.onMove);
@@ -75,9 +75,10 @@ export class GraphView {
    * Lay out and show `dot`. Resolves to null when a newer render superseded it;
    * rejects (keeping the previous graph on screen) when the layout fails.
    * @param {string} dot
+   * @param {Record<string, string>} [keys] DOT key -> Python id (empty: titles are the ids)
    * @returns {Promise<RenderInfo | null>}
    */
-  async render(dot) {
+  async render(dot, keys = {}) {
     const seq = ++this.seq;
     if (!dot.trim()) {
       this.layout.cancel();
@@ -99,7 +100,7 @@ export class GraphView {
     }
     const svg = /** @type {SVGSVGElement} */ (document.importNode(root, true));
     const before = [...this.nodeEls.keys()].sort().join("\n");
-    this.index(svg);
+    this.index(svg, keys);
     const keepView = this.svg !== null && before === [...this.nodeEls.keys()].sort().join("\n");
     this.tooltip.hide();
     if (this.svg) this.svg.replaceWith(svg);
@@ -122,18 +123,33 @@ export class GraphView {
     this.tooltip.hide();
   }
 
-  /** @param {SVGSVGElement} svg */
-  index(svg) {
+  /** @param {SVGSVGElement} svg @param {Record<string, string>} keys */
+  index(svg, keys) {
     this.nodeEls = new Map();
     this.idOf = new WeakMap();
+    this.moduleOf = new WeakMap();
     for (const g of Array.from(svg.querySelectorAll("g.node"))) {
-      const id = titleOf(g);
+      const key = titleOf(g);
+      const id = nodeIdFor(key, g.id, keys);
+      if (id === null) continue;
+      g.setAttribute("data-key", key);
+      g.setAttribute("tabindex", "0");
+      g.setAttribute("role", "button");
       this.nodeEls.set(id, /** @type {SVGGElement} */ (g));
       this.idOf.set(g, id);
     }
     for (const g of Array.from(svg.querySelectorAll("g.cluster"))) {
-      this.idOf.set(g, titleOf(g));
+      const module = clusterModuleFor(titleOf(g), g.id, keys);
+      if (module === null) continue;
+      g.setAttribute("data-key", titleOf(g));
+      this.moduleOf.set(g, module);
+      setTitle(g, module || "(root)");
     }
+  }
+
+  /** @param {string} id @returns {NodeInfo | undefined} */
+  infoOf(id) {
+    return own(this.info, id) ? this.info[id] : undefined;
   }
 
   /** Node ids in document order. */
@@ -182,7 +198,7 @@ export class GraphView {
   /** Entries for the search box. */
   searchEntries() {
     return this.nodeIds().map((id) => {
-      const i = this.info[id] ?? {};
+      const i = this.infoOf(id) ?? {};
       const text = Array.from(this.nodeEls.get(id)?.querySelectorAll("text") ?? []).map((t) => t.textContent).join(" ");
       return { id, label: i.label, module: i.module, op: i.op, text };
     });
@@ -190,11 +206,14 @@ export class GraphView {
 
   applyAll() {
     for (const [id, g] of this.nodeEls) {
-      const i = this.info[id];
+      const i = this.infoOf(id);
+      const name = nodeAriaLabel(id, i);
+      g.setAttribute("aria-label", name);
+      setTitle(g, name); // what the browser's own hover text and screen readers read
       for (const c of Array.from(g.classList)) if (c.startsWith("gvw-status-")) g.classList.remove(c);
       if (i?.status) g.classList.add(`gvw-status-${String(i.status).replace(/[^\w-]/g, "_")}`);
       g.classList.toggle("hooked", Boolean(i?.hooked));
-      this.setBadge(g, Boolean(i?.hooked));
+      setBadge(g, Boolean(i?.hooked));
     }
     this.applyClasses();
   }
@@ -212,40 +231,32 @@ export class GraphView {
     this.viewport.closest(".gvw-pane")?.classList.toggle("gvw-has-highlight", anyHl);
   }
 
-  /** Small dot in the top-right corner of hooked nodes. @param {SVGGElement} g @param {boolean} on */
-  setBadge(g, on) {
-    const old = g.querySelector(":scope > .gvw-hook-badge");
-    if (!on) {
-      old?.remove();
-      return;
-    }
-    if (old) return;
-    const shape = g.querySelector("polygon, ellipse, path, rect");
-    if (!shape) return;
-    let b;
-    try {
-      b = /** @type {SVGGraphicsElement} */ (shape).getBBox();
-    } catch {
-      return; // not rendered (e.g. hidden); the badge is cosmetic
-    }
-    const c = document.createElementNS(SVG_NS, "circle");
-    c.setAttribute("class", "gvw-hook-badge");
-    c.setAttribute("cx", String(b.x + b.width - 2));
-    c.setAttribute("cy", String(b.y + 2));
-    c.setAttribute("r", "4.5");
-    g.appendChild(c);
-  }
-
   /** @param {EventTarget | null} target @param {string} kind "node" | "cluster" */
   find(target, kind) {
     const el = target instanceof Element ? target.closest(`g.${kind}`) : null;
-    return el && this.viewport.contains(el) ? this.idOf.get(el) ?? null : null;
+    if (!el || !this.viewport.contains(el)) return null;
+    return (kind === "cluster" ? this.moduleOf.get(el) : this.idOf.get(el)) ?? null;
   }
 
   /** @param {MouseEvent} ev */
   onClick(ev) {
     const id = this.find(ev.target, "node");
     if (id !== null) this.callbacks.onNodeClick?.(id);
+    else if (this.find(ev.target, "cluster") === null) this.callbacks.onBackgroundClick?.();
+  }
+
+  /** Enter / Space on a focused node = click; Escape clears. @param {KeyboardEvent} ev */
+  onKey(ev) {
+    if (ev.key === "Escape") {
+      this.callbacks.onEscape?.();
+      return;
+    }
+    if (ev.key !== "Enter" && ev.key !== " ") return;
+    const id = this.find(ev.target, "node");
+    if (id === null) return;
+    ev.preventDefault();
+    ev.stopPropagation(); // keep JupyterLab's Enter (edit cell) away
+    this.callbacks.onNodeClick?.(id);
   }
 
   /** @param {MouseEvent} ev */
@@ -255,15 +266,15 @@ export class GraphView {
       this.callbacks.onNodeDblClick?.(id);
       return;
     }
-    const title = this.find(ev.target, "cluster");
-    if (title) this.callbacks.onClusterDblClick?.(title.replace(/^cluster_?/, ""));
+    const module = this.find(ev.target, "cluster");
+    if (module) this.callbacks.onClusterDblClick?.(module);
   }
 
   /** @param {PointerEvent} ev */
   onOver(ev) {
     if (this.panZoom.drag?.dragging) return;
     const id = this.find(ev.target, "node");
-    if (id !== null) this.tooltip.show(id, this.info[id], ev.clientX, ev.clientY);
+    if (id !== null) this.tooltip.show(id, this.infoOf(id), ev.clientX, ev.clientY);
   }
 
   /** @param {PointerEvent} ev */
@@ -288,6 +299,7 @@ export class GraphView {
     this.panZoom.detach();
     const v = this.viewport;
     v.removeEventListener("click", this.onClick);
+    v.removeEventListener("keydown", this.onKey);
     v.removeEventListener("dblclick", this.onDblClick);
     v.removeEventListener("pointerover", this.onOver);
     v.removeEventListener("pointermove", this.onMove);

@@ -9,17 +9,25 @@ const SVG_NS = "http://www.w3.org/2000/svg";
  * @returns {string}
  */
 export function dashArray(dash) {
-  if (dash === true || dash === "dashed") return "4 3";
-  if (dash === "dotted") return "1 2.5";
-  if (typeof dash === "string" && /^[\d.\s,]+$/.test(dash.trim()) && dash.trim() !== "") return dash.trim();
+  if (dash === true) return "4 3";
+  if (typeof dash !== "string") return "";
+  if (/^[\d.\s,]+$/.test(dash.trim()) && dash.trim() !== "") return dash.trim();
+  const styles = dash.split(",").map((x) => x.trim());
+  if (styles.includes("dashed")) return "4 3";
+  if (styles.includes("dotted")) return "1 2.5";
   return "";
 }
 
+/** Whether a Graphviz style list draws a bold line. @param {unknown} dash */
+export function isBold(dash) {
+  return typeof dash === "string" && dash.split(",").map((x) => x.trim()).includes("bold");
+}
+
 /**
- * @param {string} color @param {string} dash @param {boolean} [thick]
+ * @param {string} color @param {string} dash @param {boolean} [thick] @param {boolean} [bold]
  * @returns {SVGSVGElement}
  */
-function swatch(color, dash, thick = false) {
+function swatch(color, dash, thick = false, bold = false) {
   const svg = document.createElementNS(SVG_NS, "svg");
   svg.setAttribute("width", "22");
   svg.setAttribute("height", "14");
@@ -33,9 +41,10 @@ function swatch(color, dash, thick = false) {
   rect.setAttribute("fill", color);
   rect.setAttribute("fill-opacity", thick ? "0" : "0.35");
   rect.setAttribute("stroke", thick ? "#333" : color);
-  rect.setAttribute("stroke-width", thick ? "3" : "1.5");
+  rect.setAttribute("stroke-width", thick ? "3" : bold ? "2.5" : "1.5");
   if (dash) rect.setAttribute("stroke-dasharray", dash);
   svg.appendChild(rect);
+  svg.setAttribute("aria-hidden", "true");
   return svg;
 }
 
@@ -50,8 +59,9 @@ export function renderLegend(el, items, showHooked) {
   for (const item of items ?? []) {
     const span = document.createElement("span");
     span.className = "gvw-legend-item";
+    span.setAttribute("role", "listitem");
     if (item.status) span.dataset.status = item.status;
-    span.appendChild(swatch(item.color || "#999", dashArray(item.dash)));
+    span.appendChild(swatch(item.color || "#999", dashArray(item.dash), false, isBold(item.dash)));
     span.appendChild(document.createTextNode(item.label || item.status || ""));
     el.appendChild(span);
   }
@@ -59,6 +69,7 @@ export function renderLegend(el, items, showHooked) {
     const span = document.createElement("span");
     span.className = "gvw-legend-item";
     span.dataset.status = "hooked";
+    span.setAttribute("role", "listitem");
     span.appendChild(swatch("#333", "", true));
     span.appendChild(document.createTextNode("hooked"));
     el.appendChild(span);

@@ -1,5 +1,9 @@
 // @ts-check
-/** CSS for the graph pane, injected into the widget root (all rules scoped to .gvw-pane). */
+/**
+ * CSS for the graph pane, injected into the widget root (all rules scoped to .gvw-pane).
+ * The status line is one row high whatever its text (ellipsis; the full text is its title),
+ * and `width: 0; min-width: 100%` keeps a long text from widening the pane: nothing moves.
+ */
 
 export const CSS = `
 .gvw-pane { display: flex; flex-direction: column; gap: 4px; font: 12px/1.4 var(--jp-ui-font-family, system-ui, sans-serif);
@@ -14,8 +18,9 @@ export const CSS = `
   border-radius: 3px; background: var(--jp-layout-color1, #fff); color: inherit; }
 .gvw-search.gvw-no-match { border-color: #d33; background: #fff0f0; }
 .gvw-count { min-width: 3em; color: var(--jp-ui-font-color2, #666); }
-.gvw-status { min-height: 1.4em; padding: 1px 6px; border-radius: 3px; white-space: pre-wrap; overflow-wrap: anywhere; }
-.gvw-status:empty { display: none; }
+.gvw-status { box-sizing: border-box; height: 1.6em; line-height: 1.4em; padding: 1px 6px; border-radius: 3px;
+  white-space: nowrap; overflow: hidden; text-overflow: ellipsis; flex: 0 0 auto; width: 0; min-width: 100%; }
+.gvw-legend { min-height: 18px; }
 .gvw-status[data-level="busy"] { color: #555; background: #eef3ff; }
 .gvw-status[data-level="busy"]::before { content: "\\23F3  "; }
 .gvw-status[data-level="warning"] { color: #7a4b00; background: #fff6dd; }
@@ -28,7 +33,10 @@ export const CSS = `
 .gvw-viewport.gvw-dragging { cursor: grabbing; }
 .gvw-viewport > svg { display: block; }
 .gvw-empty { position: absolute; inset: 0; display: flex; align-items: center; justify-content: center; color: #888; }
-.gvw-pane g.node { cursor: pointer; }
+.gvw-pane g.node { cursor: pointer; outline: none; }
+.gvw-pane g.node:focus-visible :is(polygon, ellipse, path, rect) { stroke: #1f6feb; stroke-width: 4px; stroke-dasharray: 3 2; }
+.gvw-pane g.node:focus-visible { filter: drop-shadow(0 0 3px #1f6feb); }
+.gvw-toolbar button:focus-visible, .gvw-search:focus-visible { outline: 2px solid #1f6feb; outline-offset: 1px; }
 .gvw-pane g.cluster > text { cursor: pointer; }
 .gvw-pane g.node.hooked :is(polygon, ellipse, path, rect) { stroke-width: 3.5px; }
 .gvw-pane .gvw-hook-badge { fill: #333; stroke: #fff; stroke-width: 1px; pointer-events: none; }

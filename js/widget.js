@@ -4,6 +4,7 @@ import { buildPane, downloadText } from "./dom.js";
 import { GraphView } from "./graph_view.js";
 import { importInlineModule } from "./layout_client.js";
 import { renderLegend } from "./legend.js";
+import { statusView } from "./resolve.js";
 import { SearchBox } from "./search.js";
 import { injectStyles } from "./styles.js";
 
@@ -16,6 +17,7 @@ function render({ model, el }) {
   const listeners = [];
   const on = (/** @type {string} */ ev, /** @type {Function} */ fn) => { model.on(ev, fn); listeners.push([ev, fn]); };
   let localError = "";
+  let note = "";
   let busy = false;
   let clickedId = "";
   let revealPending = Boolean(model.get("selected"));
@@ -28,18 +30,33 @@ function render({ model, el }) {
     try { model.save_changes(); } catch { /* no kernel */ }
   };
 
+  const clearHighlight = () => {
+    if ((model.get("highlight") ?? []).length) setTrait("highlight", []);
+    view.setHighlight([]);
+  };
+  // Python handles one message at a time: a click while it runs waits in the kernel's queue.
+  // Say so, instead of looking ignored.
+  const noteIfBusy = () => {
+    if (model.get("status_level") !== "busy") return;
+    note = "Queued: applies when the current run finishes\u2026";
+    showStatus();
+  };
   const view = new GraphView(p.viewport, {
     onNodeClick(id) {
       clickedId = id;
+      clearHighlight(); // a new selection ends the bar-click dimming
       setTrait("selected", id);
+      noteIfBusy();
       send({ kind: "node_click", id });
     },
     onNodeDblClick(id) {
-      const info = (model.get("nodes") ?? {})[id] ?? {};
+      const info = view.infoOf(id) ?? {};
       const module = info.expandable || info.collapsible;
-      if (module) send({ kind: "toggle_scope", module });
+      if (module) { noteIfBusy(); send({ kind: "toggle_scope", module }); }
     },
-    onClusterDblClick(module) { send({ kind: "toggle_scope", module }); },
+    onClusterDblClick(module) { noteIfBusy(); send({ kind: "toggle_scope", module }); },
+    onBackgroundClick: clearHighlight,
+    onEscape: clearHighlight,
   }, { timeoutMs: Number(model.get("layout_timeout") ?? 30) * 1000 });
   const search = new SearchBox(p.search, p.count, {
     entries: () => view.searchEntries(),
@@ -47,23 +64,22 @@ function render({ model, el }) {
   });
 
   const showStatus = () => {
-    const [text, level] = localError ? [localError, "error"]
-      : busy ? ["Laying out graph\u2026", "busy"]
-        : [model.get("status_text") ?? "", model.get("status_level") || "info"];
-    p.status.textContent = text;
+    const { text, level } = statusView({ localError, busy, note, text: model.get("status_text") ?? "",
+      level: model.get("status_level") || "info" });
+    p.status.textContent = text; // user text is data: never markup
+    p.status.title = text; // the line is one row high with an ellipsis; the full text on hover
     p.status.dataset.level = level;
   };
-  const showLegend = () => {
-    const nodes = model.get("nodes") ?? {};
-    renderLegend(p.legend, model.get("legend") ?? [], Object.values(nodes).some((n) => n && n.hooked));
-  };
+  // the legend always lists the hook marker, so it never changes size under the mouse
+  const showLegend = () => renderLegend(p.legend, model.get("legend") ?? [], true);
 
   const doRender = async () => {
     const revision = model.get("revision");
+    const keys = model.get("key_map") ?? {}; // the key map that came with this DOT
     const timer = setTimeout(() => { busy = true; showStatus(); }, 300);
     let info;
     try {
-      info = await view.render(model.get("dot") ?? "");
+      info = await view.render(model.get("dot") ?? "", keys);
       if (info) localError = "";
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
@@ -90,8 +106,8 @@ function render({ model, el }) {
   on("change:revision", scheduleRender);
   on("change:nodes", () => { view.setNodeInfo(model.get("nodes") ?? {}); showLegend(); });
   on("change:legend", showLegend);
-  on("change:status_text", () => { localError = ""; showStatus(); });
-  on("change:status_level", () => { localError = ""; showStatus(); });
+  on("change:status_text", () => { localError = ""; note = ""; showStatus(); });
+  on("change:status_level", () => { localError = ""; note = ""; showStatus(); });
   on("change:highlight", () => view.setHighlight(model.get("highlight") ?? []));
   on("change:layout_timeout", () => { view.layout.timeoutMs = Number(model.get("layout_timeout") ?? 30) * 1000; });
   on("change:height", () => { p.viewport.style.height = model.get("height") || ""; });
@@ -101,18 +117,27 @@ function render({ model, el }) {
     revealPending = !view.setSelected(id, fromPython) && fromPython && id !== "";
     clickedId = "";
   });
+  const downloadSvg = () => {
+    if (view.svgText) downloadText(view.svgText, "gradviz-graph.svg", "image/svg+xml");
+    else { localError = "Nothing laid out yet to download"; showStatus(); }
+  };
   on("msg:custom", async (/** @type {any} */ msg) => {
-    if (!msg || msg.kind !== "request_svg") return;
+    if (!msg) return;
+    if (msg.kind === "download") {
+      downloadText(String(msg.text ?? ""), String(msg.filename || "download.txt"), String(msg.mime || "text/plain"));
+      return;
+    }
+    if (msg.kind !== "request_svg" && msg.kind !== "download_svg") return;
     await pending.catch(() => {});
-    send({ kind: "svg", request: msg.request, svg: view.svgText });
+    if (msg.kind === "download_svg") downloadSvg();
+    else send({ kind: "svg", request: msg.request, svg: view.svgText });
   });
 
   p.zoomIn.addEventListener("click", () => view.zoomIn());
   p.zoomOut.addEventListener("click", () => view.zoomOut());
   p.fit.addEventListener("click", () => view.fit());
-  p.download.addEventListener("click", () => {
-    if (view.svgText) downloadText(view.svgText, "gradviz-graph.svg");
-  });
+  p.download.addEventListener("click", downloadSvg);
+  p.root.addEventListener("keydown", (ev) => { if (ev.key === "Escape") clearHighlight(); });
 
   p.viewport.style.height = model.get("height") || "";
   view.setNodeInfo(model.get("nodes") ?? {});

@@ -10,7 +10,14 @@ import torch
 
 from gradviz_widgets import GradExplorer
 from gradviz_widgets.examples import UnrolledLSTM, resnet18
-from gradviz_widgets.render import STATUS_STYLE, format_norm, legend, svg_with_dot, to_dot
+from gradviz_widgets.render import (
+    STATUS_STYLE,
+    format_norm,
+    legend,
+    render_dot,
+    svg_with_dot,
+    to_dot,
+)
 
 
 def test_dead_branch_dot_snapshot(dead_explorer, snapshot):
@@ -27,15 +34,22 @@ def test_dot_is_identical_across_runs(dead_explorer):
     assert to_dot(dead_explorer.graph) == first
 
 
+def line_of(r, node_id):
+    key = next(k for k, v in r.keys.items() if v == node_id and k.startswith("n"))
+    return next(line for line in r.dot.splitlines() if line.strip().startswith(f"{key} ["))
+
+
 def test_clusters_statuses_and_params_named(dead_explorer):
-    dot = to_dot(dead_explorer.graph)
-    for module in ("main1", "gate", "dead", "main2", "loss"):
-        assert f'subgraph "cluster_{module}"' in dot
-    assert '"param:gate.weight"' in dot and "gate.weight\\n(4, 4)" in dot
+    r = render_dot(dead_explorer.graph)
+    clusters = {v for k, v in r.keys.items() if k.startswith("c")}
+    assert clusters == {"main1", "gate", "dead", "main2", "loss"}
+    for key in (k for k in r.keys if k.startswith("c")):
+        assert f"subgraph cluster_{key} {{" in r.dot and f'id="{key}"' in r.dot
+    assert "param:gate.weight" in r.keys.values() and "gate.weight\\n(4, 4)" in r.dot
     # the dead gate's nodes are drawn in the "zero" style, the live path in the healthy one
     zero_fill, healthy_fill = STATUS_STYLE["zero"][0], STATUS_STYLE["healthy"][0]
-    gate_line = next(line for line in dot.splitlines() if line.strip().startswith('"gate/AddmmBackward0#0"'))
-    main_line = next(line for line in dot.splitlines() if line.strip().startswith('"main1/AddmmBackward0#0"'))
+    gate_line = line_of(r, "gate/AddmmBackward0#0")
+    main_line = line_of(r, "main1/AddmmBackward0#0")
     assert zero_fill in gate_line and "dotted" in gate_line
     assert healthy_fill in main_line
 
@@ -60,10 +74,10 @@ def test_format_norm_keeps_findings_apart():
 def test_reused_module_folds_per_call():
     model = UnrolledLSTM(3, 4, steps=5)
     ex = GradExplorer(model, torch.randn(2, 5, 3))
-    dot = to_dot(ex.graph.view(0))
-    calls = re.findall(r'"module:cell@(\d+)"', dot)
-    assert sorted(set(int(c) for c in calls)) == list(range(5))
-    assert '"module:cell@params"' in dot
+    ids = set(render_dot(ex.graph.view(0)).keys.values())
+    calls = [int(i.rpartition("@")[2]) for i in ids if re.fullmatch(r"module:cell@\d+", i)]
+    assert sorted(calls) == list(range(5))
+    assert "module:cell@params" in ids
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="system Graphviz not installed")
@@ -73,3 +87,25 @@ def test_resnet_dot_lays_out_with_system_dot():
     svg = svg_with_dot(to_dot(view))
     drawn = [n for n in view.nodes if n.kind != "accumulate"]  # merged into their parameters
     assert svg.count('class="node"') == len(drawn) > 20
+
+
+def test_dot_timeout_is_a_grad_explorer_error(monkeypatch):
+    import subprocess
+
+    from gradviz_widgets import render
+    from gradviz_widgets.errors import GradExplorerError
+
+    def slow(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args[0], kwargs.get("timeout"))
+
+    monkeypatch.setattr(render.shutil, "which", lambda _: "/usr/bin/dot")
+    monkeypatch.setattr(render.subprocess, "run", slow)
+    with pytest.raises(GradExplorerError, match="depth=0"):
+        svg_with_dot("digraph { a }", timeout=0.5)
+
+
+def test_exploding_and_nonfinite_differ_without_colour():
+    styles = {s: style for s, (_, _, style, _) in STATUS_STYLE.items()}
+    assert styles["exploding"] != styles["nonfinite"]
+    dashes = {e["status"]: e["dash"] for e in legend()}
+    assert dashes["exploding"] != dashes["nonfinite"]

@@ -19,7 +19,10 @@ def click(widget, node_id):
 
 def test_traits_after_construction(dead_explorer):
     w = dead_explorer.show()
-    assert w.pane.revision == 1 and 'subgraph "cluster_gate"' in w.pane.dot
+    assert w.pane.revision == 1
+    cluster = next(k for k, v in w.pane.key_map.items() if v == "gate" and k.startswith("c"))
+    assert f"subgraph cluster_{cluster} {{" in w.pane.dot
+    assert set(w.pane.nodes) == {v for k, v in w.pane.key_map.items() if k.startswith("n")}
     assert w.pane.nodes["gate/AddmmBackward0#0"]["status"] == "zero"
     assert w.pane.nodes["param:main1.weight"]["grad_norm"] == pytest.approx(0.279, abs=5e-5)
     assert [e["status"] for e in w.pane.legend][:2] == ["healthy", "vanishing"]
@@ -121,15 +124,28 @@ def test_modifier_and_threshold_controls(dead_explorer):
     assert dead_explorer.report.param_status["main1.bias"] == "vanishing"
 
 
-def test_exports_from_buttons(dead_explorer, tmp_path):
-    w = dead_explorer.show(export_dir=tmp_path)
-    w.controls.export_buttons[1].click()
-    w.controls.export_buttons[2].click()
-    assert (tmp_path / "grad_norms.csv").read_text().count("\n") == 9
-    assert json.loads((tmp_path / "grad_report.json").read_text())["loss"] > 0
+def test_exports_from_buttons_download_in_the_browser(dead_explorer, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    w = dead_explorer.show()
     sent = []
-    w.pane.send = lambda msg: sent.append(msg)
-    w.controls.export_buttons[0].click()
+    w.pane.send = lambda msg, buffers=None: sent.append(msg)
+    for button in w.controls.export_buttons:
+        button.click()
+    assert [m["kind"] for m in sent] == ["download_svg", "download", "download"]
+    csv_msg, json_msg = sent[1], sent[2]
+    assert csv_msg["filename"] == "grad_norms.csv" and csv_msg["mime"] == "text/csv"
+    assert csv_msg["text"].count("\n") == 9
+    assert json.loads(json_msg["text"])["loss"] > 0
+    assert list(tmp_path.iterdir()) == []  # nothing written on the server
+
+
+def test_python_exports_write_files(dead_explorer, tmp_path):
+    w = dead_explorer.show(export_dir=tmp_path)
+    assert w.export_csv().read_text().count("\n") == 9
+    assert json.loads(w.export_json(tmp_path / "sub").read_text())["loss"] > 0
+    sent = []
+    w.pane.send = lambda msg, buffers=None: sent.append(msg)
+    w.export_svg()
     assert sent and sent[0]["kind"] == "request_svg"
     w.pane._on_frontend_msg(w.pane, {"kind": "svg", "request": sent[0]["request"],
                                      "svg": "<svg></svg>"}, [])
@@ -154,3 +170,128 @@ def test_show_reruns_when_settings_changed_since_the_newest_run(dead_explorer):
     assert len(dead_explorer.history) == 2 and not dead_explorer.stale
     assert dead_explorer.report.param("main1.weight").modified_by is not None
     assert w.runs == 1
+
+
+class FailingBackward(torch.autograd.Function):
+    """Identity forward; its backward raises ValueError while `armed` is set."""
+
+    armed = False
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        if FailingBackward.armed:
+            raise ValueError("backward exploded on purpose")
+        return g
+
+
+class Touchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, x):
+        return FailingBackward.apply(self.lin(x)).sum()
+
+
+@pytest.fixture
+def touchy():
+    FailingBackward.armed = False
+    ex = GradExplorer(Touchy(), torch.randn(4, 3))
+    yield ex
+    FailingBackward.armed = False
+    ex.close()
+
+
+def lin_node(w):
+    return next(n.id for n in w.view.nodes if n.module == "lin" and n.kind == "op")
+
+
+def test_error_in_backward_shows_ends_busy_and_undoes_the_toggle(touchy):
+    w = touchy.show()
+    good = (w.pane.dot, w.pane.key_map, w.pane.nodes)
+    FailingBackward.armed = True
+    click(w, lin_node(w))
+    assert "ValueError: backward exploded on purpose" in w.status_text
+    assert "undone" in w.status_text and w.pane.status_level == "error"
+    assert not w.guard.busy
+    # Python's hooks and the page agree: the toggle was undone, the last good view stays
+    assert touchy.hooks == []
+    assert (w.pane.dot, w.pane.key_map, w.pane.nodes) == good
+    assert not any(info["hooked"] for info in w.pane.nodes.values())
+    w.controls.run_button.click()
+    assert "ValueError" in w.last_error and w.pane.status_level == "error"
+    FailingBackward.armed = False
+    click(w, lin_node(w))
+    assert touchy.hooks == [("lin", "backward")] and w.pane.status_level != "error"
+    assert any(info["hooked"] for info in w.pane.nodes.values())
+
+
+def test_failed_modifier_device_and_threshold_changes_are_undone(touchy):
+    w = touchy.show()
+    w.click_node(lin_node(w))
+    FailingBackward.armed = True
+    w.controls.modifier_box.value, w.controls.modifier_value.value = "scale", 0.5
+    w.controls.apply_modifier.click()
+    assert touchy.modifiers == {} and "ValueError" in w.last_error
+    w.controls.vanishing_box.value = 1e-3
+    assert touchy.thresholds.vanishing == 1e-7 and w.controls.vanishing_box.value == 1e-7
+    w.controls.clear_button.click()
+    assert touchy.hooks == [("lin", "backward")]  # clearing failed: the hook stays, as shown
+    FailingBackward.armed = False
+    w.controls.device_box.value = w.controls.device_box.value
+    w.set_device("cuda:7")
+    assert "not available" in w.last_error
+    assert touchy.device in (None, "cpu") and w.controls.device_box.value == "cpu"
+
+
+def test_rejected_inputs_revert_to_the_value_in_force(dead_explorer):
+    w = dead_explorer.show()
+    w.controls.vanishing_box.value = 1e9  # above the exploding threshold
+    assert "vanishing < exploding" in w.last_error
+    assert w.controls.vanishing_box.value == dead_explorer.thresholds.vanishing == 1e-7
+    w.click_node("main2/AddmmBackward0#0")
+    w.controls.modifier_box.value, w.controls.modifier_value.value = "clip_norm", -1.0
+    w.controls.apply_modifier.click()
+    assert "positive" in w.last_error and w.controls.modifier_value.value == 1.0
+    assert dead_explorer.modifiers == {}
+
+
+def test_any_exception_in_a_callback_is_shown_and_the_widget_recovers(dead_explorer, monkeypatch):
+    w = dead_explorer.show()
+    monkeypatch.setattr(w, "_update_chart", lambda: (_ for _ in ()).throw(KeyError("boom")))
+    w.controls.mode_box.value = "module"
+    assert w.pane.status_level == "error" and "KeyError" in w.status_text
+    assert not w.guard.busy
+    monkeypatch.undo()
+    w.controls.mode_box.value = "param"
+    assert len(w.chart.data[0].y) == 8
+    w.controls.run_button.click()
+    assert w.pane.status_level != "error" and w.last_error is None
+
+
+def test_callbacks_arriving_during_a_run_are_queued_in_order(dead_explorer):
+    w = dead_explorer.show()
+    order = []
+
+    def first():
+        order.append("first")
+        w.guard.call(lambda: order.append("second"))  # e.g. an observer fired by this action
+        assert order == ["first"] and "queued" in w.status_text
+
+    w.guard.call(first)
+    assert order == ["first", "second"] and not w.guard.busy
+
+
+def test_selection_clears_bar_highlight_and_counts_drawn_nodes(dead_explorer):
+    w = dead_explorer.show()
+    w.select_param("dead.weight")
+    assert w.pane.highlight == ["param:dead.weight"]
+    click(w, "main2/AddmmBackward0#0")
+    assert w.pane.highlight == []
+    drawn = sum(1 for k in w.pane.key_map if k.startswith("n"))
+    total = sum(1 for n in dead_explorer.graph.nodes if n.kind != "accumulate")
+    assert f"{drawn} of {total} nodes shown" in w.controls.loss_label.value

@@ -30,9 +30,13 @@ def wait_py(lab: LabPage, expr: str, what: str, timeout: float = 60) -> Any:
     return wait_until(lambda: py(lab, expr), timeout, what, interval=0.3)
 
 
+def key_of(lab: LabPage, node_id: str) -> str:
+    """The DOT key (n0, n1, ...) the node is drawn under now."""
+    return py(lab, f"next(k for k, v in w.pane.key_map.items() if v == {node_id!r})")
+
+
 def node(lab: LabPage, node_id: str) -> Any:
-    title = lab.page.locator("xpath=./*[local-name()='title']", has_text=node_id)
-    return lab.page.locator(".gvw-pane g.node").filter(has=title).first
+    return lab.page.locator(f'.gvw-pane g.node[data-key="{key_of(lab, node_id)}"]').first
 
 
 PLOT_LINE_WIDTHS = "() => document.querySelector('.js-plotly-plot').data[0].marker.line.width"
@@ -69,9 +73,10 @@ def test_explorer_click_node_and_bar(lab: LabPage) -> None:
     assert py(lab, "w.runs") == 2
     # ...and the page shows it: new layout with the hooked marker, chart outlines the gate bars
     assert wait_py(lab, "w.pane.rendered.get('revision') == 2", "re-render after the click")
+    gate = key_of(lab, "gate/AddmmBackward0#0")
     lab.page.wait_for_function(
-        "() => [...document.querySelectorAll('.gvw-pane g.node.hooked > title')]"
-        ".some(t => t.textContent === 'gate/AddmmBackward0#0')",
+        f"() => [...document.querySelectorAll('.gvw-pane g.node.hooked')]"
+        f".some(g => g.dataset.key === '{gate}')",
         timeout=30_000,
     )
     lab.page.wait_for_function(
@@ -103,11 +108,20 @@ def test_explorer_click_node_and_bar(lab: LabPage) -> None:
             " pointNumber: 4, pointIndex: 4, data: gd.data[0], fullData: pt,"
             " x: pt.x[4], y: pt.y[4]}], event: {}}); }")
     assert wait_py(lab, "w.pane.selected == 'param:dead.weight'", "bar click reached Python")
+    dead = key_of(lab, "param:dead.weight")
     lab.page.wait_for_function(
-        "() => [...document.querySelectorAll('.gvw-pane g.node.gvw-selected > title')]"
-        ".some(t => t.textContent === 'param:dead.weight')",
+        f"() => [...document.querySelectorAll('.gvw-pane g.node.gvw-selected')]"
+        f".some(g => g.dataset.key === '{dead}')",
         timeout=30_000,
     )
+    # the bar click dimmed the rest of the graph; Escape clears it (here and in Python)
+    lab.page.wait_for_function(
+        "() => document.querySelector('.gvw-pane.gvw-has-highlight') !== null", timeout=10_000)
+    node(lab, "param:dead.weight").focus()
+    lab.page.keyboard.press("Escape")
+    lab.page.wait_for_function(
+        "() => document.querySelector('.gvw-pane.gvw-has-highlight') === null", timeout=10_000)
+    assert wait_py(lab, "w.pane.highlight == []", "highlight cleared in Python")
     shot = lab.screenshot("explorer_after_clicks")
     shutil.copy(shot, ARTIFACTS / "explorer.png")
 

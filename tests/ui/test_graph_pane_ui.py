@@ -60,9 +60,9 @@ NODE_IDS = {"main1/AddmmBackward0#0", "param:main1.weight", "main1/ReluBackward0
 
 
 def node(lab: LabPage, node_id: str) -> Any:
-    """Locator of the graph node whose Graphviz <title> is ``node_id``."""
-    title = lab.page.locator("xpath=./*[local-name()='title']", has_text=node_id)
-    return lab.page.locator(".gvw-pane g.node").filter(has=title).first
+    """Locator of the graph node drawn for ``node_id`` (a hand-written DOT without a key map:
+    the DOT node name, kept as ``data-key``, is the id)."""
+    return lab.page.locator(f'.gvw-pane g.node[data-key="{node_id}"]').first
 
 
 def py(lab: LabPage, expr: str) -> Any:
@@ -85,10 +85,18 @@ def test_graph_pane_in_jupyterlab(lab: LabPage) -> None:
     lab.page.wait_for_function(
         "() => document.querySelectorAll('.gvw-pane svg g.node').length === 4", timeout=60_000
     )
-    titles = lab.page.eval_on_selector_all(
-        ".gvw-pane svg g.node > title", "els => els.map(e => e.textContent)"
+    keys = lab.page.eval_on_selector_all(
+        ".gvw-pane svg g.node", "els => els.map(e => e.dataset.key)"
     )
-    assert set(titles) == NODE_IDS
+    assert set(keys) == NODE_IDS
+    # focusable buttons with an accessible name (label, status in words, module)
+    a11y = lab.page.eval_on_selector_all(
+        ".gvw-pane svg g.node",
+        "els => els.map(e => [e.getAttribute('tabindex'), e.getAttribute('role'),"
+        " e.getAttribute('aria-label')])",
+    )
+    assert all(t == "0" and r == "button" and name for t, r, name in a11y), a11y
+    assert ["0", "button", "ReluBackward0, vanishing gradient"] in a11y
     assert lab.page.eval_on_selector_all(".gvw-pane svg g.cluster > title", "e => e.length") == 1
 
     # The browser reported the layout back through the `rendered` trait, laid out in a worker.
@@ -130,7 +138,7 @@ def test_graph_pane_in_jupyterlab(lab: LabPage) -> None:
     # Python-driven highlight and the search box.
     lab.execute("pane.highlight = ['main1/ReluBackward0#1']")
     lab.page.wait_for_function(
-        "() => document.querySelector('.gvw-pane g.node.gvw-highlight > title')?.textContent"
+        "() => document.querySelector('.gvw-pane g.node.gvw-highlight')?.dataset.key"
         " === 'main1/ReluBackward0#1'",
         timeout=10_000,
     )

@@ -1,0 +1,156 @@
+"""The explorer widget's plumbing that needs no widgets: one guard around every callback,
+settings snapshots to undo a change whose re-run failed, and the text the widget shows.
+
+Every string built here from user text (module, parameter, class, output-key and loss names,
+error messages) is escaped for HTML: it is data, never markup.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+from .errors import GradExplorerError
+from .graph import GradGraph, GradNode
+from .render import format_norm, html_text, label_lines, plain_text
+from .stats import Thresholds
+
+
+def error_text(e: BaseException) -> str:
+    """What the status line says about `e`: our own errors as written, others with their type.
+
+    Example:
+        >>> error_text(ValueError("bad shape"))
+        'ValueError: bad shape'
+    """
+    if isinstance(e, GradExplorerError):
+        return str(e)
+    return f"{type(e).__name__}: {e}"
+
+
+class ActionGuard:
+    """Runs widget callbacks one at a time; any exception goes to `on_error` (the busy state
+    ends, the last good view stays). A callback arriving while another one runs (a trait
+    observer fired by the running one, say) is queued and runs afterwards, in order.
+
+    Example:
+        >>> seen = []
+        >>> guard = ActionGuard(lambda e: seen.append(error_text(e)))
+        >>> guard.call(int, "x")
+        >>> seen
+        ["ValueError: invalid literal for int() with base 10: 'x'"]
+    """
+
+    def __init__(self, on_error: Callable[[BaseException], Any],
+                 on_queued: Callable[[int], Any] | None = None) -> None:
+        self.on_error = on_error
+        self.on_queued = on_queued
+        self.busy = False
+        self.queue: collections.deque[tuple[Callable, tuple]] = collections.deque()
+
+    def wrap(self, fn: Callable) -> Callable:
+        """`fn` as a guarded callback (for on_click / observe / message handlers)."""
+        return lambda *args: self.call(fn, *args)
+
+    def call(self, fn: Callable, *args: Any) -> None:
+        if self.busy:
+            self.queue.append((fn, args))
+            if self.on_queued is not None:
+                self.on_queued(len(self.queue))
+            return
+        self._run(fn, args)
+        while self.queue:
+            queued_fn, queued_args = self.queue.popleft()
+            self._run(queued_fn, queued_args)
+
+    def _run(self, fn: Callable, args: tuple) -> None:
+        self.busy = True
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - any failure must reach the status line
+            try:
+                self.on_error(e)
+            except Exception:  # noqa: BLE001 - reporting must never leave us busy
+                pass
+        finally:
+            self.busy = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What a re-run depends on that the widget changes: hooks, modifiers, device, thresholds."""
+
+    hooks: tuple[tuple[str, str], ...]
+    modifiers: tuple[tuple[str, Any], ...]
+    device: str | None
+    thresholds: Thresholds
+
+    @classmethod
+    def of(cls, explorer: Any) -> Settings:
+        # the Modifier objects themselves (kind, value): descriptions cannot be replayed
+        mods = getattr(getattr(explorer, "_hooks", None), "modifiers", {}) or {}
+        return cls(tuple(explorer.hooks), tuple(mods.items()), explorer.device,
+                   explorer.thresholds)
+
+    def restore(self, explorer: Any) -> None:
+        """Put the explorer back to these settings (hooks, modifiers, device, thresholds)."""
+        now = Settings.of(explorer)
+        for target, kind in now.hooks:
+            if (target, kind) not in self.hooks:
+                explorer.set_hook(target, kind, on=False)
+        for target, kind in self.hooks:
+            if (target, kind) not in now.hooks:
+                explorer.set_hook(target, kind, on=True)
+        before = dict(self.modifiers)
+        for target, modifier in now.modifiers:
+            if before.get(target) != modifier:
+                explorer.set_modifier(target)
+        for target, modifier in self.modifiers:
+            if dict(now.modifiers).get(target) != modifier:
+                explorer.set_modifier(target, **{modifier.kind: modifier.value})
+        explorer.device = self.device
+        explorer.thresholds = self.thresholds
+
+
+def module_of(node: GradNode) -> str | None:
+    """The module a click on `node` hooks (None for the loss, inputs and the output)."""
+    if node.module == "loss" or node.kind in ("output", "input"):
+        return None
+    return node.module
+
+
+def node_info(n: GradNode, hooked: bool) -> dict[str, Any]:
+    """What the page needs about one node (tooltip, search, hook marker, fold on double-click).
+    The page shows these strings as text only."""
+    folded = n.kind == "module"
+    return {
+        "label": "\n".join(plain_text(line) for line in label_lines(n)), "op": plain_text(n.op),
+        "module": plain_text(n.module or "(root)"), "kind": n.kind, "status": n.status,
+        # JSON has no NaN/Inf: non-finite norms travel as their text
+        "grad_norm": n.grad_norm if n.grad_norm is None or math.isfinite(n.grad_norm)
+        else format_norm(n.grad_norm),
+        "shape": list(n.shape) if n.shape is not None else None, "hooked": hooked,
+        # module paths travel raw: they come back in toggle_scope messages
+        "expandable": n.module if folded else "",
+        "collapsible": n.module if (not folded and n.module not in ("", "loss")) else "",
+    }
+
+
+def drawn_count(graph: GradGraph) -> int:
+    """Nodes the graph draws (AccumulateGrad nodes are merged into their parameters)."""
+    return sum(1 for n in graph.nodes if n.kind != "accumulate")
+
+
+def loss_line_html(report: Any, drawn: int, total: int, depth: int | None) -> str:
+    """The toolbar's loss line: one row (ellipsis, full text on hover), user text escaped."""
+    text = (f"loss {format_norm(report.loss)} = {report.loss_description} · {report.device} · "
+            f"{drawn} of {total} nodes shown"
+            + (f" (folded at depth {depth})" if depth is not None else ""))
+    rest = text[len("loss "):]
+    # width 0 + min-width 100%: a long line ends in an ellipsis instead of widening the widget
+    return ('<div class="gv-loss-line" style="white-space:nowrap;overflow:hidden;'
+            'text-overflow:ellipsis;width:0;min-width:100%" '
+            f'title="{html_text(text)}"><b>loss</b> {html_text(rest)}</div>')
