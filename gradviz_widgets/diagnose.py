@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Mapping, Sequence
 
 from .graph import GradGraph
@@ -11,6 +10,8 @@ from .report import ParamRecord
 
 #: share of exactly-zero gradient elements from which a parameter is called "mostly dead"
 MOSTLY_DEAD = 0.9
+#: module types whose weight gets a gradient only in the rows the batch indexed
+EMBEDDING_TYPES = ("Embedding", "EmbeddingBag")
 
 
 def none_reason(
@@ -42,23 +43,67 @@ def zero_origin(graph: GradGraph, leaf_id: str) -> str | None:
 
     That is a consumer that received a non-zero gradient but passed exactly zeros along the
     path back to the leaf: e.g. the ReluBackward0 after a gate whose inputs are all negative.
+    Of several at the same distance, the first in edge order. Every node's origin is found in
+    one pass over the graph, cached on it (`zero_origins`), so asking for each parameter
+    costs the graph once, not once per parameter.
     """
-    consumers: dict[str, list] = {}
+    return zero_origins(graph).get(leaf_id)
+
+
+def zero_origins(graph: GradGraph) -> Mapping[str, str]:
+    """node id -> its zero origin (see `zero_origin`), for every node that has one; once per graph.
+
+    Example:
+        >>> from gradviz_widgets.graph import GradEdge, GradNode
+        >>> nodes = (GradNode("param:w", "Param", "param", "", "w", grad_max=0.0),
+        ...          GradNode("relu", "ReluBackward0", "op", "", "relu", grad_max=1.0))
+        >>> g = GradGraph(nodes, (GradEdge("param:w", "relu", grad_max=0.0),), {})
+        >>> dict(zero_origins(g))
+        {'param:w': 'relu'}
+    """
+    return graph.memo("zero_origins", lambda: _zero_origins(graph))
+
+
+def _zero_origins(graph: GradGraph) -> dict[str, str]:
+    # distance (edges carrying exact zeros) from each node to the nearest node that received a
+    # non-zero gradient, by one breadth-first pass backward from all such nodes at once
+    def live(node_id: str) -> bool:
+        return graph.node(node_id).grad_max not in (None, 0.0)
+
+    dead_feeders: dict[str, list[str]] = {}
     for e in graph.edges:
-        consumers.setdefault(e.src, []).append(e)
-    seen = {leaf_id}
-    queue = deque([leaf_id])
-    while queue:
-        current = queue.popleft()
-        for e in consumers.get(current, ()):
-            if e.grad_max != 0.0 or e.dst in seen:
+        if e.grad_max == 0.0:
+            dead_feeders.setdefault(e.dst, []).append(e.src)
+    dist: dict[str, int] = {}
+    level = [n.id for n in graph.nodes if n.grad_max not in (None, 0.0)]
+    ordered: list[str] = []
+    for depth in range(1, len(graph.nodes) + 1):
+        reached = []
+        for node_id in level:
+            for src in dead_feeders.get(node_id, ()):
+                if src not in dist:
+                    dist[src] = depth
+                    ordered.append(src)
+                    reached.append(src)
+        level = [i for i in reached if not live(i)]  # a live node ends a path, never extends it
+        if not level:
+            break
+    # walking the nearest origins in order of distance, each node takes the first edge (in edge
+    # order) that starts a shortest path: the same answer as a breadth-first search from it
+    origins: dict[str, str] = {}
+    consumers = graph.consumers()
+    for node_id in ordered:
+        for e in consumers.get(node_id, ()):
+            if e.grad_max != 0.0:
                 continue
-            dst = graph.node(e.dst)
-            if dst.grad_max not in (None, 0.0):
-                return dst.id
-            seen.add(e.dst)
-            queue.append(e.dst)
-    return None
+            if live(e.dst):
+                if dist[node_id] == 1:
+                    origins[node_id] = e.dst
+                    break
+            elif dist.get(e.dst) == dist[node_id] - 1:
+                origins[node_id] = origins[e.dst]
+                break
+    return origins
 
 
 def nonfinite_origin(graph: GradGraph, loss: float | None = None) -> str | None:
@@ -67,20 +112,24 @@ def nonfinite_origin(graph: GradGraph, loss: float | None = None) -> str | None:
     forward pass, so no backward node is to blame)."""
     if (loss is not None and not math.isfinite(loss)) or graph.node("output").status == "nonfinite":
         return "output"
-    outgoing: dict[str, list[str]] = {}
-    for e in graph.edges:
-        outgoing.setdefault(e.dst, []).append(e.status)
+    # what node n sent back in backward flowed along the edges feeding it (dst == n)
+    sent_nonfinite = {e.dst for e in graph.edges if e.status == "nonfinite"}
+    if not sent_nonfinite:
+        return None
     executed = sorted((n for n in graph.nodes if n.order is not None), key=lambda n: n.order)
     for n in executed:
-        if n.status != "nonfinite" and "nonfinite" in outgoing.get(n.id, ()):
+        if n.status != "nonfinite" and n.id in sent_nonfinite:
             return n.id
     return None
 
 
 def findings(
-    params: Sequence[ParamRecord], nonfinite_at: str | None, loss: float
+    params: Sequence[ParamRecord], nonfinite_at: str | None, loss: float,
+    graph: GradGraph | None = None,
 ) -> tuple[str, ...]:
-    """Short sentences for the status line, most severe first."""
+    """Short sentences for the status line, most severe first. With the run's `graph`,
+    embedding weights (`embedding_like`) are told apart from dense layers: their zero rows
+    are the rows this batch did not index, not dead units."""
     out: list[str] = []
     if loss != loss or loss in (float("inf"), float("-inf")):
         out.append(f"the loss is {loss}: the forward pass produced non-finite values "
@@ -101,15 +150,46 @@ def findings(
         origins = sorted({p.zero_origin for p in by["zero"] if p.zero_origin})
         where = f", the gradient dies at {', '.join(origins[:3])}" if origins else ""
         out.append(f"{_count(by['zero'])} with gradient exactly 0.0{where}: {_names(by['zero'])}")
-    mostly = [p for p in params if p.status not in ("zero", "none", "nonfinite")
+    sparse = [p for p in params if p.status not in ("zero", "none", "nonfinite")
               and p.zero_fraction is not None and p.zero_fraction >= MOSTLY_DEAD]
+    unindexed = [p for p in sparse if graph is not None and embedding_like(graph, p.name)]
+    mostly = [p for p in sparse if p not in unindexed]
     if mostly:
         out.append(f"{_count(mostly)} mostly dead (≥{MOSTLY_DEAD:.0%} of gradient elements exactly "
                    "0.0): " + ", ".join(f"{p.name} {p.zero_fraction:.0%}" for p in mostly[:4])
                    + ("…" if len(mostly) > 4 else ""))
     if by.get("vanishing"):
         out.append(f"{_count(by['vanishing'])} with vanishing gradients: {_names(by['vanishing'])}")
+    out.extend(unused_rows(p) for p in unindexed)
     return tuple(out)
+
+
+def embedding_like(graph: GradGraph, name: str) -> bool:
+    """Whether parameter `name` is an embedding table: the weight of an Embedding/EmbeddingBag
+    module, or a tensor that only embedding lookups read (`F.embedding` in a custom module)."""
+    info = graph.modules.get(name.rpartition(".")[0])
+    if info is not None and info.type in EMBEDDING_TYPES and name.endswith(".weight"):
+        return True
+    leaf = f"acc:param:{name}"
+    used = graph.consumers().get(leaf, ()) if leaf in graph else ()
+    return bool(used) and all(graph.node(e.dst).op.startswith(EMBEDDING_TYPES) for e in used)
+
+
+def unused_rows(p: ParamRecord) -> str:
+    """The sentence for an embedding whose gradient is mostly zero rows: normal sparsity.
+    Rows are counted from the share of exact zeros (a used row whose gradient holds exact
+    zeros in every column would count as unused).
+
+    Example:
+        >>> from gradviz_widgets.report import ParamRecord
+        >>> unused_rows(ParamRecord("emb.weight", "emb", (1000, 8), "float32", True, 0.5, 0.1,
+        ...                         "healthy", zero_fraction=0.994))
+        'emb.weight: 994 of 1,000 rows not used by this batch (an embedding: only the rows it indexes get a gradient)'
+    """
+    rows = p.shape[0] if p.shape else 1
+    unused = round((p.zero_fraction or 0.0) * rows)
+    return (f"{p.name}: {unused:,} of {rows:,} rows not used by this batch "
+            "(an embedding: only the rows it indexes get a gradient)")
 
 
 def _count(items: Sequence) -> str:

@@ -7,13 +7,16 @@ gradients flowed the other way, and each edge carries the norm of what flowed al
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
+from typing import Any, TypeVar
 
 from .attribution import LOSS_SCOPE, Scope
 from .stats import combine_norms
 
 LEAF_KINDS = ("param", "input", "tensor")
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +87,25 @@ class GradGraph:
     def __post_init__(self) -> None:
         object.__setattr__(self, "modules", MappingProxyType(dict(self.modules)))
         object.__setattr__(self, "_by_id", {n.id: n for n in self.nodes})
+        object.__setattr__(self, "_memo", {})
+
+    def memo(self, key: str, build: Callable[[], T]) -> T:
+        """`build()` once per graph, then the same result: analyses that walk the whole graph
+        (edge maps, zero origins) are computed once however many parameters ask.
+
+        Example:
+            >>> g = GradGraph(nodes=(), edges=(), modules={})
+            >>> g.memo("answer", lambda: 42), g.memo("answer", lambda: 0)
+            (42, 42)
+        """
+        cache: dict[str, Any] = self._memo  # type: ignore[attr-defined]
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
+
+    def consumers(self) -> Mapping[str, tuple[GradEdge, ...]]:
+        """node id -> the edges it feeds (in edge order), built once per graph."""
+        return self.memo("consumers", lambda: _edge_map(self.edges))
 
     def node(self, node_id: str) -> GradNode:
         """The node with this id (KeyError names close matches)."""
@@ -156,24 +178,12 @@ class GradGraph:
                 members[gid].append(nid)
         edges = _merge_edges(self.edges, rep)
         new_nodes = [n for n in self.nodes if rep[n.id] == n.id]
-        exits = _exit_flow(self.edges, rep)
+        entering, leaving = _boundary_flow(self.edges, rep, self._by_id)  # type: ignore[attr-defined]
         for gid, (path, call, scope) in groups.items():
-            scope_info = self.modules.get(path)
-            mtype = scope_info.type if scope_info else path
             inside = [self._by_id[m] for m in members[gid]]  # type: ignore[attr-defined]
-            norm, gmax = exits.get(gid, (None, None))
-            if norm is None:  # nothing left the group (e.g. it holds the loss): its largest inflow
-                flows = [m for m in inside if m.grad_norm is not None]
-                best = max(flows, key=lambda m: m.grad_norm, default=None)
-                norm, gmax = (best.grad_norm, best.grad_max) if best else (None, None)
-            suffix = "" if call is None else (" (params)" if call < 0 else f" [call {call}]")
-            label = f"{path}{suffix}\n{mtype} · {len(inside)} nodes"
-            new_nodes.append(GradNode(
-                id=gid, op=mtype, kind="module", module=path, label=label, scope=scope,
-                grad_norm=norm, grad_max=gmax, status=_status_of(inside),
-                order=min((m.order for m in inside if m.order is not None), default=None),
-                members=tuple(members[gid]),
-            ))
+            new_nodes.append(_module_node(
+                gid, path, call, scope, self.modules.get(path), inside,
+                entering.get(gid, []), leaving.get(gid, [])))
         return GradGraph(tuple(new_nodes), tuple(edges), self.modules, collapse)
 
     def auto_depth(self, max_nodes: int = 120) -> int | None:
@@ -184,6 +194,27 @@ class GradGraph:
             if len(self.view(depth).nodes) <= max_nodes:
                 return depth
         return 0
+
+
+def _module_node(gid: str, path: str, call: int | None, scope: Scope, info: ModuleScope | None,
+                 inside: list[GradNode], entering: list[GradEdge], leaving: list[str]
+                 ) -> GradNode:
+    """The node standing for one folded module call; its norm is what entered it from the loss
+    side (w.r.t. the module outputs), its status what crossed its boundary (`_status_of`)."""
+    mtype = info.type if info else path
+    norm, gmax = _combine(entering) if entering else (None, None)
+    if norm is None:  # nothing left the group (e.g. it holds the loss): its largest inflow
+        best = max((m for m in inside if m.grad_norm is not None), key=lambda m: m.grad_norm,
+                   default=None)
+        norm, gmax = (best.grad_norm, best.grad_max) if best else (None, None)
+    suffix = "" if call is None else (" (params)" if call < 0 else f" [call {call}]")
+    return GradNode(
+        id=gid, op=mtype, kind="module", module=path,
+        label=f"{path}{suffix}\n{mtype} · {len(inside)} nodes", scope=scope,
+        grad_norm=norm, grad_max=gmax,
+        status=_status_of(inside, leaving, (e.status for e in entering)),
+        order=min((m.order for m in inside if m.order is not None), default=None),
+        members=tuple(m.id for m in inside))
 
 
 def _merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> list[GradEdge]:
@@ -203,14 +234,30 @@ def _merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> list[Grad
     return out
 
 
-def _exit_flow(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> dict[str, tuple]:
-    """Per folded group, the combined gradient on edges leaving it (w.r.t. the module outputs)."""
-    leaving: dict[str, list[GradEdge]] = {}
+def _edge_map(edges: Iterable[GradEdge]) -> Mapping[str, tuple[GradEdge, ...]]:
+    out: dict[str, list[GradEdge]] = {}
+    for e in edges:
+        out.setdefault(e.src, []).append(e)
+    return {k: tuple(v) for k, v in out.items()}  # plain: graphs stay picklable
+
+
+def _boundary_flow(edges: Iterable[GradEdge], rep: Mapping[str, str],
+                   by_id: Mapping[str, GradNode]) -> tuple[dict[str, list[GradEdge]],
+                                                           dict[str, list[str]]]:
+    """Per folded group: the edges its outputs feed (what enters it from the loss side), and
+    the statuses of what leaves it toward its inputs (edges from producers outside, and the
+    gradients of the leaves inside: its parameters)."""
+    entering: dict[str, list[GradEdge]] = {}
+    leaving: dict[str, list[str]] = {}
     for e in edges:
         s, d = rep[e.src], rep[e.dst]
         if s != d and s.startswith("module:"):
-            leaving.setdefault(s, []).append(e)
-    return {g: _combine(es) for g, es in leaving.items()}
+            entering.setdefault(s, []).append(e)
+        if s != d and d.startswith("module:"):
+            leaving.setdefault(d, []).append(e.status)
+        elif s == d and s.startswith("module:") and by_id[e.src].kind in LEAF_KINDS:
+            leaving.setdefault(s, []).append(by_id[e.src].status)
+    return entering, leaving
 
 
 def _combine(edges: list[GradEdge]) -> tuple[float | None, float | None]:
@@ -230,8 +277,22 @@ def _worst(statuses: Iterable[str]) -> str:
     return "none"
 
 
-def _status_of(inside: list[GradNode]) -> str:
-    """A folded module shows its worst finding: a NaN or a dead path inside must not be hidden."""
+#: what leaves a module, from several edges: one healthy path makes the whole flow healthy
+_STRONGEST = ("nonfinite", "exploding", "healthy", "vanishing", "zero")
+
+
+def _status_of(inside: list[GradNode], leaving: Iterable[str], entering: Iterable[str]) -> str:
+    """A folded module is coloured by what crosses its boundary, not by the weakest node inside
+    (a zero initial state's gradient must not paint an LSTM step dead while a healthy gradient
+    leaves it): by the gradient it passes to its inputs and parameters where measured, else by
+    what enters it from the loss side, else by its worst node. A NaN/Inf inside always shows;
+    the rest of what is inside shows on unfolding."""
+    if any(m.status == "nonfinite" for m in inside):
+        return "nonfinite"
+    for crossing in (set(leaving), set(entering)):
+        for s in _STRONGEST:
+            if s in crossing:
+                return s
     return _worst(m.status for m in inside)
 
 

@@ -413,10 +413,30 @@ def test_auto_depth_respects_cap(resnet_graph: GradGraph) -> None:
             assert len(resnet_graph.view(depth + 1).nodes) > cap
 
 
-def test_folded_status_shows_worst_inside() -> None:
+@pytest.mark.parametrize("track_flow", [True, False])
+def test_folded_status_says_what_crosses_the_boundary(track_flow: bool) -> None:
     net, x, y = dead_branch_example()
-    ex = GradExplorer(net, x, loss_fn=CE, target=y)
-    ex.run()
+    ex = GradExplorer(net, x, loss_fn=CE, target=y, track_flow=track_flow)
     view = ex.graph.view(depth=0)
-    assert view.node("module:gate").status == "zero"
+    assert view.node("module:gate").status == "zero"  # nothing leaves the dead gate
     assert view.node("module:main1").status == "healthy"
+    # `dead` gets zeros in its weight (its input is all zeros) but passes a healthy gradient
+    # to its bias (and to that input): folded it is healthy, unfolded the zero shows inside
+    assert view.node("module:dead").status == "healthy"
+    assert ex.graph.node("param:dead.weight").status == "zero"
+
+
+def test_folded_lstm_step_with_zero_initial_state_is_not_dead() -> None:
+    torch.manual_seed(0)
+    steps = 4
+    ex = GradExplorer(UnrolledLSTM(3, 5, steps=steps), torch.randn(2, steps, 3))
+    graph = ex.graph
+    view = graph.view(depth=0)
+    first = view.node("module:cell@0")
+    # the zero initial state sends weight_hh a zero gradient inside the first step...
+    assert "zero" in {graph.node(m).status for m in first.members}
+    # ...while a healthy gradient leaves the step for its parameters
+    assert {view.node(f"module:cell@{i}").status for i in range(steps)} == {"healthy"}
+    assert view.node("module:cell@params").status == "healthy"
+    assert graph.view(depth=0, expand=["cell"]).node(
+        next(m for m in first.members if graph.node(m).status == "zero")).status == "zero"
