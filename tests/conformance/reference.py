@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import torch
 from torch.utils._pytree import tree_map
@@ -19,15 +20,31 @@ def call(model, sample):
     return model(sample)
 
 
-def grad_norm_and_zero(g: torch.Tensor) -> tuple[float, bool]:
-    """Float64 L2 norm of a reference .grad (dense, sparse or complex) and whether all are 0."""
+def grad_norm_and_zero(g: torch.Tensor) -> tuple[float, bool, float]:
+    """Float64 L2 norm of a reference .grad (dense, sparse or complex), whether all elements
+    are 0, and the largest |element|."""
     v = g.coalesce().values() if g.is_sparse else g
     v = v.to(torch.complex128 if v.is_complex() else torch.float64)
-    return torch.linalg.vector_norm(v).item(), bool((v == 0).all())
+    top = v.abs().max().item() if v.numel() else 0.0
+    return torch.linalg.vector_norm(v).item(), bool((v == 0).all()), top
+
+
+def expected_status(ref, thresholds) -> str:
+    """What the explorer's status must be for a reference gradient (the documented rules)."""
+    if ref is None:
+        return "none"
+    norm, _, top = ref
+    if not (math.isfinite(norm) and math.isfinite(top)):
+        return "nonfinite"
+    if top == 0.0:
+        return "zero"
+    if norm < thresholds.vanishing:
+        return "vanishing"
+    return "exploding" if norm > thresholds.exploding else "healthy"
 
 
 def reference(c: Case, seed: int = 0) -> tuple[dict, float]:
-    """name -> (norm, all_zero) or None, and the loss, from the textbook recipe on a deep copy."""
+    """name -> (norm, all_zero, max_abs) or None, and the loss, from the textbook recipe on a deep copy."""
     twin = c.twin() if c.twin else copy.deepcopy(c.model)
     for (n, p), (_, q) in zip(c.model.named_parameters(), twin.named_parameters()):
         assert torch.equal(p, q), f"the reference twin differs at {n}"

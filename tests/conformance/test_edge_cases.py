@@ -4,6 +4,7 @@ raw exception or a wrong number — and leave the model as it was."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -204,3 +205,33 @@ def test_nan_in_both_runs_is_not_marked_modified() -> None:
     assert report.param("a.weight").modified_by is not None  # upstream of the scaled module
     assert report.param("b.weight").modified_by is None  # a module's own params: not rewritten
     ex.close()
+
+
+def test_input_gradients_match_plain_backward() -> None:
+    """A sample tensor that requires grad gets its gradient norm (saliency) in input_norms; the
+    user's tensor keeps .grad None."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(4, 2))
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    report = explore(model, x, loss_fn=ce, target=Y)
+    xr = x.detach().clone().requires_grad_(True)
+    ce(copy.deepcopy(model)(xr), Y).backward()
+    assert math.isclose(report.input_norms["0"], xr.grad.double().norm().item(), rel_tol=1e-5)
+    assert x.grad is None
+
+
+def test_keyword_input_gradients_on_a_transformers_model() -> None:
+    from .models_hf import _gpt2, lm_loss
+
+    c = _gpt2(True)
+    c.model.eval()
+    embeds = torch.randn(2, 8, 32, requires_grad=True)
+    target = c.target
+    report = explore(c.model, {"inputs_embeds": embeds}, loss_fn=lm_loss, target=target)
+    er = embeds.detach().clone().requires_grad_(True)
+    lm_loss(copy.deepcopy(c.model)(inputs_embeds=er), target).backward()
+    assert math.isclose(report.input_norms["inputs_embeds"], er.grad.double().norm().item(),
+                        rel_tol=1e-5)
+    assert report.param_status["transformer.wte.weight"] != "none"  # tied lm_head still counts
+    assert embeds.grad is None
