@@ -115,12 +115,13 @@ def total_norm(norms: Mapping[str, float | None]) -> float:
 @contextlib.contextmanager
 def _grads_set_aside(model: nn.Module, seed: int | None) -> Iterator[None]:
     params = list(model.parameters())
+    cuda = sorted({p.device.index or 0 for p in params if p.device.type == "cuda"})
     saved_grads = [p.grad for p in params]
     saved_buffers = [(b, b.detach().clone()) for b in model.buffers()]
     try:
         for p in params:
             p.grad = None
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=cuda):
             if seed is not None:
                 torch.manual_seed(seed)
             yield
@@ -157,9 +158,12 @@ def _check_syncing(model: nn.Module) -> None:
     """Refuse while gradient sync is off (gradient accumulation): FSDP2 would add this run's
     unsharded gradients to the ones it is accumulating for the user."""
     for module in model.modules():
-        state = getattr(module, "_get_fsdp_state", None)
-        group = getattr(state(), "_fsdp_param_group", None) if state else None
-        if group is not None and not getattr(group, "reduce_grads", True):
+        get_state = getattr(module, "_get_fsdp_state", None)
+        state = get_state() if get_state else None
+        groups = getattr(state, "_fsdp_param_groups", None)
+        if groups is None:  # torch versions with one group per state
+            groups = [g for g in [getattr(state, "_fsdp_param_group", None)] if g is not None]
+        if any(not getattr(g, "reduce_grads", True) for g in groups):
             raise GradExplorerError(
                 "gradient sync is off on this FSDP2 model (set_requires_gradient_sync(False), "
                 "gradient accumulation): run this after the optimizer step, with sync on")

@@ -29,6 +29,7 @@ def test_ddp_unused_example_names_parameters_ranks_and_reason() -> None:
     for rank in (0, 1):
         assert (f"rank {rank}, step 1: RuntimeError: Expected to have finished reduction in the "
                 "prior iteration") in out
+        assert f"did not receive grad for rank {rank}" in out
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()
             if line.startswith("   ") and line.split()[0].endswith((".weight", ".bias"))}
     assert rows["pos_head.weight"][0] == "healthy"

@@ -13,6 +13,8 @@ import json
 import multiprocessing as mp
 import sys
 import time
+from collections.abc import Iterator
+from multiprocessing import forkserver
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from gradviz_widgets import GradExplorer
+from gradviz_widgets import GradExplorer, GradExplorerError
 from gradviz_widgets.distributed import gather_ranks, rank_findings, unwrap
 from gradviz_widgets.distributed_fsdp import (
     fsdp_gradients,
@@ -139,6 +141,10 @@ def _ddp_rank(rank: int, world: int) -> dict:
         "findings": list(summary.findings), "node_ids": [n.id for n in ex.graph.nodes],
         "grads_after_explore": [p.grad is not None for p in ddp.parameters()],
         "same_reducer": ddp.reducer is reducer, "sync": ddp.require_backward_grad_sync}
+    if world == 4:  # a subgroup: ranks 1 and 3 compare themselves (new_group: every rank calls)
+        sub = dist.new_group([1, 3])
+        if rank in (1, 3):
+            result["sub_ranks"] = sorted(gather_ranks(report, group=sub).table)
     for _ in range(2):  # the user's training continues as if nothing had happened
         for model in (ddp, twin):
             model(x).sum().backward()
@@ -181,11 +187,23 @@ def _fsdp_rank(rank: int, world: int) -> dict:
     users = {n: p.grad.to_local().clone() for n, p in model.named_parameters()}
     grads = fsdp_gradients(model, xs[rank], loss_fn=loss_fn, target=0)
     kept = all(torch.equal(p.grad.to_local(), users[n]) for n, p in model.named_parameters())
+    model.zero_grad(set_to_none=True)  # the user's next step is as if fsdp_gradients never ran
+    model(xs[rank]).square().mean().backward()
+    kept = kept and all(torch.equal(p.grad.to_local(), users[n])
+                        for n, p in model.named_parameters())
+    model.set_requires_gradient_sync(False)  # gradient accumulation: refused, nothing mixed in
+    try:
+        fsdp_gradients(model, xs[rank], loss_fn=loss_fn, target=0)
+        refused = False
+    except GradExplorerError:
+        refused = True
+    model.set_requires_gradient_sync(True)
     with _Counter() as calls:
         norms = fsdp_param_norms(grads)
     stats = fsdp_param_stats(grads)
     clip_total = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
     return {"truth": truth, "norms": norms, "calls": dict(calls), "kept_user_grads": kept,
+            "refused_without_sync": refused,
             "total": total_norm(norms), "clip_total": float(clip_total.full_tensor()),
             "stats": {n: [s.status, s.zero_fraction] for n, s in stats.items()},
             "local_rows": {n: list(g.to_local().shape) for n, g in grads.items()}}
@@ -225,6 +243,15 @@ def _check_ddp(results: list[dict]) -> None:
         assert res["table"] == results[0]["table"] and res["findings"] == results[0]["findings"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _stop_forkserver() -> Iterator[None]:
+    """The forkserver (and nothing else of ours) outlives a launch; stop it after the module."""
+    yield
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is not None:
+        stop()
+
+
 @pytest.fixture(scope="module")
 def world2(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
     """Both scenarios in one launch of 2 ranks (starting a process costs seconds of imports)."""
@@ -252,6 +279,7 @@ def test_ddp_world4_detached_on_one_rank(tmp_path: Path) -> None:
     assert "a.weight, a.bias get no gradient on ranks 1, 3 (never called" in findings[0]
     assert "c.weight, c.bias get no gradient on rank 3 (detached" in " ".join(findings)
     assert "a gradient on ranks 0, 1, 2" in " ".join(findings)
+    assert results[1]["sub_ranks"] == results[3]["sub_ranks"] == [1, 3]
 
 
 def test_fsdp2_norms_from_shards_world2(world2: list[dict]) -> None:
@@ -260,7 +288,7 @@ def test_fsdp2_norms_from_shards_world2(world2: list[dict]) -> None:
     assert results[1]["local_rows"]["head.bias"] == [0]  # an empty shard counts as well
     for res in results:
         assert res["calls"] == {"all_reduce": 1}, "one all_reduce, no all_gather of gradients"
-        assert res["kept_user_grads"]
+        assert res["kept_user_grads"] and res["refused_without_sync"]
         for name, truth in res["truth"].items():
             assert res["norms"][name] == pytest.approx(truth, rel=1e-5, abs=1e-12), name
         assert res["total"] == pytest.approx(res["clip_total"], rel=1e-5)
@@ -277,6 +305,15 @@ def test_rank_findings_without_ddp_settings() -> None:
     found = rank_findings(table)
     assert found[0].startswith("w gets no gradient on any rank (no_grad")
     assert "find_unused_parameters=False" in found[1] and len(found) == 2  # frozen: no finding
+
+
+def test_rank_findings_statuses_that_differ() -> None:
+    from gradviz_widgets.distributed import RankParam
+
+    table = {0: {"w": RankParam("healthy", None, 1.0)},
+             1: {"w": RankParam("nonfinite", None, float("nan"))}}
+    assert rank_findings(table) == (
+        "statuses differ across ranks: w is healthy on rank 0, nonfinite on rank 1",)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 
 Two CPU processes (gloo) train a model whose forward takes one of two heads depending on the
 data: rank 0's batch takes `pos_head`, rank 1's takes `neg_head`. Part 1 trains it under
-DistributedDataParallel(find_unused_parameters=False) and shows the error DDP raises (torch's
-message names neither the parameters nor the ranks). Part 2 runs GradExplorer on each rank's
+DistributedDataParallel(find_unused_parameters=False) and shows the error DDP raises (each
+rank's message lists its own parameter indices, not why, nor which ranks did use them). Part 2 runs GradExplorer on each rank's
 `ddp.module` (no collective) and `gather_ranks` (one all_gather): it names the parameters, the
 ranks, and the reason.
 
@@ -68,8 +68,10 @@ def _train(ddp: nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int = 3) -> 
             seen.append(f"step {step}: ok (stem.weight.grad norm {float(stem.norm()):.4f})")
             opt.step()
         except RuntimeError as e:
-            first = str(e).split(". ")[0]
-            seen.append(f"step {step}: RuntimeError: {first}. (...)")
+            text = str(e)
+            which = [line.strip() for line in text.splitlines() if "did not receive grad" in line]
+            seen.append(f"step {step}: RuntimeError: {text.split('. ')[0]}. (...) "
+                        + " ".join(which))
             break
     return seen
 
@@ -126,7 +128,17 @@ def run_ranks(world: int = WORLD, timeout: float = 120.0,
                 if p.is_alive():
                     p.kill()
                     p.join(10)
+            if start_method == "forkserver":  # the server would outlive us for a while
+                _stop_forkserver()
         return [json.loads((Path(folder) / f"rank{r}.json").read_text()) for r in range(world)]
+
+
+def _stop_forkserver() -> None:
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is not None:
+        stop()
 
 
 def lesson(results: list[dict[str, Any]]) -> str:
@@ -136,8 +148,8 @@ def lesson(results: list[dict[str, Any]]) -> str:
     for r, res in enumerate(results):
         lines += [f"   rank {r}, {s}" for s in res["training"]]
     lines += ["   (when DDP synchronises, stem.weight.grad is the same on every rank: a step that "
-              "'worked' with different norms was never averaged; torch's message names neither "
-              "the parameters nor the ranks)", "",
+              "'worked' with different norms was never averaged; each rank's message gives its "
+              "own parameter indices, not why, nor which ranks did use them)", "",
               f"2. GradExplorer on each rank's model ({results[0]['wrapper']} unwrapped to "
               "ddp.module, no collective) + gather_ranks (one all_gather):"]
     table = results[0]["table"]
