@@ -141,6 +141,10 @@ def _capture(model, runner, sample_input, loss_fn, target, run_device, seed,  # 
     leaf_pairs, zero_fractions = _leaf_numbers(grads, values, leaf_slots, nonzero_at, numels)
     del wanted, grads
     graph = freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds)
+    if stand_ins.written:
+        notes = (*notes, "the forward wrote into parameter(s) "
+                 f"{', '.join(stand_ins.written[:4])} in place, so their values changed as in a "
+                 "plain forward; the explorer could not prevent it (an in-place op on a weight)")
     if cut_off:
         notes = (*notes, "a torch.utils.checkpoint(use_reentrant=True) got no input that "
                  "requires grad, so what it computes gets no gradient (as in plain backward); "

@@ -37,6 +37,8 @@ class StandIns:
     params: dict[str, torch.Tensor]
     real: dict[int, tuple[str, torch.Tensor]]
     buffers: dict[int, torch.Tensor]
+    #: parameters the forward wrote into in place through their alias (set when the run ends)
+    written: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def real_params(self) -> dict[str, torch.Tensor]:
@@ -48,8 +50,12 @@ def make_stand_ins(model: nn.Module, device: torch.device) -> StandIns:
     """Leaf aliases of the parameters (copies when on another device), copies of the buffers."""
     params: dict[str, torch.Tensor] = {}
     real: dict[int, tuple[str, torch.Tensor]] = {}
+    # modules that write into their weight during forward get a copy, not an alias
+    renormed = {id(m.weight) for m in model.modules()
+                if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.max_norm is not None}
     for name, p in model.named_parameters():
-        alias = p.detach() if p.device == device else p.detach().to(device, copy=True)
+        alias = p.detach() if p.device == device and id(p) not in renormed \
+            else p.detach().to(device, copy=True)
         params[name] = alias.requires_grad_(p.requires_grad)
         real[id(p)] = (name, p)
     buffers = {id(b): b.detach().to(device, copy=True) for b in model.buffers()}
@@ -79,6 +85,7 @@ def swapped(model: nn.Module, stand_ins: StandIns) -> Iterator[None]:
     gets its own object back (and plain tensor attributes, generator states, the parametrize
     cache are as before)."""
     saved = _save(model)
+    versions = {key: p._version for key, (_, p) in stand_ins.real.items()}
     try:
         for d, key, original in saved.slots:
             d[key] = stand_ins.params[stand_ins.real[id(original)][0]] \
@@ -87,6 +94,8 @@ def swapped(model: nn.Module, stand_ins: StandIns) -> Iterator[None]:
         yield
     finally:
         _restore(saved)
+        stand_ins.written = [name for key, (name, p) in stand_ins.real.items()
+                             if p._version != versions[key]]
 
 
 def _save(model: nn.Module) -> _Saved:

@@ -68,21 +68,22 @@ def plain_norms(model: nn.Module, run: Callable[[nn.Module], torch.Tensor],
             for n, p in twin.named_parameters()}
 
 
-def assert_norms_match(report: Any, reference: dict[str, float | None], rel: float = 1e-5) -> None:
+def assert_norms_match(report: Any, reference: dict[str, float | None], rel: float = 1e-5,
+                       abs_tol: float = 1e-12) -> None:
     assert set(report.param_norms) == set(reference)
     for name, want in reference.items():
         got = report.param_norms[name]
         if want is None:
             assert got is None, f"{name}: got {got}, plain backward gives no gradient"
         else:
-            assert got == pytest.approx(want, rel=rel, abs=1e-12), name
+            assert got == pytest.approx(want, rel=rel, abs=abs_tol), name
 
 
 def explore_and_check(model: nn.Module, x: Any, loss_fn: Callable | None = None, target: Any = None,
-                      runs: int = 2) -> tuple[GradExplorer, Any]:
+                      runs: int = 2, device: str | None = None) -> tuple[GradExplorer, Any]:
     """Explore with a full state snapshot checked after the runs and after close()."""
     before = full_state(model)
-    ex = GradExplorer(model, x, loss_fn=loss_fn, target=target)
+    ex = GradExplorer(model, x, loss_fn=loss_fn, target=target, device=device)
     report = None
     for _ in range(runs):
         report = ex.run()
@@ -205,7 +206,7 @@ class OwnGenerator(nn.Module):
         self.gen = torch.Generator().manual_seed(7)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        mask = torch.rand(x.shape, generator=self.gen) > 0.5
+        mask = torch.rand(x.shape, generator=self.gen, device=x.device) > 0.5
         return self.lin(x * mask)
 
 
@@ -273,3 +274,45 @@ def test_parametrize_cached_block() -> None:
 class _Symmetric(nn.Module):
     def forward(self, w: torch.Tensor) -> torch.Tensor:
         return w.triu() + w.triu(1).transpose(-1, -2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_penalty_list_weight_and_own_generator() -> None:
+    model, (x, y) = small_cnn().cuda(), images()
+    x, y = x.cuda(), y.cuda()
+    reference = plain_norms(model, lambda m: l2_loss(list(m.parameters()))(m(x), y))
+    _, report = explore_and_check(model, x, l2_loss(list(model.parameters())), y)
+    assert_norms_match(report, reference, rel=1e-4)
+    torch.manual_seed(0)
+    own = OwnGenerator().cuda()
+    own.gen = torch.Generator(device="cuda").manual_seed(7)
+    xs = torch.randn(6, 4, device="cuda")
+    reference = plain_norms(own, lambda m: m(xs).sum())
+    _, report = explore_and_check(own, xs, runs=2)
+    assert_norms_match(report, reference, rel=1e-4)
+
+
+def test_embedding_with_max_norm_does_not_renormalise_the_users_weight() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(10, 4, max_norm=1.0), nn.Flatten(), nn.Linear(12, 3))
+    model[0].weight.data.mul_(5)  # rows far above max_norm
+    ids, y = torch.tensor([[1, 2, 3], [4, 5, 1]]), torch.tensor([0, 2])
+    reference = plain_norms(model, lambda m: CE(m(ids), y))
+    _, report = explore_and_check(model, ids, CE, y)
+    assert_norms_match(report, reference)
+
+
+class ClampsItsWeight(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            self.lin.weight.clamp_(-10.0, 10.0)  # an in-place write the explorer cannot undo
+        return self.lin(x)
+
+
+def test_in_place_write_to_a_weight_is_reported() -> None:
+    report = GradExplorer(ClampsItsWeight(), torch.randn(3, 4)).run()
+    assert any("wrote into parameter(s) lin.weight in place" in f for f in report.findings)

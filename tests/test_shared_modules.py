@@ -125,3 +125,29 @@ def test_t5_encoder_and_decoder_count_the_shared_embedding() -> None:
     # the root counts the shared weight once
     assert report.module_norms[""] == pytest.approx(_norm(report, list(report.param_norms)),
                                                     rel=1e-9)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("where", ["model on cuda", "cpu model, device='cuda'"])
+def test_shared_module_and_tied_weights_on_cuda(where: str) -> None:
+    torch.manual_seed(0)
+    model, (x, y) = SharedBackbone().train(), images()
+    device = None
+    if where == "model on cuda":
+        model, x, y = model.cuda(), x.cuda(), y.cuda()
+    else:
+        device = "cuda"
+    reference = plain_norms(model, lambda m: CE(m(x), y))
+    _, report = explore_and_check(model, x, CE, y, device=device)
+    assert report.device.startswith("cuda")
+    # a conv bias before BatchNorm gets ~1e-8 of rounding noise, which differs between devices
+    assert_norms_match(report, reference, rel=1e-4, abs_tol=1e-6)
+    torch.manual_seed(0)
+    lm = gpt2().eval()
+    ids = torch.randint(0, 40, (2, 7))
+    inputs = {"input_ids": ids, "labels": ids}
+    reference = plain_norms(lm, lambda m: m(**inputs).loss)
+    _, report = explore_and_check(lm, inputs, lm_loss, runs=1, device="cuda")
+    assert_norms_match(report, reference, rel=1e-3)
+    assert report.module_norms["lm_head"] == pytest.approx(
+        report.param_norms["transformer.wte.weight"], rel=1e-12)
