@@ -93,7 +93,8 @@ def test_widget_figures_mark_nan_none_and_anomalies(tmp_path):
                                                   heat["layout"]["annotations"])]
     assert (4, "nonfinite") in marks
     assert "fc1.weight" in [t["name"] for t in lines["data"]]
-    assert view.heatmap.data[0].z.shape == (len(names), 6)
+    shown = np.array(view.heatmap.data[0].z, dtype=float)  # None (JSON-safe) where NaN
+    assert shown.shape == (len(names), 6)
     watch.close()
     # a finished run shows the same picture
     again = GradWatch.open(tmp_path / "run").show()

@@ -155,7 +155,8 @@ class GradWatch:
         model = model or self._model
         if model is None:
             raise GradExplorerError("this watch was closed; pass the model: anomaly.explore(model)")
-        return replay(record, model, self.loss_fn, self._recorder, **options)
+        loss_fn = options.pop("loss_fn", self.loss_fn)
+        return replay(record, model, loss_fn, self._recorder, **options)
 
     def show(self, **options: Any) -> Any:
         """The live widget: heat map of parameters x steps and a line chart; it follows the

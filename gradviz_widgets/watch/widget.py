@@ -149,6 +149,17 @@ def _hline(y: float, status: str) -> dict:
             "line": {"color": STATUS_STYLE[status][1], "dash": "dash", "width": 1}}
 
 
+def _json_safe(trace: dict) -> dict:
+    """NaN is not JSON: arrays go to the browser with None in the gaps."""
+    out = dict(trace)
+    for key, value in trace.items():
+        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            obj = value.astype(object)
+            obj[~np.isfinite(value)] = None
+            out[key] = obj.tolist()
+    return out
+
+
 class WatchWidget:
     """Heat map + line chart; follows a recording GradWatch, or shows a RecordedRun."""
 
@@ -216,11 +227,12 @@ class WatchWidget:
         heat, lines = self.figures()
         for fig, new in ((self.heatmap, heat), (self.lines, lines)):
             with fig.batch_update():
-                if len(fig.data) != len(new["data"]):
+                traces = [_json_safe(d) for d in new["data"]]
+                if len(fig.data) != len(traces):
                     fig.data = []
-                    fig.add_traces(new["data"])
+                    fig.add_traces(traces)
                 else:
-                    for trace, d in zip(fig.data, new["data"]):
+                    for trace, d in zip(fig.data, traces):
                         trace.update(d)
                 fig.layout = new["layout"]
         writer = getattr(self.source, "_writer", None)
