@@ -105,15 +105,17 @@ def test_default_loss_over_mixed_dtype_outputs_stays_finite() -> None:
         report.findings
 
 
-def test_run_inside_no_grad_still_computes_gradients() -> None:
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode], ids=lambda m: m.__name__)
+def test_run_inside_no_grad_still_computes_gradients(mode) -> None:
     model = mlp()
-    with torch.no_grad():
+    with mode():
         try:
             report = explore(model, loss_fn=ce, target=Y)
         except GradExplorerError as e:
             assert "no_grad" in str(e) or "grad mode" in str(e).lower()
             return
         assert not torch.is_grad_enabled(), "the explorer left grad mode switched on"
+        assert torch.is_inference_mode_enabled() == (mode is torch.inference_mode)
     assert_matches_reference(report, Case(model, X, ce, Y))
 
 
@@ -235,3 +237,39 @@ def test_keyword_input_gradients_on_a_transformers_model() -> None:
                         rel_tol=1e-5)
     assert report.param_status["transformer.wte.weight"] != "none"  # tied lm_head still counts
     assert embeds.grad is None
+
+
+class FailsAfterBatchNorm(nn.Module):
+    def __init__(self, where: str) -> None:
+        super().__init__()
+        self.where = where
+        self.bn, self.lin, self.out = nn.BatchNorm1d(4), nn.Linear(4, 4), nn.Linear(4, 2)
+
+    def forward(self, x):
+        h = torch.sigmoid(self.lin(self.bn(x)))  # BN statistics are updated before it fails
+        if self.where == "forward":
+            raise ValueError("boom")
+        if self.where == "backward":
+            h.mul_(2)  # sigmoid saved its output: backward raises
+        return self.out(h)
+
+
+def _raising_loss(out, target):
+    raise KeyError("no such key")
+
+
+@pytest.mark.parametrize("where", ["forward", "backward", "loss"])
+def test_a_failing_run_leaves_the_model_untouched(where: str) -> None:
+    """With hooks on, a failure in forward, backward or loss_fn is a GradExplorerError and
+    every hook, buffer and RNG state is as before (explore() checks the snapshot)."""
+    torch.manual_seed(0)
+    model = FailsAfterBatchNorm(where).train()
+    before = snapshot(model)
+    ex = GradExplorer(model, X, loss_fn=_raising_loss if where == "loss" else ce, target=Y)
+    ex.set_hook("bn", "backward")
+    ex.set_hook("out", "forward")
+    with pytest.raises(GradExplorerError):
+        ex.run()
+    assert diff(before, snapshot(model)) == []
+    ex.close()
+    assert diff(before, snapshot(model)) == []

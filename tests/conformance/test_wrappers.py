@@ -99,6 +99,17 @@ def test_compiled_model_still_trains_after_exploring() -> None:
     assert "explorer:" not in done.stdout or "GradExplorerError" in done.stdout, done.stdout
 
 
+def test_data_parallel_without_gpus() -> None:
+    model = mlp()
+    wrapped = nn.DataParallel(model)
+    ref, _ = reference(Case(wrapped, X, ce, Y))
+    before = snapshot(wrapped)
+    ex = GradExplorer(wrapped, X, loss_fn=ce, target=Y)
+    _norms_match(ex.run(), ref, [f"module.{n}" for n, _ in model.named_parameters()])
+    ex.close()
+    assert diff(before, snapshot(wrapped)) == []
+
+
 @pytest.fixture
 def process_group(tmp_path):
     store = dist.FileStore(str(tmp_path / "store"), 1)
