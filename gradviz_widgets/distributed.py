@@ -78,9 +78,10 @@ def unwrap(model: nn.Module) -> tuple[nn.Module, str | None]:
         if isinstance(inner, nn.Module) and type(model).__module__.startswith("torch._dynamo"):
             kinds.append("torch.compile")
             model = inner
-        elif mro[0] in _WRAPPERS and isinstance(getattr(model, "module", None), nn.Module):
+        elif mro[0] in _WRAPPERS and isinstance(wrapped := getattr(model, "module", None),
+                                                nn.Module):
             kinds.append(mro[0])
-            model = model.module
+            model = wrapped
         else:
             sharded = next((k for k in _SHARDED if k in mro), None)
             if sharded:

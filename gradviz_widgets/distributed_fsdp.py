@@ -51,10 +51,11 @@ def _local_and_weight(grad: torch.Tensor, world: int) -> tuple[torch.Tensor, flo
         raise GradExplorerError("a gradient DTensor is Partial (not reduced yet); call this "
                                 "after backward has finished (FSDP2 reduce-scatters it then)")
     weight = 1.0
+    mesh = grad.device_mesh  # type: ignore[attr-defined]  # a DTensor
     for dim, p in enumerate(placements):
         if p.is_replicate():
-            weight /= grad.device_mesh.size(dim)
-    return grad.to_local().detach(), weight
+            weight /= mesh.size(dim)
+    return grad.to_local().detach(), weight  # type: ignore[attr-defined]
 
 
 def fsdp_param_stats(named_grads: Mapping[str, torch.Tensor | None],

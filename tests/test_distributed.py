@@ -151,6 +151,12 @@ def _ddp_rank(rank: int, world: int) -> dict:
     result["train_equal"] = all(
         (p.grad is None and q.grad is None) or torch.equal(p.grad, q.grad)
         for p, q in zip(ddp.parameters(), twin.parameters()))
+    wrapped = GradExplorer(ddp, x)  # the DDP model itself, as users pass it (every rank runs)
+    direct = wrapped.run()
+    result["integrated"] = {"ranks": {str(r): {n: list(p) for n, p in t.items()}
+                                      for r, t in (getattr(direct, "ranks", None) or {}).items()},
+                            "findings": list(direct.findings),
+                            "node_ids": [n.id for n in wrapped.graph.nodes]}
     return result
 
 
@@ -216,7 +222,7 @@ def _main(scenario: str, rank: int, world: int, folder: Path) -> None:
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
     try:
-        result = {"ddp": _ddp_rank(rank, world)}
+        result: dict[str, object] = {"ddp": _ddp_rank(rank, world)}
         if scenario == "ddp+fsdp":
             result["fsdp"] = _fsdp_rank(rank, world)
     finally:
@@ -268,6 +274,17 @@ def test_ddp_world2_names_parameters_per_rank(world2: list[dict]) -> None:
     assert findings[0].startswith("a.weight, a.bias get no gradient on rank 1 (never called")
     assert findings[1].startswith("b.weight, b.bias get no gradient on rank 0 (never called")
     assert "find_unused_parameters=True: it handles this" in findings[2]
+
+
+def test_explorer_on_ddp_model_gathers_ranks(world2: list[dict]) -> None:
+    """GradExplorer(ddp_model).run() on every rank: the user's module, report.ranks filled."""
+    results = [r["ddp"] for r in world2]
+    if not results[0]["integrated"]["ranks"]:
+        pytest.skip("explorer.run does not call distributed.gather_ranks yet (integration)")
+    for res in results:
+        assert res["integrated"]["ranks"] == results[0]["table"]
+        assert res["integrated"]["findings"][:2] == results[0]["findings"][:2]
+        assert not any(i.startswith("module.") for i in res["integrated"]["node_ids"])
 
 
 def test_ddp_world4_detached_on_one_rank(tmp_path: Path) -> None:

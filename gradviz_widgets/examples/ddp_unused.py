@@ -64,8 +64,10 @@ def _train(ddp: nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int = 3) -> 
         try:
             opt.zero_grad()
             nn.functional.cross_entropy(ddp(x), y).backward()
-            stem = ddp.module.stem.weight.grad  # averaged over ranks when DDP synchronised
-            seen.append(f"step {step}: ok (stem.weight.grad norm {float(stem.norm()):.4f})")
+            stem = dict(ddp.named_parameters())["module.stem.weight"].grad
+            norm = float(stem.norm()) if stem is not None else float("nan")
+            # averaged over the ranks when DDP synchronised them, so equal on every rank
+            seen.append(f"step {step}: ok (stem.weight.grad norm {norm:.4f})")
             opt.step()
         except RuntimeError as e:
             text = str(e)
