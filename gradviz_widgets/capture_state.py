@@ -9,7 +9,8 @@ a module held under two names in the wrong order and leaves stand-ins behind).
 
 Besides parameters and buffers a forward can leave traces in:
 - plain tensor attributes (legacy `weight_norm` / `spectral_norm` recompute `module.weight` in a
-  forward pre-hook; models that cache an activation on `self`): put back, new ones removed;
+  forward pre-hook; models that cache an activation on `self`) and Python scalars (a forward's
+  `self.calls += 1`): put back, new ones removed;
 - `torch.Generator` objects kept as module attributes (a model's own dropout generator): their
   state is saved and set back, so runs neither advance nor depend on the user's stream;
 - `torch.nn.utils.parametrize.cached()`: its cache is emptied for the run (a cached weight made
@@ -71,10 +72,15 @@ def canonical_names(model: nn.Module) -> dict[str, str]:
     return out
 
 
+#: attribute values put back after a run (and removed when the run added them): tensors, and
+#: Python scalars a forward may update (`self.calls += 1`)
+_RESTORED = (torch.Tensor, int, float, bool, str, type(None))
+
+
 @dataclasses.dataclass
 class _Saved:
     slots: list[tuple[dict, str, Any]]  # (module dict, key, object it held)
-    attrs: list[tuple[nn.Module, dict[str, torch.Tensor]]]  # plain tensor attributes
+    attrs: list[tuple[nn.Module, dict[str, Any]]]  # plain tensor and scalar attributes
     generators: list[tuple[torch.Generator, torch.Tensor]]
     cache: dict
 
@@ -106,7 +112,7 @@ def _save(model: nn.Module) -> _Saved:
         for d in (module._parameters, module._buffers):
             slots += [(d, k, v) for k, v in d.items() if v is not None]
         attrs.append((module, {k: v for k, v in vars(module).items()
-                               if isinstance(v, torch.Tensor)}))
+                               if isinstance(v, _RESTORED)}))
         generators += [(g, g.get_state()) for g in vars(module).values()
                        if isinstance(g, torch.Generator)]
     return _Saved(slots, attrs, generators, dict(parametrize._cache))
@@ -115,11 +121,11 @@ def _save(model: nn.Module) -> _Saved:
 def _restore(saved: _Saved) -> None:
     for d, key, original in saved.slots:
         d[key] = original
-    for module, tensors in saved.attrs:
+    for module, values in saved.attrs:
         state = vars(module)
-        for k in [k for k, v in state.items() if isinstance(v, torch.Tensor) and k not in tensors]:
-            del state[k]  # a tensor the run left on the module (made from stand-ins)
-        state.update(tensors)
+        for k in [k for k, v in state.items() if isinstance(v, _RESTORED) and k not in values]:
+            del state[k]  # left on the module by the run (a tensor made from stand-ins)
+        state.update(values)
     for g, state in saved.generators:
         g.set_state(state)
     parametrize._cache.clear()
