@@ -31,6 +31,26 @@ def _emb_max_norm():
                 "nn.Embedding(max_norm=...): forward writes the weight in place (no_grad renorm)")
 
 
+class ClampsWeight(nn.Module):
+    """WGAN-style weight clipping inside forward: an in-place write to a parameter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin, self.out = nn.Linear(4, 4), nn.Linear(4, 2)
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.lin.weight.clamp_(-0.1, 0.1)
+        return self.out(torch.tanh(self.lin(x)))
+
+
+@case("forward_clamps_weight")
+def _clamps():
+    torch.manual_seed(0)
+    return Case(ClampsWeight(), torch.randn(2, 4), ce, _y(),
+                "forward clamps lin.weight in place under no_grad (weight clipping)")
+
+
 class StatefulForward(nn.Module):
     """A step-counter buffer, a Python call counter and a cached activation, all written in
     forward."""

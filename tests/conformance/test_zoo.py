@@ -28,7 +28,7 @@ class Outcome:
     ref: dict
     ref_loss: float
     report: object = None
-    hooked: object = None  # the report of a second run with module hooks on
+    hooked: object = None  # the report of a second run: hooks and an identity modifier on
     error: BaseException | None = None
     after_run: list = dataclasses.field(default_factory=list)
     after_close: list = dataclasses.field(default_factory=list)
@@ -77,6 +77,8 @@ def _hooked_run(ex, model):
     try:
         for path, kind in _hook_targets(model):
             ex.set_hook(path, kind)
+            if kind == "backward":
+                ex.set_modifier(path, scale=1.0)  # runs the baseline + modified pair
         return ex.run()
     except Exception as e:  # noqa: BLE001  (re-raised by test_norms_match_with_module_hooks_on)
         return e
@@ -104,12 +106,15 @@ def test_norms_match_plain_backward(name: str) -> None:
 
 @pytest.mark.parametrize("name", cases_for("norms_hooked"))
 def test_norms_match_with_module_hooks_on(name: str) -> None:
-    """Backward and forward hooks (fallback included) observe; they never change a number."""
+    """Backward and forward hooks (fallback included) observe and a scale-1 modifier changes no
+    bit: the norms stay, and no parameter is marked modified."""
     o = outcome(name)
     o.result()
     if isinstance(o.hooked, BaseException):
         raise o.hooked
     check_norms(o, o.hooked)
+    marked = {p.name: p.modified_by for p in o.hooked.params if p.modified_by}
+    assert not marked, f"marked modified by a scale-1 modifier: {marked}"
 
 
 def check_norms(o: Outcome, report) -> None:

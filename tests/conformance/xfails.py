@@ -1,19 +1,16 @@
 """Expected failures of today's engine: (test, case) -> "issue 9.<item>: what is wrong".
 
-Tests: norms, norms_hooked, status, module_norms, state_run, state_close (see test_zoo.py).
+Tests: norms, norms_hooked, rerun, status, module_norms, state_run, state_close (test_zoo.py).
 strict=True: a fix makes the test pass, the mark then fails the suite and must be removed.
+Marks removed after the engine fixed them: inplace-param-write (nn.Embedding(max_norm)) and
+python-attrs (forward's `self.calls += 1`), both for state_run and state_close.
 """
 
-_RENORM = ("issue 9.inplace-param-write: nn.Embedding(max_norm=0.5) renormalises rows in place "
-           "through the run's detached alias, so the user's emb.weight changes (value and "
-           "_version)")
-_PY_ATTRS = ("issue 9.python-attrs: forward's `self.calls += 1` persists on the model (0 -> 2 "
-             "after run + hooked run); buffers and tensor attributes are restored, plain Python "
-             "attributes are not")
+_CLAMP = ("issue 9.inplace-param-write: a forward that clamps lin.weight in place under no_grad "
+          "(weight clipping) writes through the run's alias into the user's weight (value and "
+          "_version change); the engine only reports it in findings")
 
 XFAIL: dict[tuple[str, str], str] = {
-    ("state_run", "embedding_max_norm"): _RENORM,
-    ("state_close", "embedding_max_norm"): _RENORM,
-    ("state_run", "forward_writes_state"): _PY_ATTRS,
-    ("state_close", "forward_writes_state"): _PY_ATTRS,
+    ("state_run", "forward_clamps_weight"): _CLAMP,
+    ("state_close", "forward_clamps_weight"): _CLAMP,
 }
