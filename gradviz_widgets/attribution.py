@@ -64,8 +64,11 @@ class ScopeTracker(TorchFunctionMode):
             post.remove()
 
     def release(self) -> None:
-        """Drop the references to autograd nodes (and through them, to activations)."""
-        self.owner = {}
+        """Drop the references to autograd nodes (and through them, to activations), newest
+        first: dropping a long chain leaf-side first recurses in C and can overflow the stack."""
+        owner, self.owner = self.owner, {}
+        while owner:
+            owner.popitem()
 
     def current(self) -> Scope:
         if self.in_loss:

@@ -131,5 +131,5 @@ def build_report(model, params, graph, leaf_pairs, zero_fractions, loss_value, h
         loss=loss_value, loss_description=how, params=tuple(records),
         module_norms=module_norms(model, norms_by_name),
         thresholds=thresholds, device=str(device), duration_s=duration, nonfinite_origin=nan_at,
-        findings=(*diagnose.findings(records, nan_at, loss_value), *notes), input_norms=inputs,
+        findings=(*diagnose.findings(records, nan_at, loss_value, graph), *notes), input_norms=inputs,
         host_syncs=syncs)
