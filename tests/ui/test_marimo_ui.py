@@ -1,0 +1,201 @@
+"""The explorer in marimo (``marimo run`` on tests/ui/marimo_app.py) in headless Chromium.
+
+marimo renders anywidgets itself (each inside a shadow root) and refuses classic ipywidgets,
+so the app shows the explorer's two anywidget parts, ``w.pane`` and ``w.chart``, and the
+composite ExplorerWidget (an ipywidgets VBox) shows marimo's "not supported" banner. Checked:
+the graph SVG and the chart's bars appear, a click on the gate's node marks it hooked, and
+the kernel reports the gate's backward hook (a run button re-runs a cell that prints it).
+See docs/frontends.md.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import ARTIFACTS, CHROMIUM, REPO, free_port, is_allowed, wait_until
+
+APP = Path(__file__).with_name("marimo_app.py")
+GATE_SELECTOR = '.gvw-pane g.node[aria-label^="AddmmBackward0"][aria-label*="module gate"]'
+NOT_SUPPORTED = "Jupyter widgets are not supported in marimo"
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class MarimoServer:
+    """``marimo run`` on a copy of the test app, all state (HOME, caches) in ``base``."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = base / "marimo.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 120) -> None:
+        home = self.base / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        app = shutil.copyfile(APP, self.base / "app.py")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "MARIMO"))}
+        env.update(
+            HOME=str(home),
+            XDG_CONFIG_HOME=str(home / ".config"),
+            XDG_CACHE_HOME=str(home / ".cache"),
+            XDG_STATE_HOME=str(home / ".state"),
+            MARIMO_SKIP_UPDATE_CHECK="1",
+            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+            NO_PROXY="127.0.0.1,localhost",
+            no_proxy="127.0.0.1,localhost",
+        )
+        cmd = [
+            sys.executable, "-m", "marimo", "run", "--headless", "--no-token", "--no-sandbox",
+            "--host", "127.0.0.1", "--port", str(self.port), str(app),
+        ]  # fmt: skip
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                cmd,
+                env=env,
+                cwd=self.base,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        wait_until(self._answers, timeout, f"marimo on port {self.port}", interval=0.3)
+
+    def _answers(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"marimo exited ({self.proc.returncode}):\n{self.log_tail()}")
+        try:
+            with _NO_PROXY.open(f"{self.url}/health", timeout=2) as r:
+                return r.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        self.proc = None
+
+
+@pytest.fixture(scope="module")
+def marimo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MarimoServer]:
+    pytest.importorskip("marimo", reason="marimo is not installed (pip install marimo)")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM} (set GRADVIZ_CHROMIUM)")
+    server = MarimoServer(tmp_path_factory.mktemp("marimo"))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "marimo-server.log").write_text(server.log_tail(20000), encoding="utf-8")
+
+
+class Page:
+    """A browser page with every non-loopback request aborted and dialogs/errors recorded."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+        self.blocked: list[str] = []
+        self.console: list[str] = []
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}"))
+        page.on("pageerror", lambda e: self.errors.append(f"{e}\n{e.stack}"))
+        page.on("dialog", self._dialog)
+        page.context.route("**/*", self._route)
+
+    def _route(self, route: Any) -> None:
+        if is_allowed(route.request.url):
+            route.continue_()
+        else:
+            self.blocked.append(route.request.url)
+            route.abort()
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(f"{dialog.type}: {dialog.message}")
+        dialog.dismiss()
+
+    def save(self, name: str) -> None:
+        ARTIFACTS.mkdir(exist_ok=True)
+        try:
+            self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+        except Exception as e:  # noqa: BLE001 - a screenshot is a diagnostic only
+            print("no screenshot:", e)
+        text = "## console\n" + "\n".join(self.console)
+        text += "\n\n## page errors\n" + "\n".join(self.errors)
+        text += "\n\n## dialogs\n" + "\n".join(self.dialogs)
+        text += "\n\n## blocked requests\n" + "\n".join(self.blocked)
+        (ARTIFACTS / f"{name}.log").write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def mpage(browser: Any, request: pytest.FixtureRequest) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(30_000)
+    page = Page(context.new_page())
+    try:
+        yield page
+    finally:
+        page.save(request.node.name)
+        context.close()
+
+
+def gate_node(page: Any) -> Any:
+    """The gate's op node: by accessible name; else any node whose visible text says gate."""
+    by_name = page.locator(GATE_SELECTOR)
+    if by_name.count():
+        return by_name.first
+    return page.locator(".gvw-pane g.node").filter(has_text="gate").first
+
+
+@pytest.mark.ui
+def test_marimo_graph_chart_and_gate_click(marimo_server: MarimoServer, mpage: Page) -> None:
+    page = mpage.page
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.goto(f"{marimo_server.url}/", wait_until="domcontentloaded", timeout=60_000)
+
+    # Playwright's CSS locators pierce the open shadow roots marimo renders anywidgets into
+    page.locator(".gvw-pane svg g.node").first.wait_for(state="attached", timeout=180_000)
+    page.locator(".js-plotly-plot .bars .point").first.wait_for(state="attached", timeout=90_000)
+    assert page.locator(".gvw-pane svg g.node").count() > 5
+    # the composite ExplorerWidget is a classic ipywidget: marimo shows its banner instead
+    page.get_by_text(NOT_SUPPORTED).first.wait_for(timeout=30_000)
+    assert page.locator(".widget-hbox").count() == 0  # no ipywidgets box drawn
+    page.screenshot(path=str(ARTIFACTS / "marimo_initial.png"))
+
+    # a click on the gate's node reaches ExplorerWidget.click_node in the kernel: the module
+    # gets a hook, the model re-runs, and the pane marks the hooked nodes
+    gate_node(page).click()
+    page.locator(".gvw-pane g.node.hooked").first.wait_for(state="attached", timeout=90_000)
+    # the kernel's own view: the run button re-runs the cell that prints ex.hooks
+    page.get_by_role("button", name="show hooks").click()
+    hooks = page.locator(".gvt-hooks").first
+    hooks.wait_for(timeout=60_000)
+    assert "('gate', 'backward')" in hooks.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "marimo_after_click.png"))
+
+    if mpage.blocked:
+        print("aborted non-loopback requests:", *mpage.blocked, sep="\n  ")
+    assert not mpage.errors, mpage.errors
+    assert not mpage.dialogs, mpage.dialogs
