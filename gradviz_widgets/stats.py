@@ -1,14 +1,17 @@
 """Gradient norms computed on the device and read back in one host sync, and health statuses.
 
-Norms accumulate in float64 (float32 on MPS, which has no float64): in float32 the squares of
-gradients below ~1e-19 underflow and a vanishing layer would read exactly 0.0. "zero" is decided by
-the elements (the largest |g| is exactly 0), never by the norm.
+Norms accumulate in float64 (float32 on MPS, which has no float64) and are exact at any size and
+magnitude: float32 squares underflow below ~1e-19, overflow above ~1.8e19 and float32 sums stop
+growing past ~2^24 elements. Counts are int64. "zero" is decided by the elements (the largest |g|
+is exactly 0), never by the norm.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import weakref
 from collections.abc import Sequence
 
 import torch
@@ -63,8 +66,141 @@ def accumulation_dtype(device: torch.device) -> torch.dtype:
     return torch.float32 if device.type == "mps" else torch.float64
 
 
+#: elements per chunk: on the CPU its float64 copy stays in the cache; elsewhere it bounds memory
+_CHUNK_CPU, _CHUNK_DEVICE = 1 << 18, 1 << 24
+
+
+def chunk_size(device: torch.device) -> int:
+    return _CHUNK_CPU if device.type == "cpu" else _CHUNK_DEVICE
+
+
+class Scratch:
+    """Chunk-sized work buffers, allocated once per run and reused for every tensor."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[tuple, torch.Tensor] = {}
+
+    def get(self, which: int, n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """Buffer `which` with room for n elements (its first n)."""
+        key = (which, dtype, device)
+        buf = self._bufs.get(key)
+        if buf is None or buf.numel() < n:
+            buf = self._bufs[key] = torch.empty(max(n, min(chunk_size(device), 4 * n)),
+                                                dtype=dtype, device=device)
+        return buf[:n]
+
+
+@functools.cache
+def squares_fit(dtype: torch.dtype, acc: torch.dtype) -> bool:
+    """Whether the square of every finite value of `dtype` is exact in `acc` and a sum of 2^40
+    of them cannot overflow: float32/16/bf16 in float64 yes, float64 in float64 no.
+
+    Example:
+        >>> squares_fit(torch.float32, torch.float64), squares_fit(torch.float64, torch.float64)
+        (True, False)
+    """
+    if not dtype.is_floating_point:
+        return True  # integers and bool: |x| <= 2^63
+    f, a = torch.finfo(dtype), torch.finfo(acc)
+    smallest = f.tiny * f.eps  # the smallest subnormal
+    exact = f.eps ** 2 >= 2 * a.eps  # twice the mantissa bits fit
+    return exact and f.max ** 2 * 2.0 ** 40 < a.max and smallest ** 2 >= a.tiny
+
+
+def pow2_exponent(top: torch.Tensor) -> torch.Tensor:
+    """e with 2^(e-1) <= top < 2^e (0 where top is 0, Inf or NaN), kept where 2^e and 2^-e are
+    normal numbers: multiplying by them is exact."""
+    e = torch.frexp(top).exponent
+    limit = math.frexp(torch.finfo(top.dtype).max)[1] - 4
+    e = torch.where(torch.isfinite(top) & (top > 0), e, torch.zeros_like(e))
+    return e.clamp(-limit, limit)
+
+
+def norms_and_maxes(grads: Sequence[torch.Tensor], acc: torch.dtype,
+                    scratch: Scratch | None = None) -> list[tuple[list[int], torch.Tensor]]:
+    """[L2 norm, max |g|] of dense tensors as `acc` numbers on their device, without a host sync:
+    groups of (indices into `grads`, their pairs interleaved).
+
+    Squares are summed in `acc` (float64), where those of float32/16/bf16 values are exact: norms
+    of any size and magnitude read within ~1e-13 of the exact value. On CUDA one fused kernel
+    per kind does this (`_foreach_norm(..., dtype=float64)` converts each element before
+    squaring); elsewhere chunks are copied to a float64 buffer (see `_chunked`). Where squares
+    would not fit (float64 gradients) chunks are first divided by a power of two near max |g|.
+
+    Example:
+        >>> x = torch.tensor([3e300, -4e300], dtype=torch.float64)
+        >>> [(i, v.tolist()) for i, v in norms_and_maxes([x, torch.zeros(0)], torch.float64)]
+        [([0, 1], [5e+300, 4e+300, 0.0, 0.0])]
+    """
+    flat = [_distinct(g.abs() if g.is_complex() else g) for g in grads]
+    scratch = scratch or Scratch()
+    if flat[0][0].device.type != "cuda":
+        return _chunked(list(range(len(flat))), flat, acc, scratch)
+    fused = [t for t, (x, _) in enumerate(flat) if x.numel() and squares_fit(x.dtype, acc)]
+    rest = sorted(set(range(len(flat))) - set(fused))  # float64 and empty gradients
+    return ([_fused(fused, flat, acc)] if fused else []) + (
+        _chunked(rest, flat, acc, scratch) if rest else [])
+
+
+def _fused(indices: list[int], flat: list[tuple[torch.Tensor, int]], acc: torch.dtype
+           ) -> tuple[list[int], torch.Tensor]:
+    """Two fused kernels for all these tensors (float32/16/bf16 may be mixed)."""
+    xs = [flat[t][0] for t in indices]
+    l2 = torch._foreach_norm(xs, 2, dtype=acc)
+    linf = torch._foreach_norm(xs, math.inf, dtype=acc)
+    repeats = [math.sqrt(flat[t][1]) for t in indices]
+    if any(r != 1.0 for r in repeats):
+        l2 = torch._foreach_mul(l2, repeats)
+    return indices, torch.stack([torch.stack(l2), torch.stack(linf)], 1).reshape(-1)
+
+
+def _chunked(indices: list[int], flat: list[tuple[torch.Tensor, int]], acc: torch.dtype,
+             scratch: Scratch) -> list[tuple[list[int], torch.Tensor]]:
+    """Chunks copied to a reused `acc` buffer, one dot product and one min/max per chunk;
+    tensors with the same chunk count are reduced together."""
+    device = flat[0][0].device
+    step = chunk_size(device)
+    buf = scratch.get(0, min(step, max(flat[t][0].numel() for t in indices)), acc, device)
+    zero = torch.zeros((), dtype=acc, device=device)
+    one, no_scale = torch.ones((), dtype=acc, device=device), zero.to(torch.int32)
+    groups: dict[tuple, tuple[list[int], list[torch.Tensor], list[torch.Tensor]]] = {}
+    for t in indices:
+        x, repeats = flat[t]
+        n = x.numel()
+        x = x.reshape(-1) if x.dim() != 1 else x
+        exponent = no_scale
+        fits = squares_fit(x.dtype, acc)
+        if not fits and n:
+            lo, hi = torch.aminmax(x)
+            exponent = pow2_exponent(torch.maximum(-lo, hi).to(acc))
+            scale = torch.ldexp(one, -exponent)
+        sums, ends = ([], []) if n else ([zero], [zero, zero])
+        for chunk in (x.split(step) if n > step else [x] if n else []):
+            b = buf[: chunk.numel()].copy_(chunk)
+            if not fits:
+                b.mul_(scale)
+            sums.append(torch.dot(b, b) * repeats if repeats > 1 else torch.dot(b, b))
+            ends += torch.aminmax(chunk if fits else b)  # float32 chunks: cheaper than b
+        group = groups.setdefault((len(sums), ends[0].dtype), ([], [], [], []))
+        for have, more in zip(group, ([t], sums, ends, [exponent])):
+            have.extend(more)
+    out = []
+    for (k, _), (members, sums, ends, exponents) in groups.items():
+        total = torch.stack(sums).view(len(members), k).sum(1)
+        lohi = torch.stack(ends).view(len(members), k, 2).to(acc)
+        top = torch.maximum(-lohi[..., 0].amin(1), lohi[..., 1].amax(1)).abs()
+        e = torch.stack(exponents)
+        pairs = torch.stack([torch.ldexp(total.sqrt(), e), torch.ldexp(top, e)], 1)
+        out.append((members, pairs.reshape(-1)))
+    return out
+
+
 class NormBatch:
     """Collects numbers as device tensors; `resolve()` reads them all back with one host sync.
+
+    Norms and counts are exact at any size and magnitude (see `norms_and_maxes`); a tensor queued
+    twice while alive (a gradient seen as one node's output and the next one's input) is
+    measured once.
 
     Example:
         >>> batch = NormBatch(torch.device("cpu"))
@@ -78,30 +214,42 @@ class NormBatch:
         self.dtype = accumulation_dtype(device)
         self._chunks: list[torch.Tensor] = []
         self._size = 0
+        self._seen: dict[tuple, tuple[weakref.ref, int]] = {}
+        self.scratch = Scratch()
         self.syncs = 0
 
     def add(self, grads: Sequence[torch.Tensor]) -> list[int]:
-        """Queue (L2 norm, max |g|) of each gradient, one fused kernel per kind; returns slots."""
-        if not grads:
-            return []
-        dense = [g.coalesce().values() if g.is_sparse else g for g in grads]
-        if dense[0].device.type == "cpu":
-            start = self.add_vector(torch.tensor(
-                [v for g in dense for v in _cpu_norm_pair(g)], dtype=self.dtype))
-            return list(range(start, start + 2 * len(grads), 2))
-        l2 = torch._foreach_norm(dense, 2, dtype=self.dtype)
-        linf = torch._foreach_norm(dense, math.inf)
-        pairs = torch.stack([torch.stack(l2), torch.stack(linf).to(self.dtype)], dim=1)
-        start = self.add_vector(pairs.flatten())
-        return list(range(start, start + 2 * len(grads), 2))
+        """Queue (L2 norm, max |g|) of each gradient; returns the slot of each pair."""
+        slots: list[int | None] = []
+        fresh: list[tuple[int, torch.Tensor, tuple | None]] = []
+        for i, g in enumerate(grads):
+            key = _identity(g) if g.device.type != "cuda" else None  # fused there: no gain
+            hit = self._seen.get(key) if key is not None else None
+            slots.append(hit[1] if hit is not None and hit[0]() is not None else None)
+            if slots[-1] is None:
+                fresh.append((i, g, key))
+        if fresh:
+            dense = [g.coalesce().values() if g.is_sparse else g for _, g, _ in fresh]
+            for indices, pairs in norms_and_maxes(dense, self.dtype, self.scratch):
+                start = self.add_vector(pairs)
+                for k, j in enumerate(indices):
+                    i, g, key = fresh[j]
+                    slots[i] = start + 2 * k
+                    if key is not None:
+                        self._seen[key] = (weakref.ref(g), start + 2 * k)
+        return [s for s in slots if s is not None]
 
     def add_nonzero_counts(self, grads: Sequence[torch.Tensor]) -> int:
-        """Queue the number of non-zero elements of each gradient (one fused kernel); returns
-        the slot of the first count."""
+        """Queue the number of non-zero elements of each gradient (exact: counted in int64);
+        returns the slot of the first count."""
         if not grads:
             return self._size
-        dense = [g.coalesce().values() if g.is_sparse else g for g in grads]
-        return self.add_vector(torch.stack(torch._foreach_norm(dense, 0)))
+        counts = []
+        for g in grads:
+            x, repeats = _distinct(g.coalesce().values() if g.is_sparse else g)
+            counts.append(torch.count_nonzero(x) * repeats if repeats > 1 else
+                          torch.count_nonzero(x))
+        return self.add_vector(torch.stack(counts))
 
     def add_scalar(self, value: torch.Tensor) -> int:
         """Queue any 0-d tensor (a loss value, a flag); returns its slot."""
@@ -116,6 +264,7 @@ class NormBatch:
 
     def resolve(self) -> list[float]:
         """All queued numbers as Python floats: the single host synchronisation of a run."""
+        self._seen, self.scratch = {}, Scratch()
         if not self._chunks:
             return []
         target = self._chunks[0].device
@@ -130,24 +279,15 @@ class NormBatch:
         return values[slot], values[slot + 1]
 
 
-#: float32 squares stay exact (no underflow, no overflow) for max |g| inside this range
-_SAFE_FLOAT32 = (1e-18, 1e18)
-
-
-def _cpu_norm_pair(g: torch.Tensor) -> tuple[float, float]:
-    """(L2, max |g|) of a CPU tensor. On the CPU there is no device to wait for, so max |g| is
-    read first and decides the accumulation: float32 where its squares are safe (the common
-    case, ~20x cheaper than converting to float64), float64 where tiny or huge values would
-    underflow or overflow (vanishing layers must not read 0.0)."""
-    if g.numel() == 0:
-        return 0.0, 0.0
-    x, repeats = _distinct(g.abs() if g.is_complex() else g)
-    lo, hi = torch.aminmax(x)
-    top = max(-lo.item(), hi.item()) if not torch.isnan(lo) else math.nan
-    safe = x.dtype in (torch.float32, torch.float16, torch.bfloat16) and \
-        _SAFE_FLOAT32[0] < top < _SAFE_FLOAT32[1]
-    norm = torch.linalg.vector_norm(x, dtype=torch.float32 if safe else torch.float64).item()
-    return norm * math.sqrt(repeats), top
+def _identity(g: torch.Tensor) -> tuple | None:
+    """What makes two live tensors hold the same values (None: do not share)."""
+    if g.layout != torch.strided or g.device.type == "meta":
+        return None
+    try:
+        return (g.data_ptr(), g.dtype, tuple(g.shape), g.stride(), g.storage_offset(),
+                g._version, g.device)
+    except RuntimeError:  # tensors without storage (fake, functorch wrappers)
+        return None
 
 
 def _distinct(g: torch.Tensor) -> tuple[torch.Tensor, int]:

@@ -1,14 +1,17 @@
-"""Summaries of one tensor (norm, range, NaN/Inf counts, a small histogram), queued without sync."""
+"""Summaries of one tensor (norm, range, NaN/Inf counts, a small histogram), queued without sync.
+
+Exact at any size and magnitude, like the gradient norms of `stats`."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import weakref
+from collections.abc import Iterator
 
 import torch
 
-from .stats import NormBatch
+from .stats import NormBatch, Scratch, chunk_size, pow2_exponent, squares_fit
 
 HIST_BINS = 16
 _FIELDS = 8  # norm, min, max, mean, nan, inf, finite count, numel
@@ -55,56 +58,62 @@ def queue_stats(t: torch.Tensor, batch: NormBatch) -> PendingStats:
         x = x.coalesce().values()
     if x.is_complex():
         x = x.abs()
-    x = x.reshape(-1)
-    if x.device.type == "cpu" and x.numel():
-        fast = _cpu_stats(x)
-        if fast is not None:
-            slot = batch.add_vector(torch.tensor(fast, dtype=batch.dtype))
-            return PendingStats(tuple(t.shape), str(t.dtype).replace("torch.", ""), slot)
-    x = x.to(batch.dtype)
-    finite = torch.isfinite(x)
-    n_finite = finite.sum()
-    # torch.full, not torch.tensor: a Python scalar copied to a GPU is a host sync per tensor
-    big = torch.full((), math.inf, dtype=x.dtype, device=x.device)
-    lo = torch.where(finite, x, big).amin() if x.numel() else big * 0
-    hi = torch.where(finite, x, -big).amax() if x.numel() else big * 0
-    clean = torch.where(finite, x, torch.zeros_like(x))
-    head = torch.stack([
-        torch.linalg.vector_norm(x),
-        lo, hi,
-        clean.sum() / n_finite.clamp(min=1),
-        torch.isnan(x).sum().to(x.dtype),
-        torch.isinf(x).sum().to(x.dtype),
-        n_finite.to(x.dtype),
-        torch.full((), float(x.numel()), dtype=x.dtype, device=x.device),
-    ])
-    width = (hi - lo).clamp(min=torch.finfo(x.dtype).tiny)
-    idx = ((clean - lo) / width * HIST_BINS).floor().clamp(0, HIST_BINS - 1).long()
-    idx = torch.where(finite, idx, torch.full_like(idx, HIST_BINS))  # non-finite: dropped bin
-    counts = torch.zeros(HIST_BINS + 1, dtype=x.dtype, device=x.device)
-    counts.scatter_add_(0, idx, torch.ones_like(x))
-    slot = batch.add_vector(torch.cat([head, counts[:HIST_BINS]]))
+    slot = batch.add_vector(stats_vector(x.reshape(-1), batch.dtype, batch.scratch))
     return PendingStats(tuple(t.shape), str(t.dtype).replace("torch.", ""), slot)
 
 
-def _cpu_stats(x: torch.Tensor) -> list[float] | None:
-    """The same numbers in a few float32 passes when `x` (CPU, flat) has no NaN/Inf and no
-    extreme values; None sends it to the exact path."""
-    xf = x if x.dtype in (torch.float32, torch.float64) else x.float()
-    total = xf.sum().item()
-    if not math.isfinite(total):
-        return None  # NaN/Inf inside (or a sum that overflows): count them exactly
-    lo, hi = (v.item() for v in torch.aminmax(xf))
-    top = max(-lo, hi)
-    if not (top == 0.0 or 1e-18 < top < 1e18):
-        return None  # squares would underflow or overflow in float32
-    n = xf.numel()
-    norm = torch.linalg.vector_norm(xf).item()
-    if hi > lo:
-        counts = torch.histc(xf, bins=HIST_BINS, min=lo, max=hi).tolist()
-    else:
-        counts = [float(n)] + [0.0] * (HIST_BINS - 1)
-    return [norm, lo, hi, total / n, 0.0, 0.0, float(n), float(n), *counts]
+def stats_vector(x: torch.Tensor, acc: torch.dtype, scratch: Scratch | None = None
+                 ) -> torch.Tensor:
+    """The _FIELDS + HIST_BINS numbers of a flat tensor, exact at any size and magnitude and
+    without a host sync: chunks are copied to `acc` (float64; float64 tensors are divided by a
+    power of two near their largest finite |x| first), counts are exact integers.
+
+    Example:
+        >>> stats_vector(torch.tensor([3.0, 4.0, float("nan")]), torch.float64)[:8].tolist()
+        [nan, 3.0, 4.0, 3.5, 1.0, 0.0, 2.0, 3.0]
+    """
+    n = x.numel()
+    if n == 0:
+        return torch.zeros(_FIELDS + HIST_BINS, dtype=acc, device=x.device)
+    scratch = scratch or Scratch()
+    size = min(chunk_size(x.device), n)
+    buf, tmp = scratch.get(1, size, acc, x.device), scratch.get(2, size, acc, x.device)
+    one = torch.ones((), dtype=acc, device=x.device)
+    exponent = torch.zeros((), dtype=torch.int32, device=x.device)
+    scaled = not squares_fit(x.dtype, acc)
+    if scaled:
+        exponent = pow2_exponent(torch.nan_to_num(x.abs(), 0.0, 0.0, 0.0).amax().to(acc))
+    scale, big = torch.ldexp(one, -exponent), torch.finfo(acc).max
+
+    def chunks() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for chunk in x.split(size):
+            b = buf[: chunk.numel()].copy_(chunk)
+            yield (b.mul_(scale) if scaled else b), tmp[: chunk.numel()]
+
+    parts = []  # per chunk: sum of squares, finite sum, finite min, finite max, NaN, non-finite
+    for b, t in chunks():
+        norm2 = torch.dot(b, b)
+        total = torch.nan_to_num(b, 0.0, 0.0, 0.0, out=t).sum()
+        nonfinite = torch.count_nonzero(t != b)
+        lo = torch.nan_to_num(b, big, big, big, out=t).amin()
+        hi = torch.nan_to_num(b, -big, -big, -big, out=t).amax()
+        parts += [norm2, total, lo, hi, torch.count_nonzero(b != b).to(acc), nonfinite.to(acc)]
+    p = torch.stack(parts).view(-1, 6)
+    lo, hi, n_nan, n_bad = p[:, 2].amin(), p[:, 3].amax(), p[:, 4].sum(), p[:, 5].sum()
+    n_finite = n - n_bad
+    per_bin = (HIST_BINS / (hi - lo)).clamp(max=big)  # one value: all in the first bin
+    counts = torch.zeros(HIST_BINS + 1, dtype=torch.int64, device=x.device)
+    for b, t in chunks():  # second pass: the bins need the finite range of the whole tensor
+        torch.sub(b, lo, out=t).mul_(per_bin).nan_to_num_(-1.0, -1.0, -1.0)  # non-finite: -1
+        idx = t.floor_().clamp_(max=HIST_BINS - 1).add_(1).long()  # 0: dropped, 1..: the bins
+        counts.scatter_add_(0, idx, torch.ones((), dtype=torch.int64, device=x.device
+                                               ).expand(idx.numel()))
+    unscale = torch.ldexp(one, exponent)
+    head = torch.stack([
+        p[:, 0].sum().sqrt() * unscale, lo * unscale, hi * unscale,
+        p[:, 1].sum() / n_finite.clamp(min=1) * unscale,
+        n_nan, n_bad - n_nan, n_finite, torch.full_like(one, float(n))])
+    return torch.cat([head, counts[1:].to(acc)])
 
 
 class StatsCache:
