@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -79,7 +81,10 @@ def test_widget_figures_mark_nan_none_and_anomalies(tmp_path):
     view = watch.show()
     first = view.updates
     train(3, bad=1)  # NaN from step 4 on
-    watch.history()  # waits for the writer: the live view refreshed from its thread
+    watch.history()  # waits for the writer: the live view refreshes from its thread
+    deadline = time.monotonic() + 5
+    while view.updates == first and time.monotonic() < deadline:
+        time.sleep(0.05)  # a redraw < 0.25 s after the last one waits for the next tick
     assert view.updates > first
     heat, lines = view.figures()
     names = heat["data"][0]["y"]

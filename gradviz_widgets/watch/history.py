@@ -34,7 +34,7 @@ def minmax_downsample(steps: Sequence[int] | np.ndarray, values: Sequence[float]
     Example:
         >>> s, v = minmax_downsample(range(8), [1, 9, 1, 1, 1, 0.5, 1, 1], 2)
         >>> s.tolist(), v.tolist()
-        ([0, 1, 5, 6], [1.0, 9.0, 0.5, 1.0])
+        ([0, 1, 4, 5], [1.0, 9.0, 1.0, 0.5])
     """
     steps = np.asarray(steps)
     values = np.asarray(values, dtype=np.float64)

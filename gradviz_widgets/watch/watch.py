@@ -38,7 +38,7 @@ class GradWatch:
         >>> for _ in range(3):
         ...     opt.zero_grad(); nn.functional.cross_entropy(net(x), y).backward(); opt.step()
         >>> h = watch.history()
-        >>> len(h), h.step.max(), h[h.param == "gate.weight"].status.iloc[0]
+        >>> len(h), int(h.step.max()), h[h.param == "gate.weight"].status.iloc[0]
         (24, 2, 'zero')
         >>> watch.close()
     """

@@ -166,11 +166,13 @@ class WatchWidget:
     def __init__(self, source: Any, selected: list[str] | None = None,
                  refresh_s: float = 0.25) -> None:
         import ipywidgets as w
+        import pandas  # noqa: F401  plotly imports it lazily: never first from the writer thread
         import plotly.graph_objects as go
 
         self.source = source
         self.refresh_s = max(refresh_s, 0.25)  # at most ~4 updates a second
         self.updates = 0
+        self._dirty = False
         self._last = 0.0
         self._lock = threading.Lock()
         self._overview = source.overview()
@@ -206,7 +208,8 @@ class WatchWidget:
         self.refresh(force=True)
 
     def _on_flush(self, writer: Any, chunk: Any) -> None:
-        self.refresh()
+        if chunk is not None or self._dirty:
+            self._dirty = not self.refresh()
 
     def figures(self) -> tuple[dict, dict]:
         """The two figure dicts as they are now (what the widget shows)."""

@@ -145,6 +145,7 @@ class Writer(threading.Thread):
     def _flush(self) -> None:
         self._last_flush = time.monotonic()
         if not self._rows and not self._new_anomalies:
+            self._notify(None)  # lets a throttled live view catch up
             return
         if self._rows:
             width = max(len(s) for _, _, s in self._rows)
@@ -159,6 +160,9 @@ class Writer(threading.Thread):
             chunk = None
         self.steps_written += len(self._rows)
         self._rows, self._new_anomalies = [], []
+        self._notify(chunk)
+
+    def _notify(self, chunk: Chunk | None) -> None:
         for listener in list(self.listeners):
             try:
                 listener(self, chunk)
