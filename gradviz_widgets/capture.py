@@ -84,6 +84,7 @@ def capture(
     thresholds = check_thresholds(thresholds)
     _check_something_trainable(model, sample_input)
     run_device = resolve_device(device, model)
+    model = runner  # wrappers are see-through: names and the graph are the user's module's
     with torch.inference_mode(False), torch.enable_grad():
         return _capture(model, runner, sample_input, loss_fn, target, run_device, seed,
                         thresholds, track_flow, hooks, notes=(wrapped,) if wrapped else ())

@@ -26,20 +26,21 @@ def unwrap_compiled(model: nn.Module) -> tuple[nn.Module, str | None]:
     """The module a run calls, and a note for the findings. A `torch.compile`d model is run
     through its original module (`compiled._orig_mod`), a DistributedDataParallel or
     DataParallel one through `.module` (no collective, no replica); the wrapper is not called.
-    Names stay those of the object the user passed (`_orig_mod.fc.weight`, `module.fc.weight`)."""
+    Names, module paths and graph ids are the wrapped module's (`fc.weight`, not
+    `_orig_mod.fc.weight` or `module.fc.weight`): the wrapper is see-through."""
     notes = []
     while True:
         inner = getattr(model, "_orig_mod", None)
         kind = next((c.__name__ for c in type(model).__mro__ if c.__name__ in _WRAPPERS), None)
         if isinstance(inner, nn.Module) and type(model).__module__.startswith("torch._dynamo"):
             notes.append("torch.compile'd model: explored its original module "
-                         "(compiled._orig_mod) run eagerly, so names start with '_orig_mod.'; "
+                         "(compiled._orig_mod) run eagerly, names without the '_orig_mod.' prefix; "
                          "the compiled code was not used")
             model = inner
         elif kind and isinstance(getattr(model, "module", None), nn.Module):
             notes.append(f"{kind}: explored its module ({kind.lower()}.module) on this process "
-                         "alone; the gradients are this rank's local ones, before any "
-                         "averaging across ranks")
+                         "alone (names without the 'module.' prefix); the gradients are this "
+                         "rank's local ones, before any averaging across ranks")
             model = model.module
         else:
             return model, "; ".join(notes) or None
@@ -59,7 +60,10 @@ def check_model(model: nn.Module) -> None:
                 "parameter, so per-parameter gradient norms cannot be measured here. Explore an "
                 "unsharded copy on one process: build the same model without fully_shard / FSDP "
                 "and load the full state dict (e.g. torch.distributed.checkpoint's "
-                "get_model_state_dict(..., options=StateDictOptions(full_state_dict=True))).")
+                "get_model_state_dict(..., options=StateDictOptions(full_state_dict=True))). "
+                "For the norms of the averaged gradients on every rank, call "
+                "gradviz_widgets.distributed_fsdp.fsdp_param_stats(fsdp_gradients(model, x, "
+                "loss_fn=...)) on every rank (see docs/distributed.md).")
         if path and type(module).__module__.startswith("torch._dynamo") and \
                 isinstance(getattr(module, "_orig_mod", None), nn.Module):
             raise GradExplorerError(

@@ -237,3 +237,19 @@ def _ranks(ranks: list[int]) -> str:
 
 __all__ = ["DDP_ERROR", "REASONS", "RankParam", "RanksSummary", "gather_ranks", "rank_findings",
            "reason_code", "unwrap"]
+
+
+def gathers_ranks(model: nn.Module, ranks: bool | None) -> bool:
+    """Whether a run gathers every rank's statuses: as asked, else for a DDP model in an
+    initialised process group of more than one rank (every rank must then call run())."""
+    if ranks is not None:
+        return ranks
+    return (unwrap(model)[1] == "DistributedDataParallel" and dist.is_available()
+            and dist.is_initialized() and dist.get_world_size() > 1)
+
+
+def with_ranks(report: GradReport, model: nn.Module) -> GradReport:
+    """`report` with `ranks` (rank -> parameter -> RankParam) and the cross-rank findings first."""
+    summary = gather_ranks(report, ddp=model)
+    return dataclasses.replace(report, ranks=summary.table,
+                               findings=(*summary.findings, *report.findings))

@@ -18,8 +18,10 @@ from .checks import (
     check_model,
     check_seed,
     check_thresholds,
+    unwrap_compiled,
 )
 from .devices import available_devices, model_device, resolve_device
+from .distributed import gathers_ranks, with_ranks
 from .errors import GradExplorerError
 from .graph import GradGraph
 from .hook_config import DEFAULT_KIND
@@ -54,6 +56,7 @@ class GradExplorer:
         track_flow: bool = True,
         keep_tensors: bool = False,
         history: int = 20,
+        ranks: bool | None = None,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -62,6 +65,8 @@ class GradExplorer:
         if isinstance(history, bool) or not isinstance(history, int) or history < 1:
             raise GradExplorerError(f"history must be an int >= 1, got {history!r}")
         self._model: nn.Module | None = model
+        self._inner: nn.Module | None = unwrap_compiled(model)[0]  # wrappers: see-through
+        self._ranks = check_flag("ranks", ranks) if ranks is not None else None
         self.sample_input = sample_input
         self.loss_fn = loss_fn
         self.target = target
@@ -69,7 +74,7 @@ class GradExplorer:
         self.seed = check_seed(seed)
         self.thresholds = check_thresholds(thresholds)
         self.track_flow = check_flag("track_flow", track_flow)
-        self._hooks = HookManager(model, keep_tensors=check_flag("keep_tensors", keep_tensors))
+        self._hooks = HookManager(self._inner, keep_tensors=check_flag("keep_tensors", keep_tensors))
         self._last: Capture | None = None
         self._ran_with: tuple = ()
         self.history: list[GradReport] = []
@@ -104,6 +109,8 @@ class GradExplorer:
         if baseline is not None:
             result = dataclasses.replace(result, report=_mark_modified(
                 result.report, baseline.report, self._hooks.modifiers))
+        if gathers_ranks(self.model, self._ranks):  # one all_gather: every rank runs this
+            result = dataclasses.replace(result, report=with_ranks(result.report, self.model))
         self._last = result
         self._ran_with = self._settings()
         self.history.append(result.report)
@@ -269,7 +276,7 @@ class GradExplorer:
         self._hooks.events = []
         self._last = None
         self.history.clear()
-        self._model = None  # the explorer no longer keeps the model alive
+        self._model = self._inner = None  # the explorer no longer keeps the model alive
         self.closed = True
 
     def _check_open(self) -> None:

@@ -56,6 +56,8 @@ class GradReport:
     findings: tuple[str, ...] = ()
     input_norms: Mapping[str, float | None] = dataclasses.field(default_factory=dict)
     host_syncs: int = 1
+    # under DDP with ranks gathered: rank -> parameter -> (status, none reason, norm)
+    ranks: Mapping[int, Mapping[str, tuple]] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "module_norms", MappingProxyType(dict(self.module_norms)))
