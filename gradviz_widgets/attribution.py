@@ -26,6 +26,41 @@ Call = tuple[str, int]
 Scope = tuple[Call, ...]
 
 
+_INPLACE_DUNDERS = frozenset({
+    "__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
+    "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
+    "__imatmul__"})
+
+
+class WritesParameter(BaseException):  # noqa: N818 - not an error: a signal to rerun
+    """Raised before an op writes in place into the storage of a parameter the run aliases.
+
+    A BaseException, so that a forward's own `except Exception` does not swallow it; capture
+    catches it and runs again with a copy of that parameter.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _write_targets(func: Any, args: tuple, kwargs: dict | None) -> list[Any]:
+    """The tensors `func` writes into in place (empty for out-of-place ops)."""
+    name = getattr(func, "__name__", "")
+    out = (kwargs or {}).get("out")
+    targets = [] if out is None else [out]
+    if args and ((name.endswith("_") and not name.startswith("__")) or name in _INPLACE_DUNDERS):
+        targets.append(args[0])
+    return targets
+
+
+def _storage(t: Any) -> int | None:
+    try:
+        return t.untyped_storage().data_ptr() if isinstance(t, torch.Tensor) else None
+    except (RuntimeError, NotImplementedError):  # sparse, meta, ...
+        return None
+
+
 class ScopeTracker(TorchFunctionMode):
     """Attributes grad_fn nodes to module calls while active.
 
@@ -50,6 +85,9 @@ class ScopeTracker(TorchFunctionMode):
         #: node -> scope; strong references, dropped by `release()` once the graph is built.
         self.owner: dict[Any, Scope] = {}
         self.in_loss = False
+        #: storage pointer -> parameter name, for parameters whose stand-in is an alias: an
+        #: in-place write into one raises WritesParameter before it happens
+        self.guard: dict[int, str] = {}
 
     @contextlib.contextmanager
     def tracking(self) -> Iterator[ScopeTracker]:
@@ -100,6 +138,11 @@ class ScopeTracker(TorchFunctionMode):
             self.stack.pop()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        if self.guard:
+            for t in _write_targets(func, args, kwargs):
+                hit = self.guard.get(_storage(t))  # type: ignore[arg-type]
+                if hit is not None:
+                    raise WritesParameter(hit)
         out = func(*args, **(kwargs or {}))
         self.claim(out)
         return out

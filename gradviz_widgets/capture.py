@@ -23,10 +23,10 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from .attribution import ScopeTracker
+from .attribution import ScopeTracker, WritesParameter
 from .backward import REENTRANT_CHECKPOINT, gradients, summed
 from .capture_report import build_report, freeze_graph
-from .capture_state import StandIns, forked_rng, make_stand_ins, swapped
+from .capture_state import StandIns, aliased_storages, forked_rng, make_stand_ins, swapped
 from .checks import check_loss_args, check_model, check_seed, check_thresholds, unwrap_compiled
 from .devices import resolve_device
 from .errors import GradExplorerError
@@ -85,20 +85,34 @@ def capture(
     _check_something_trainable(model, sample_input)
     run_device = resolve_device(device, model)
     model = runner  # wrappers are see-through: names and the graph are the user's module's
-    with torch.inference_mode(False), torch.enable_grad():
-        return _capture(model, runner, sample_input, loss_fn, target, run_device, seed,
-                        thresholds, track_flow, hooks, notes=(wrapped,) if wrapped else ())
+    notes = (wrapped,) if wrapped else ()
+    copied: frozenset[str] = frozenset()
+    while True:  # each rerun copies one more parameter the forward writes into
+        try:
+            with torch.inference_mode(False), torch.enable_grad():
+                return _capture(model, runner, sample_input, loss_fn, target, run_device, seed,
+                                thresholds, track_flow, hooks, notes, copied)
+        except WritesParameter as w:
+            if w.name in copied:
+                raise GradExplorerError(f"forward writes into parameter {w.name!r} in place "
+                                        "even through a copy; please report this") from None
+            copied = copied | {w.name}
 
 
 def _capture(model, runner, sample_input, loss_fn, target, run_device, seed,  # noqa: ANN001
-             thresholds, track_flow, hooks, notes=()) -> Capture:
-    """One run; `runner` is the module called (the model, or what a wrapper wraps)."""
+             thresholds, track_flow, hooks, notes, copied) -> Capture:
+    """One run; `runner` is the module called (the model, or what a wrapper wraps);
+    `copied` names parameters that get a copy instead of an alias (the forward writes them)."""
     started = time.perf_counter()
     prepared = CallArgs.from_sample(sample_input).prepared(run_device)
-    stand_ins = make_stand_ins(model, run_device)
+    stand_ins = make_stand_ins(model, run_device, copied)
     params = stand_ins.params
     target_here = _to_device(target, run_device)
     tracker = ScopeTracker(model)
+    tracker.guard = aliased_storages(stand_ins)
+    if copied:
+        notes = (*notes, f"the forward writes into {', '.join(sorted(copied))} in place (e.g. a "
+                 "weight constraint); the run used a copy, so the model was not changed")
     batch = NormBatch(run_device)
     raw: RawGraph | None = None
     hook_ctx = hooks.attached(model, batch) if hooks else contextlib.nullcontext()

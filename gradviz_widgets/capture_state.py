@@ -47,8 +47,10 @@ class StandIns:
         return {name: p for name, p in self.real.values()}
 
 
-def make_stand_ins(model: nn.Module, device: torch.device) -> StandIns:
-    """Leaf aliases of the parameters (copies when on another device), copies of the buffers."""
+def make_stand_ins(model: nn.Module, device: torch.device,
+                   copied: frozenset[str] = frozenset()) -> StandIns:
+    """Leaf aliases of the parameters (copies when on another device, and for the names in
+    `copied`: parameters the forward writes into in place), copies of the buffers."""
     params: dict[str, torch.Tensor] = {}
     real: dict[int, tuple[str, torch.Tensor]] = {}
     # modules that write into their weight during forward get a copy, not an alias
@@ -56,11 +58,26 @@ def make_stand_ins(model: nn.Module, device: torch.device) -> StandIns:
                 if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.max_norm is not None}
     for name, p in model.named_parameters():
         alias = p.detach() if p.device == device and id(p) not in renormed \
+            and name not in copied \
             else p.detach().to(device, copy=True)
         params[name] = alias.requires_grad_(p.requires_grad)
         real[id(p)] = (name, p)
     buffers = {id(b): b.detach().to(device, copy=True) for b in model.buffers()}
     return StandIns(params, real, buffers)
+
+
+def aliased_storages(stand_ins: StandIns) -> dict[int, str]:
+    """storage pointer -> parameter name, for stand-ins that share the real parameter's memory."""
+    out = {}
+    for name, p in stand_ins.real.values():
+        stand_in = stand_ins.params[name]
+        try:
+            ptr = stand_in.untyped_storage().data_ptr()
+            if ptr and ptr == p.untyped_storage().data_ptr():
+                out[ptr] = name
+        except (RuntimeError, NotImplementedError):  # sparse or meta: nothing to guard
+            continue
+    return out
 
 
 def canonical_names(model: nn.Module) -> dict[str, str]:
