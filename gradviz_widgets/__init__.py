@@ -20,6 +20,7 @@ __all__ = [
     "GradGraph",
     "GradNode",
     "GradReport",
+    "GradWatch",
     "ParamRecord",
     "Thresholds",
     "__version__",

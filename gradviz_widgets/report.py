@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 from .stats import Thresholds
 
@@ -92,6 +93,13 @@ class GradReport:
     def rows(self) -> list[dict]:
         """One plain dict per parameter (for tables, CSV and JSON)."""
         return [dataclasses.asdict(p) for p in self.params]
+
+    def compare(self, other: GradReport) -> Any:
+        """This run (a) next to `other` (b): a pandas DataFrame indexed by parameter with
+        norm_a, norm_b, ratio (b / a), status_a, status_b and status_changed."""
+        from .compare import compare_reports
+
+        return compare_reports(self, other)
 
     def summary(self) -> str:
         """One line for a status bar."""

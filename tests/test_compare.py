@@ -22,7 +22,8 @@ def test_before_and_after_reviving_the_gate() -> None:
     with torch.no_grad():
         fixed.gate.bias.fill_(1.0)  # the gate opens: its gradient comes back
     after = GradExplorer(fixed, x, loss_fn=CE, target=y).run()
-    table = compare_reports(before, after)
+    table = before.compare(after)
+    assert table.equals(compare_reports(before, after))
     assert list(table.index) == [p.name for p in before.params]
     assert list(table.columns[:5]) == ["module", "norm_a", "norm_b", "ratio", "status_a"]
     gate = table.loc["gate.weight"]
