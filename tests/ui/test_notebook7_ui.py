@@ -7,6 +7,7 @@ Only user-visible behaviour is checked, so the test survives reworks of the widg
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import urllib.error
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness import ARTIFACTS, JupyterLabServer, LabPage, wait_until
+from harness import ARTIFACTS, CHROMIUM, JupyterLabServer, LabPage, wait_until
 
 CELLS = [
     """from torch import nn
@@ -75,6 +76,8 @@ class NotebookServer(JupyterLabServer):
 def nb_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NotebookServer]:
     if _notebook_version() < (7,):
         pytest.skip("needs Notebook 7 (notebook>=7)")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM} (set GRADVIZ_CHROMIUM)")
     server = NotebookServer(tmp_path_factory.mktemp("notebook7"))
     try:
         server.start()
