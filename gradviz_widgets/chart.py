@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .render import STATUS_STYLE, format_norm, html_text
+from .render import STATUS_STYLE, format_norm, plain_text
 from .report import GradReport
 from .stats import classify, combine_norms
 
@@ -78,11 +78,11 @@ def figure_dict(report: GradReport, mode: str = "param", selected_module: str | 
         patterns.append(PATTERNS[s])
         widths.append(3 if selected_module is not None and r["module"] == selected_module else 1)
     # names are user text: Plotly renders <b>, <br>, <a> in ticks and hover, so show them escaped
-    x = [[html_text(r["module"] or "(root)") for r in rows],
-         [html_text(_short(r["name"], r["module"])) for r in rows]] \
-        if mode == "param" else [html_text(r["name"]) for r in rows]
+    x = [[plotly_text(r["module"] or "(root)") for r in rows],
+         [plotly_text(_short(r["name"], r["module"])) for r in rows]] \
+        if mode == "param" else [plotly_text(r["name"]) for r in rows]
     # [0] name and [1] module stay raw (a bar click looks them up); [3] and [4] are shown
-    custom = [[r["name"], r["module"], r["status"], html_text(r["reason"] or ""), html_text(r["name"])]
+    custom = [[r["name"], r["module"], r["status"], plotly_text(r["reason"] or ""), plotly_text(r["name"])]
               for r in rows]
     data = [{
         "type": "bar", "name": "gradient norm", "x": x, "y": y, "text": text,
@@ -112,6 +112,17 @@ def figure_dict(report: GradReport, mode: str = "param", selected_module: str | 
                         _hlabel(th.exploding, f"exploding > {th.exploding:g}", "#e69f00")],
     }
     return {"data": data, "layout": layout}
+
+
+def plotly_text(text: object) -> str:
+    """User text for Plotly's pseudo-HTML (ticks, hover): `&`, `<`, `>` as entities, which
+    Plotly decodes for display (it leaves `&quot;` as typed, so quotes stay as they are).
+
+    Example:
+        >>> plotly_text('<b>"x"</b>')
+        '&lt;b&gt;"x"&lt;/b&gt;'
+    """
+    return plain_text(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _short(name: str, module: str) -> str:

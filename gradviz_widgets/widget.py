@@ -79,10 +79,14 @@ class ExplorerWidget(W.VBox):
         self._quiet = False  # set while Python writes a control's value (no observer action)
 
         self.pane = GraphPane(height=height)
-        self.chart = go.FigureWidget()
-        self.chart.layout.update(height=460, width=CHART_WIDTH, autosize=False)
         self.readout = W.HTML(readout_html([], None, {}))
         first_error = self._first_run()
+        # the first figure goes into the constructor: plotly's front end applies trace and
+        # layout messages only once its module has loaded, so data added before that is lost
+        first = figure_dict(explorer.report, chart_mode) if first_error is None else {}
+        self.chart = go.FigureWidget(first)
+        self.chart.layout.update(width=CHART_WIDTH, height=460, autosize=False)
+        self._clickable: Any = None
         self._build_toolbar(hook_kind, chart_mode)
         g = self.guard.wrap
         self.pane.on_node_click(g(self.click_node))
@@ -369,12 +373,14 @@ class ExplorerWidget(W.VBox):
                 self.chart.data = ()
                 for trace in fig["data"]:
                     self.chart.add_trace(trace)
-                self.chart.data[0].on_click(self.guard.wrap(self._bar_clicked))
             else:
                 for trace, new in zip(self.chart.data, fig["data"]):
                     trace.update(new, overwrite=True)
             self.chart.layout.update(fig["layout"], overwrite=True)
             self.chart.layout.update(width=CHART_WIDTH, autosize=False)
+        if self.chart.data and self.chart.data[0] is not self._clickable:
+            self._clickable = self.chart.data[0]
+            self._clickable.on_click(self.guard.wrap(self._bar_clicked))
 
     def _update_readout(self) -> None:
         target = self.selected if self.controls.kind_box.value == "tensor" else self.selected_module

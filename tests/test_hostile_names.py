@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from gradviz_widgets import GradExplorer
-from gradviz_widgets.chart import figure_dict
+from gradviz_widgets.chart import figure_dict, plotly_text
 from gradviz_widgets.readout import readout_html
 from gradviz_widgets.render import html_text, plain_text, render_dot, svg_with_dot
 
@@ -111,7 +111,8 @@ def test_chart_ticks_and_hover_are_escaped(hostile):
             no_markup(text)
         if mode == "param":  # the raw name stays for the bar-click lookup
             assert {c[0] for c in bar["customdata"]} == {p.name for p in hostile.report.params}
-            assert html_text(f"{MARKUP}.weight") in {c[4] for c in bar["customdata"]}
+            assert plotly_text(f"{MARKUP}.weight") in {c[4] for c in bar["customdata"]}
+            assert "q\"uo'te" in bar["x"][0]  # Plotly shows &quot; literally: quotes stay
 
 
 def test_readout_escapes_target_and_names(hostile):
