@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchmarks.accuracy import markdown_sections
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -122,6 +124,7 @@ def markdown(result: dict[str, Any]) -> str:
             f"{fmt_mib(r['mem_hooks_peak_mib'])} ({fmt_mib(r['mem_hooks_delta_mib'])}) | "
             f"{fmt_x(r['mem_hooks_ratio'])} |")
     L.append("")
+    L.extend(markdown_sections(result))
     L.append("## Targets")
     L.append("")
     L.append("| target | status | per model |")

@@ -18,6 +18,10 @@ text (widget default view: `auto_depth(120)`, and the full graph); the layout of
 Graphviz-WASM in node (benchmarks/layout_wasm.mjs, @viz-js/viz as the widget uses it) and with the
 native `dot`; `torchviz.make_dot` + `dot -Tsvg` on the same loss, capped; and the peak memory of
 each mode, each in a fresh child process (benchmarks/memory.py).
+
+Then, once per suite (benchmarks/accuracy.py): the norm accuracy vs cost table (float32 and
+float64 `vector_norm` against our NormBatch at 1M / 25M / 100M elements; smoke: 1M) and the
+run overhead on a 1,000-layer Linear chain (smoke: 100 layers).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ if __package__ in (None, ""):  # `python benchmarks/run.py`
 
 import torch  # noqa: E402
 
+from benchmarks.accuracy import chain_row, norm_accuracy  # noqa: E402
 from benchmarks.common import MODES, ROOT, to_dot_function  # noqa: E402
 from benchmarks.graphs import (  # noqa: E402
     native_layout,
@@ -118,6 +123,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--model-budget", type=float, default=None,
                     help="seconds of timing per model after which repeats stop at 3 (default 150)")
     ap.add_argument("--no-memory", action="store_true", help="skip the memory child processes")
+    ap.add_argument("--accuracy-sizes", default=None,
+                    help="elements of the norm accuracy table, comma-separated "
+                         "(default 1000000,25000000,100000000; smoke: 1000000)")
+    ap.add_argument("--chain-layers", type=int, default=None,
+                    help="depth of the Linear chain row (default 1000; smoke: 100)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
     ap.add_argument("--render-only", action="store_true",
                     help="re-write benchmarks.md from the benchmarks.json in --out-dir (no runs)")
@@ -131,6 +141,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.torchviz_cap = args.torchviz_cap or (5.0 if smoke else 120.0)
     args.layout_cap = args.layout_cap or (5.0 if smoke else 60.0)
     args.model_budget = args.model_budget or (10.0 if smoke else 150.0)
+    args.accuracy_sizes = [int(v) for v in (args.accuracy_sizes or (
+        "1000000" if smoke else "1000000,25000000,100000000")).split(",")]
+    args.chain_layers = args.chain_layers or (100 if smoke else 1000)
     args.out_dir = Path(args.out_dir or (ROOT / "out" / "benchmarks_smoke" if smoke else ROOT / "docs"))
     return args
 
@@ -167,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc()
                 errors.append(f"{name}: {type(e).__name__}: {e}")
             gc.collect()
+    log(f"norm accuracy vs cost at {args.accuracy_sizes} elements")
+    accuracy = norm_accuracy(args.accuracy_sizes, args.device, 1 if args.smoke else 5)
+    log(f"{args.chain_layers}-layer Linear chain: bare vs ex.run()")
+    chain = chain_row(args.chain_layers, args.device, args.repeats)
+    log(f"  bare {chain['bare_ms']:.1f} ms, run x{chain['run_ratio']:.2f}")
     if not args.no_memory:
         log("memory: fresh child process per " + ("mode" if args.smoke else "model and mode"))
         mem = memory(names, args.size, args.device, per_model=not args.smoke,
@@ -200,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     meta["command"] = meta["command"].strip()
     targets = evaluate_targets(rows, args.size)
     result = {"meta": meta, "columns": list(COLUMNS), "models": rows, "targets": targets,
+              "norm_accuracy": accuracy, "chain": chain,
               "errors": errors, "analysis": analysis_text() if args.size == "full" else ""}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "benchmarks.json").write_text(json.dumps(result, indent=1, default=str) + "\n")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import threading
 import weakref
 from collections.abc import Sequence
 
@@ -74,19 +75,26 @@ def chunk_size(device: torch.device) -> int:
     return _CHUNK_CPU if device.type == "cpu" else _CHUNK_DEVICE
 
 
+_CPU_BUFFERS = threading.local()  # a few MiB per thread, kept: fresh pages cost more than the pass
+
+
 class Scratch:
-    """Chunk-sized work buffers, allocated once per run and reused for every tensor."""
+    """Chunk-sized work buffers, reused for every tensor of a run (on the CPU, across runs)."""
 
     def __init__(self) -> None:
         self._bufs: dict[tuple, torch.Tensor] = {}
 
     def get(self, which: int, n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         """Buffer `which` with room for n elements (its first n)."""
+        if device.type == "cpu":
+            bufs = _CPU_BUFFERS.__dict__.setdefault("bufs", {})
+        else:
+            bufs = self._bufs
         key = (which, dtype, device)
-        buf = self._bufs.get(key)
+        buf = bufs.get(key)
         if buf is None or buf.numel() < n:
-            buf = self._bufs[key] = torch.empty(max(n, min(chunk_size(device), 4 * n)),
-                                                dtype=dtype, device=device)
+            buf = bufs[key] = torch.empty(max(n, min(chunk_size(device), 4 * n)),
+                                          dtype=dtype, device=device)
         return buf[:n]
 
 
