@@ -16,29 +16,30 @@ import plotly.graph_objects as go
 from .chart import figure_dict
 from .errors import GradExplorerError
 from .explorer import GradExplorer
-from .export import report_csv, report_json
-from .graph import GradGraph, GradNode
+from .graph import GradGraph
 from .graph_pane import GraphPane
 from .hook_config import HOOK_KINDS
-from .modifiers import Modifier
 from .readout import readout_html
 from .render import legend, render_dot
-from .stats import Thresholds
+from .widget_actions import ExportActions, SettingsActions
 from .widget_controller import (
     ActionGuard,
-    Settings,
     drawn_count,
     error_text,
+    find_node,
+    hooked_ids,
     loss_line_html,
     module_of,
     node_info,
+    node_showing,
+    node_showing_module,
 )
 from .widget_controls import Controls
 
 CHART_WIDTH = 520
 
 
-class ExplorerWidget(W.VBox):
+class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
     """What `GradExplorer.show()` returns.
 
     Every callback (graph clicks, toolbar changes, bar clicks) runs through one guard: any
@@ -146,14 +147,6 @@ class ExplorerWidget(W.VBox):
                 self.guard.call(action, change["new"])
         control.observe(changed, "value")
 
-    def _set_quietly(self, control: W.Widget, value: Any) -> None:
-        """Show `value` in `control` without acting on it (a rejected input reverting)."""
-        self._quiet = True
-        try:
-            control.value = value
-        finally:
-            self._quiet = False
-
     def _depth_options(self) -> list[tuple[str, Any]]:
         deepest = self.explorer.graph.max_depth if self.explorer._last is not None else 1
         return [("auto", "auto"), ("full", "full")] + [(str(d), d) for d in range(0, max(deepest, 1))]
@@ -169,33 +162,11 @@ class ExplorerWidget(W.VBox):
         """Forward + backward again; on failure the error shows and the last good view stays."""
         return self._apply(None, "")
 
-    def _apply(self, change: Callable[[], Any] | None, what: str, run: bool = True) -> bool:
-        """Make `change` (to hooks, modifiers, device, thresholds) and re-run (`run=False`: the
-        change runs itself); when either fails, put the settings back, say so, keep the last
-        good view. True when it ran."""
-        before = Settings.of(self.explorer)
-        self._set_status("running forward + backward…", "busy")
-        try:
-            if change is not None:
-                change()
-            if run:
-                self.explorer.run()
-        except Exception as e:  # noqa: BLE001 - any failure: undo and show it
-            before.restore(self.explorer)
-            self._sync_controls()
-            undone = f" ({what} undone)" if what and change is not None else ""
-            self._fail(f"{error_text(e)}{undone}", e)
-            return False
-        self.runs += 1
-        self.last_error = None
-        self.refresh()
-        return True
-
     def click_node(self, node_id: str) -> None:
         """Toggle the chosen kind of hook on the clicked node's module (or node), re-run."""
         self.selected = node_id
         self.pane.highlight = []  # a new selection ends the bar-click dimming
-        node = self._node(node_id)
+        node = find_node(node_id, self.view, self.explorer.graph)
         kind = self.controls.kind_box.value
         if node is None:
             self._fail(f"node {node_id!r} is not in the current graph; re-run to refresh")
@@ -241,7 +212,7 @@ class ExplorerWidget(W.VBox):
         except KeyError as e:
             self._fail(str(e))
             return None
-        node_id = self._node_showing(f"param:{name}")
+        node_id = node_showing(self.view, f"param:{name}")
         self.selected = node_id
         self._reveal(node_id, record.module)
         if node_id is None:
@@ -250,99 +221,13 @@ class ExplorerWidget(W.VBox):
         self._update_readout()
         return node_id
 
-    def set_device(self, device: str) -> None:
-        """Run on `device`; if that fails, the device in force stays (and the menu shows it)."""
-        self._apply(lambda: self.explorer.run(device=device), f"switch to {device}", run=False)
-
-    def set_thresholds(self) -> None:
-        c = self.controls
-        try:
-            new = Thresholds(c.vanishing_box.value, c.exploding_box.value)
-        except ValueError as e:
-            self._sync_controls()  # a rejected input reverts to the value in force
-            th = self.explorer.thresholds
-            self._fail(f"{e}; kept vanishing < {th.vanishing:g}, exploding > {th.exploding:g}", e)
-            return
-        self._apply(lambda: setattr(self.explorer, "thresholds", new), "new thresholds")
-
-    def clear_hooks(self) -> None:
-        self._apply(self.explorer.clear_hooks, "clearing the hooks")
-
-    def apply_modifier_to_selected(self) -> None:
-        target = self.selected_module
-        if target is None:
-            self._fail("select a node first: the modifier goes on its module")
-            return
-        kind, value = self.controls.modifier_box.value, self.controls.modifier_value.value
-        given = {} if kind == "none" else {kind: value}
-        try:  # a rejected value reverts to the one in force before anything changes
-            if given:
-                Modifier(kind, value)
-        except ValueError as e:
-            self._set_quietly(self.controls.modifier_value, self._modifier_value)
-            self._fail(f"{e}; kept {self._modifier_value:g}", e)
-            return
-        if self._apply(lambda: self.explorer.set_modifier(target, **given),
-                       f"modifier at {target or '(root)'}"):
-            self._modifier_value = value
-
-    # ---- downloads (the browser saves the file) and exports (files on the server) -------------
-    def download_svg(self) -> None:
-        """Let the browser save the graph as laid out there."""
-        self.pane.download_svg()
-
-    def download_csv(self) -> None:
-        """Let the browser save the per-parameter norms as grad_norms.csv."""
-        self.pane.download("grad_norms.csv", report_csv(self.explorer.report), "text/csv")
-        self._set_status("grad_norms.csv sent to the browser", "info")
-
-    def download_json(self) -> None:
-        """Let the browser save the report and graph as grad_report.json."""
-        self.pane.download("grad_report.json",
-                           report_json(self.explorer.report, self.explorer.graph),
-                           "application/json")
-        self._set_status("grad_report.json sent to the browser", "info")
-
-    def export_svg(self, folder: str | Path | None = None,
-                   done: Callable[[Path], Any] | None = None) -> None:
-        """Save the graph as laid out in the browser to folder/graph.svg (on the server)."""
-        path = Path(folder or self.export_dir) / "graph.svg"
-
-        def save(svg: str) -> None:
-            if not svg:
-                self._fail("nothing laid out yet to export")
-                return
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(svg, encoding="utf-8")
-            self._set_status(f"graph saved to {path}", "info")
-            if done:
-                done(path)
-
-        self.pane.request_svg(self.guard.wrap(save))
-
-    def export_csv(self, folder: str | Path | None = None) -> Path:
-        """Write folder/grad_norms.csv on the server."""
-        path = Path(folder or self.export_dir) / "grad_norms.csv"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(report_csv(self.explorer.report), encoding="utf-8")
-        self._set_status(f"norms saved to {path}", "info")
-        return path
-
-    def export_json(self, folder: str | Path | None = None) -> Path:
-        """Write folder/grad_report.json on the server."""
-        path = Path(folder or self.export_dir) / "grad_report.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(report_json(self.explorer.report, self.explorer.graph), encoding="utf-8")
-        self._set_status(f"report saved to {path}", "info")
-        return path
-
     # ---- state -> widgets -------------------------------------------------------------------
     def refresh(self) -> None:
         """Rebuild the graph view, the chart and the readout from the newest run."""
         graph = self.explorer.graph
         depth = graph.auto_depth(self.max_nodes) if self.depth == "auto" else self.depth
         view = graph.view(depth, self.expand, self.collapse)
-        hooked = self._hooked_ids(view)
+        hooked = hooked_ids(view, self.explorer.hooks, self.explorer.modifiers)
         report = self.explorer.report
         drawn = render_dot(view, hooked=hooked, selected=self.selected)
         drawn_ids = {v for k, v in drawn.keys.items() if k.startswith("n")}
@@ -354,17 +239,6 @@ class ExplorerWidget(W.VBox):
         self.controls.loss_label.value = loss_line_html(report, len(drawn_ids), drawn_count(graph),
                                                         depth)
         self._set_status(report.summary(), "warning" if report.findings else "info")
-
-    def _sync_controls(self) -> None:
-        """Show the settings in force (after a rejected input or an undone change)."""
-        c, ex = self.controls, self.explorer
-        device = self._device_in_force()
-        if device not in c.device_box.options:
-            self._set_quietly(c.device_box, None)
-            c.device_box.options = [device, *c.device_box.options]
-        self._set_quietly(c.device_box, device)
-        self._set_quietly(c.vanishing_box, ex.thresholds.vanishing)
-        self._set_quietly(c.exploding_box, ex.thresholds.exploding)
 
     def _update_chart(self) -> None:
         fig = figure_dict(self.explorer.report, self.controls.mode_box.value, self.selected_module)
@@ -394,7 +268,7 @@ class ExplorerWidget(W.VBox):
         if self.controls.mode_box.value == "param":
             self.select_param(row[0])
         else:
-            self._reveal(self._node_showing_module(row[1]), row[1])
+            self._reveal(node_showing_module(self.view, row[1]), row[1])
             self._update_chart()
 
     def _reveal(self, node_id: str | None, module: str) -> None:
@@ -404,37 +278,6 @@ class ExplorerWidget(W.VBox):
             self.pane.highlight = [node_id] if node_id else []
             if node_id:
                 self.pane.selected = node_id
-
-    def _hooked_ids(self, view: GradGraph) -> set[str]:
-        targets = {t for t, k in self.explorer.hooks if k != "tensor"}
-        targets |= set(self.explorer.modifiers)
-        nodes = {t for t, k in self.explorer.hooks if k == "tensor"}
-        return {n.id for n in view.nodes
-                if n.id in nodes or (n.kind in ("op", "module") and n.module in targets)}
-
-    def _node(self, node_id: str) -> GradNode | None:
-        for graph in (self.view, self.explorer.graph):
-            if graph is not None and node_id in graph:
-                return graph.node(node_id)
-        return None
-
-    def _node_showing(self, node_id: str) -> str | None:
-        if self.view is None:
-            return None
-        if node_id in self.view:
-            return node_id
-        for n in self.view.nodes:
-            if node_id in n.members:
-                return n.id
-        return None
-
-    def _node_showing_module(self, module: str) -> str | None:
-        if self.view is None:
-            return None
-        for n in self.view.nodes:
-            if n.module == module:
-                return n.id
-        return None
 
     def _set_depth(self, value: Any) -> None:
         self.depth = None if value == "full" else value

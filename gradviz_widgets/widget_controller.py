@@ -154,3 +154,36 @@ def loss_line_html(report: Any, drawn: int, total: int, depth: int | None) -> st
     return ('<div class="gv-loss-line" style="white-space:nowrap;overflow:hidden;'
             'text-overflow:ellipsis;width:0;min-width:100%" '
             f'title="{html_text(text)}"><b>loss</b> {html_text(rest)}</div>')
+
+
+def hooked_ids(view: GradGraph, hooks: list[tuple[str, str]], modifiers: dict[str, str]) -> set[str]:
+    """Node ids of `view` drawn with the hook marker: a tensor hook on the node, or a module
+    hook or modifier on the module of an op or folded-module node."""
+    targets = {t for t, k in hooks if k != "tensor"} | set(modifiers)
+    nodes = {t for t, k in hooks if k == "tensor"}
+    return {n.id for n in view.nodes
+            if n.id in nodes or (n.kind in ("op", "module") and n.module in targets)}
+
+
+def find_node(node_id: str, *graphs: GradGraph | None) -> GradNode | None:
+    """The node `node_id` from the first of `graphs` holding it."""
+    for graph in graphs:
+        if graph is not None and node_id in graph:
+            return graph.node(node_id)
+    return None
+
+
+def node_showing(view: GradGraph | None, node_id: str) -> str | None:
+    """The node of `view` that shows `node_id`: itself, or the folded module holding it."""
+    if view is None:
+        return None
+    if node_id in view:
+        return node_id
+    return next((n.id for n in view.nodes if node_id in n.members), None)
+
+
+def node_showing_module(view: GradGraph | None, module: str) -> str | None:
+    """The first node of `view` belonging to `module`."""
+    if view is None:
+        return None
+    return next((n.id for n in view.nodes if n.module == module), None)
