@@ -306,13 +306,28 @@ class ClampsItsWeight(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.lin = nn.Linear(4, 2)
+        with torch.no_grad():
+            self.lin.weight.mul_(40.0)  # so that the clamp changes something
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
-            self.lin.weight.clamp_(-10.0, 10.0)  # an in-place write the explorer cannot undo
-        return self.lin(x)
+            self.lin.weight.data.clamp_(-1.0, 1.0)  # weight clipping, through .data
+        try:
+            return self.lin(x)
+        except Exception:  # a forward that swallows errors must not swallow our signal
+            raise
 
 
-def test_in_place_write_to_a_weight_is_reported() -> None:
-    report = GradExplorer(ClampsItsWeight(), torch.randn(3, 4)).run()
-    assert any("wrote into parameter(s) lin.weight in place" in f for f in report.findings)
+@pytest.mark.parametrize("device_run", [None, "cpu"])
+def test_in_place_write_to_a_weight_never_reaches_the_model(device_run: str | None) -> None:
+    torch.manual_seed(0)
+    model, x = ClampsItsWeight(), torch.randn(3, 4)
+    twin = copy.deepcopy(model)
+    twin(x).sum().backward()
+    before = model_state(model)
+    report = GradExplorer(model, x, device=device_run).run()
+    assert_unchanged(model, before)  # values and _version of lin.weight too
+    assert model.lin.weight.abs().max() > 1.0
+    assert any("writes into lin.weight in place" in f and "copy" in f for f in report.findings)
+    ref = twin.lin.weight.grad.double().norm().item()
+    assert math.isclose(report.param_norms["lin.weight"], ref, rel_tol=1e-6)
