@@ -36,10 +36,11 @@ class Controls:
                                        value="none", description="modifier",
                                        layout=W.Layout(width="190px"))
         self.modifier_value = W.FloatText(value=1.0, description="value",
-                                          style={"description_width": "34px"},
-                                          layout=W.Layout(width="96px"))
+                                          style={"description_width": "40px"},
+                                          layout=W.Layout(width="100px"))
         self.apply_modifier = W.Button(description="apply to selected",
-                                       layout=W.Layout(width="150px"))
+                                       tooltip="apply the modifier to the selected node's module",
+                                       layout=W.Layout(width="140px"))
         self.clear_button = W.Button(description="clear hooks", icon="eraser",
                                      layout=W.Layout(width="130px"))
         self.mode_box = W.ToggleButtons(options=[("per parameter", "param"), ("per module", "module")],
