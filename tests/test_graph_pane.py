@@ -130,3 +130,25 @@ def test_missing_bundle_gives_clear_error(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(graph_pane, "_BUNDLE_AT_IMPORT", False)
     with pytest.raises(BundleMissingError, match="run pip install -e . to build the JS bundle"):
         GraphPane()
+
+
+def test_key_map_travels_with_the_dot_and_resolves_key_only_clicks(pane: tuple[GraphPane, list]) -> None:
+    w, sent = pane
+    clicks: list[str] = []
+    w.on_node_click(clicks.append)
+    weird = "a\x00b<img src=x>/AddmmBackward0#0"
+    w.set_graph('digraph { n0 [id="n0", label="x"] }', keys={"n0": weird, "c0": "at@1"})
+    assert w.key_map == {"n0": weird, "c0": "at@1"}
+    frontend(w, {"kind": "node_click", "key": "n0"})
+    frontend(w, {"kind": "node_click", "id": weird, "key": "n0"})
+    assert clicks == [weird, weird]
+    w.set_graph("digraph { x }")
+    assert w.key_map == {}  # a DOT without keys: its node names are the ids
+
+
+def test_downloads_are_messages_to_the_browser(pane: tuple[GraphPane, list]) -> None:
+    w, sent = pane
+    w.download("grad_norms.csv", "a,b\n1,2\n", "text/csv")
+    w.download_svg()
+    assert sent == [{"kind": "download", "filename": "grad_norms.csv", "text": "a,b\n1,2\n",
+                     "mime": "text/csv"}, {"kind": "download_svg"}]
