@@ -120,11 +120,14 @@ def test_hostile_names_in_jupyterlab(lab: LabPage) -> None:
     assert wait_py(lab, "ex.hooks == []", "hook toggled off by Enter")
 
     # an error raised in backward: shown in the status line, busy ends, Python and page agree
+    box = lab.page.locator(".gvw-viewport").bounding_box()
     lab.execute("Boom.armed = True")
     lab.page.locator(f'.gvw-pane g.node[data-key="{key}"]').click()
     lab.page.wait_for_function(
         "() => document.querySelector('.gvw-status')?.dataset.level === 'error'", timeout=60_000
     )
+    # the long error text stays on one line: the graph does not move under the mouse
+    assert lab.page.locator(".gvw-viewport").bounding_box() == box
     status = lab.page.locator(".gvw-status")
     assert "ValueError: backward refused on purpose" in (status.get_attribute("title") or "")
     assert py(lab, "[ex.hooks, w.guard.busy]") == [[], False]
