@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from .graph import GradGraph
 from .hook_config import DEFAULT_KIND
 from .hook_events import HookEvent
 from .hooks import HookManager
-from .modifiers import Modifier
+from .modifiers import Modifier, mark_modified
 from .report import GradReport
 from .stats import Thresholds
 
@@ -94,8 +93,16 @@ class GradExplorer:
         `device` switches the device for this and later runs ("cpu", "cuda", "cuda:1", "mps").
         """
         self._check_open()
+        previous = self.device
         if device is not None:
             self.device = str(resolve_device(device, self.model))
+        try:
+            return self._run()
+        except BaseException:
+            self.device = previous  # a failed switch leaves the explorer where it was
+            raise
+
+    def _run(self) -> GradReport:
         baseline = self._capture(with_hooks=False) if self._hooks.modifiers else None
         try:
             result = self._capture(with_hooks=True)
@@ -107,7 +114,7 @@ class GradExplorer:
         if result is None:  # retried outside the except block: its errors stand on their own
             result = self._capture(with_hooks=True)
         if baseline is not None:
-            result = dataclasses.replace(result, report=_mark_modified(
+            result = dataclasses.replace(result, report=mark_modified(
                 result.report, baseline.report, self._hooks.modifiers))
         if gathers_ranks(self.model, self._ranks):  # one all_gather: every rank runs this
             result = dataclasses.replace(result, report=with_ranks(result.report, self.model))
@@ -220,6 +227,11 @@ class GradExplorer:
         return self._hooks.active
 
     @property
+    def modifier_objects(self) -> dict[str, Modifier]:
+        """target -> the Modifier on it (immutable values; set them back with set_modifier)."""
+        return dict(self._hooks.modifiers)
+
+    @property
     def modifiers(self) -> dict[str, str]:
         """target -> description of the modifier on it."""
         return {t: m.describe() for t, m in self._hooks.modifiers.items()}
@@ -309,23 +321,3 @@ def _write(path: str | Path, text: str) -> Path:
 
 def _default_kind(target: str) -> str:
     return "tensor" if "#" in target else DEFAULT_KIND
-
-
-def _mark_modified(report: GradReport, baseline: GradReport, modifiers: dict) -> GradReport:
-    """Flag every parameter whose gradient differs from an unmodified run, with its old norm."""
-    what = "; ".join(f"{m.describe()} at {t or 'root'}" for t, m in modifiers.items())
-    before = baseline.param_norms
-    params = tuple(
-        dataclasses.replace(p, modified_by=what, norm_before=before.get(p.name))
-        if not _same_norm(p.norm, before.get(p.name)) else p
-        for p in report.params)
-    changed = sum(p.modified_by is not None for p in params)
-    note = f"{changed} parameter gradients changed by modifiers ({what})"
-    return dataclasses.replace(report, params=params, findings=(*report.findings, note))
-
-
-def _same_norm(a: float | None, b: float | None) -> bool:
-    """Equal norms, with NaN equal to NaN (a gradient NaN in both runs was not modified)."""
-    if a is None or b is None:
-        return a is b
-    return a == b or (math.isnan(a) and math.isnan(b))

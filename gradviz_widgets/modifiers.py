@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 import torch
 
+from .report import GradReport
+
 MODIFIER_KINDS = ("clip_norm", "clip_value", "scale")
 
 
@@ -61,3 +63,23 @@ class Modifier:
                                                   dtype=torch.float32) for g in present]))
         factor = (self.value / (total + 1e-6)).clamp(max=1.0)  # no host sync, as clip_grad_norm_
         return [None if g is None else g * factor.to(g.dtype) for g in grads]
+
+
+def mark_modified(report: GradReport, baseline: GradReport, modifiers: dict) -> GradReport:
+    """Flag every parameter whose gradient differs from an unmodified run, with its old norm."""
+    what = "; ".join(f"{m.describe()} at {t or 'root'}" for t, m in modifiers.items())
+    before = baseline.param_norms
+    params = tuple(
+        dataclasses.replace(p, modified_by=what, norm_before=before.get(p.name))
+        if not _same_norm(p.norm, before.get(p.name)) else p
+        for p in report.params)
+    changed = sum(p.modified_by is not None for p in params)
+    note = f"{changed} parameter gradients changed by modifiers ({what})"
+    return dataclasses.replace(report, params=params, findings=(*report.findings, note))
+
+
+def _same_norm(a: float | None, b: float | None) -> bool:
+    """Equal norms, with NaN equal to NaN (a gradient NaN in both runs was not modified)."""
+    if a is None or b is None:
+        return a is b
+    return a == b or (math.isnan(a) and math.isnan(b))

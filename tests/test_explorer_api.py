@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import torch
+from torch import nn
 
-from gradviz_widgets import GradExplorerError
+from gradviz_widgets import GradExplorer, GradExplorerError
 
 
 def test_bad_node_id_is_refused_when_set(dead_explorer):
@@ -46,3 +48,28 @@ def test_zero_fraction_matches_plain_backward(dead_branch):
         assert report.param(name).zero_fraction == (p.grad == 0).float().mean().item(), name
     assert report.param("main1.weight").zero_fraction == 0.125  # one of 8 hidden units is dead
     assert report.host_syncs == 1
+
+
+def test_failed_device_switch_leaves_the_device_as_it_was(dead_branch) -> None:
+    """run(device=...) that fails keeps the explorer on its previous device."""
+    net, x, y = dead_branch
+
+    def bad_loss(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        raise ValueError("boom")
+
+    ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
+    ex.run()
+    ex.loss_fn = bad_loss
+    with pytest.raises(GradExplorerError):
+        ex.run(device="cpu")
+    assert ex.device is None  # still "where the model is", not switched
+
+
+def test_modifier_objects_are_public(dead_branch) -> None:
+    net, x, y = dead_branch
+    ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
+    ex.set_modifier("main2", clip_norm=1.0)
+    (target, modifier), = ex.modifier_objects.items()
+    assert target == "main2" and modifier.kind == "clip_norm" and modifier.value == 1.0
+    ex.modifier_objects.clear()  # a copy: the explorer keeps its modifiers
+    assert ex.modifiers == {"main2": modifier.describe()}
