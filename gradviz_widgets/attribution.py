@@ -119,7 +119,9 @@ class ScopeTracker(TorchFunctionMode):
             return
         # Inputs were made outside this call: nodes no op claimed yet (outputs of custom autograd
         # Functions, which bypass __torch_function__) belong to the caller, not to this module.
-        self.claim(args)
+        # (The mode is off while claiming: each .grad_fn read would dispatch to it.)
+        with torch._C.DisableTorchFunction():
+            self.claim(args)
         call = self.calls[path]
         self.calls[path] += 1
         self.grad_enabled.setdefault(path, []).append(torch.is_grad_enabled())
@@ -131,7 +133,8 @@ class ScopeTracker(TorchFunctionMode):
             return
         # Outputs of ops that bypass __torch_function__ (custom autograd Functions) are
         # claimed here, still inside the module that produced them.
-        self.claim(output)
+        with torch._C.DisableTorchFunction():
+            self.claim(output)
         while self.stack and self.stack[-1][0] != path:
             self.stack.pop()  # a child that raised and was caught inside this forward
         if self.stack:
@@ -149,12 +152,18 @@ class ScopeTracker(TorchFunctionMode):
 
     def claim(self, value: Any) -> None:
         """Give every not-yet-claimed node reachable from tensors in `value` to the current scope."""
-        flat, _ = tree_flatten(value)
-        todo = [t.grad_fn for t in flat if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        owner = self.owner
+        if isinstance(value, torch.Tensor):
+            flat: Any = (value,)
+        elif type(value) in (tuple, list) and all(isinstance(v, torch.Tensor) for v in value):
+            flat = value  # the common cases, without tree_flatten
+        else:
+            flat, _ = tree_flatten(value)
+        todo = [fn for t in flat if isinstance(t, torch.Tensor)
+                and (fn := t.grad_fn) is not None and fn not in owner]
         if not todo:
             return
         scope = self.current()
-        owner = self.owner
         while todo:
             node = todo.pop()
             if node in owner:

@@ -238,16 +238,23 @@ def instrument(graph: RawGraph, batch: NormBatch, modified: Collection[str] = ()
 
 def _flow_hook(node: RawNode, edges: list[RawEdge], batch: NormBatch, order: list[int],
                same: RawEdge | None):
+    indices = [e.index for e in edges]
+
     def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
         node.order = order[0]
         order[0] += 1
-        if same is not None and same.slot is not None and len(grad_outputs) == 1:
-            node.inflow = [same.slot]
-        else:
-            node.inflow = batch.add([g for g in grad_outputs if g is not None])
-        present = [(e, grad_inputs[e.index]) for e in edges if grad_inputs[e.index] is not None]
-        for (e, _), slot in zip(present, batch.add([g for _, g in present])):
-            e.slot = slot
+        # one `add` per node: what arrived (unless the consumer's edge measured it) and what
+        # leaves along each edge
+        reuse = same is not None and same.slot is not None and len(grad_outputs) == 1
+        arrived = [] if reuse else [g for g in grad_outputs if g is not None]
+        leaving = [grad_inputs[i] for i in indices]
+        slots = batch.add(arrived + [g for g in leaving if g is not None])
+        node.inflow = [same.slot] if reuse else slots[:len(arrived)]  # type: ignore[union-attr]
+        k = len(arrived)
+        for e, g in zip(edges, leaving):
+            if g is not None:
+                e.slot = slots[k]
+                k += 1
 
     return hook
 
