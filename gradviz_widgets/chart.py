@@ -14,6 +14,13 @@ from .render import STATUS_STYLE, format_norm, plain_text
 from .report import GradReport
 from .stats import classify, combine_norms
 
+# up to this many bars stand upright (names as two-level ticks below); more lie flat, one
+# row each, and the figure grows taller so tick labels never overlap (the widget scrolls it)
+UPRIGHT_MAX = 30
+ROW_PX = 18  # height of one flat bar's row: a 10-12 px tick label with room to spare
+BASE_HEIGHT = 460
+PATTERN_INK = "#333"  # one colour for every pattern's strokes and outlines (plotly's
+# colour checks warn "Invalid color specifier: Array(n)" for per-bar arrays there)
 PATTERNS = {"healthy": "", "vanishing": "/", "exploding": "\\", "nonfinite": "+", "zero": "x",
             "none": "."}
 
@@ -62,56 +69,103 @@ def axis_range(rows: list[dict], report: GradReport) -> tuple[float, float]:
     return math.floor(lo) - 1, math.ceil(hi) + 1
 
 
+def chart_shape(count: int) -> dict[str, Any]:
+    """Orientation and height for `count` bars: upright up to UPRIGHT_MAX, flat beyond with
+    one ROW_PX row per bar.
+
+    Example:
+        >>> chart_shape(8)
+        {'orientation': 'v', 'height': 460}
+        >>> chart_shape(150)["orientation"], chart_shape(150)["height"]
+        ('h', 2830)
+    """
+    if count <= UPRIGHT_MAX:
+        return {"orientation": "v", "height": BASE_HEIGHT}
+    return {"orientation": "h", "height": max(BASE_HEIGHT, ROW_PX * count + 130)}
+
+
 def figure_dict(report: GradReport, mode: str = "param", selected_module: str | None = None) -> dict:
     """The whole figure as a plain dict (data + layout), ready for go.FigureWidget."""
     rows = bar_rows(report, mode)
     lo, hi = axis_range(rows, report)
     floor, ceil = 10 ** (lo + 0.3), 10 ** (hi - 0.3)
-    y, text, colors, fills, patterns, widths = [], [], [], [], [], []
+    shape = chart_shape(len(rows))
+    flat = shape["orientation"] == "h"
+    values, text, fills, patterns, widths = [], [], [], [], []
     for r in rows:
         n, s = r["norm"], r["status"]
-        y.append(floor if s in ("zero", "none") else ceil if s == "nonfinite" else n)
+        values.append(floor if s in ("zero", "none") else ceil if s == "nonfinite" else n)
         text.append(format_norm(n) if s != "none" else "None")
         fill, border, _, _ = STATUS_STYLE[s]
-        colors.append(border)
         fills.append(fill if s in ("zero", "none") else border)
         patterns.append(PATTERNS[s])
         widths.append(3 if selected_module is not None and r["module"] == selected_module else 1)
-    # names are user text: Plotly renders <b>, <br>, <a> in ticks and hover, so show them escaped
-    x = [[plotly_text(r["module"] or "(root)") for r in rows],
-         [plotly_text(_short(r["name"], r["module"])) for r in rows]] \
-        if mode == "param" else [plotly_text(r["name"]) for r in rows]
+    names = _names(rows, mode, flat)
     # [0] name and [1] module stay raw (a bar click looks them up); [3] and [4] are shown
     custom = [[r["name"], r["module"], r["status"], plotly_text(r["reason"] or ""), plotly_text(r["name"])]
               for r in rows]
-    data = [{
-        "type": "bar", "name": "gradient norm", "x": x, "y": y, "text": text,
-        "textposition": "outside", "cliponaxis": False, "customdata": custom,
-        "marker": {"color": fills, "line": {"color": colors, "width": widths},
-                   "pattern": {"shape": patterns, "fgcolor": colors, "size": 6}},
+    bar = {
+        "type": "bar", "name": "gradient norm", "orientation": shape["orientation"],
+        "text": text, "textposition": "outside", "cliponaxis": False, "customdata": custom,
+        "marker": {"color": fills, "line": {"color": PATTERN_INK, "width": widths},
+                   "pattern": {"shape": patterns, "fgcolor": PATTERN_INK, "size": 6}},
         "hovertemplate": "<b>%{customdata[4]}</b><br>‖g‖ = %{text}<br>status: %{customdata[2]}"
                          "<br>%{customdata[3]}<extra></extra>",
-    }]
+    }
+    data = [_placed(bar, names, values, flat)]
     if any(r["norm_before"] is not None for r in rows):
         before = [r["norm_before"] if r["norm_before"] else floor for r in rows]
-        data.append({"type": "bar", "name": "before modifiers", "x": x, "y": before,
-                     "marker": {"color": "rgba(0,0,0,0)", "line": {"color": "#555", "width": 1.5}},
-                     "hovertemplate": "before modifiers: %{y:.3g}<extra></extra>"})
-    th = report.thresholds
-    layout = {
-        "barmode": "overlay" if len(data) > 1 else "relative",
-        "yaxis": {"type": "log", "range": [lo, hi], "title": {"text": "gradient L2 norm (log)"},
-                  "exponentformat": "power"},
-        "xaxis": {"tickangle": -45, "automargin": True},
-        "margin": {"l": 60, "r": 10, "t": 30, "b": 10},
-        "height": 460, "showlegend": len(data) > 1, "bargap": 0.15,
-        "title": {"text": "per-parameter gradient norms" if mode == "param"
-                  else "per-module gradient norms", "font": {"size": 13}},
-        "shapes": [_hline(th.vanishing, "#0072b2"), _hline(th.exploding, "#e69f00")],
-        "annotations": [_hlabel(th.vanishing, f"vanishing < {th.vanishing:g}", "#0072b2"),
-                        _hlabel(th.exploding, f"exploding > {th.exploding:g}", "#e69f00")],
-    }
+        data.append(_placed({"type": "bar", "name": "before modifiers",
+                             "orientation": shape["orientation"],
+                             "marker": {"color": "rgba(0,0,0,0)", "line": {"color": "#555", "width": 1.5}},
+                             "hovertemplate": "before modifiers: %{"
+                                              + ("x" if flat else "y") + ":.3g}<extra></extra>"},
+                            names, before, flat))
+    layout = _layout(report, mode, lo, hi, shape, multi=len(data) > 1)
     return {"data": data, "layout": layout}
+
+
+def _names(rows: list[dict], mode: str, flat: bool) -> list:
+    """Category labels; names are user text: Plotly renders <b>, <br>, <a> in ticks and
+    hover, so they are escaped. Upright per-parameter bars get two levels (module, name)."""
+    if mode == "param" and not flat:
+        return [[plotly_text(r["module"] or "(root)") for r in rows],
+                [plotly_text(_short(r["name"], r["module"])) for r in rows]]
+    return [plotly_text(r["name"]) for r in rows]
+
+
+def _placed(trace: dict, names: list, values: list, flat: bool) -> dict:
+    return {**trace, "y": names, "x": values} if flat else {**trace, "x": names, "y": values}
+
+
+def _layout(report: GradReport, mode: str, lo: float, hi: float, shape: dict,
+            multi: bool) -> dict:
+    th = report.thresholds
+    flat = shape["orientation"] == "h"
+    norm_axis = {"type": "log", "range": [lo, hi], "title": {"text": "gradient L2 norm (log)"},
+                 "exponentformat": "power"}
+    name_axis: dict[str, Any] = {"automargin": True, "tickfont": {"size": 11}}
+    if flat:  # first row on top, every row labelled (no thinning: one row per name)
+        name_axis.update(autorange="reversed", dtick=1, type="category")
+        norm_axis["side"] = "top"
+    else:
+        name_axis["tickangle"] = -45
+    return {
+        "barmode": "overlay" if multi else "relative",
+        "xaxis": norm_axis if flat else name_axis,
+        "yaxis": name_axis if flat else norm_axis,
+        "margin": {"l": 10 if flat else 60, "r": 40 if flat else 10, "t": 70 if flat else 30,
+                   "b": 10},
+        "height": shape["height"], "showlegend": multi, "bargap": 0.15,
+        "title": {"text": ("per-parameter gradient norms" if mode == "param"
+                           else "per-module gradient norms")
+                          + (f"<br><sub>dashed: vanishing < {th.vanishing:g}, exploding > "
+                             f"{th.exploding:g}</sub>" if flat else ""), "font": {"size": 13}},
+        "shapes": [_line(th.vanishing, "#0072b2", flat), _line(th.exploding, "#e69f00", flat)],
+        "annotations": [] if flat else
+        [_hlabel(th.vanishing, f"vanishing < {th.vanishing:g}", "#0072b2"),
+         _hlabel(th.exploding, f"exploding > {th.exploding:g}", "#e69f00")],
+    }
 
 
 def plotly_text(text: object) -> str:
@@ -129,9 +183,12 @@ def _short(name: str, module: str) -> str:
     return name[len(module) + 1:] if module and name.startswith(module + ".") else name
 
 
-def _hline(y: float, color: str) -> dict:
-    return {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": y, "y1": y,
-            "line": {"color": color, "dash": "dash", "width": 1}}
+def _line(v: float, color: str, flat: bool) -> dict:
+    """A threshold line across the plot: horizontal on upright bars, vertical on flat ones."""
+    style = {"color": color, "dash": "dash", "width": 1}
+    if flat:
+        return {"type": "line", "yref": "paper", "y0": 0, "y1": 1, "x0": v, "x1": v, "line": style}
+    return {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": v, "y1": v, "line": style}
 
 
 def _hlabel(y: float, text: str, color: str) -> dict:

@@ -36,7 +36,8 @@ from .widget_controller import (
 )
 from .widget_controls import Controls
 
-CHART_WIDTH = 520
+CHART_WIDTH = 440  # px; with the graph's min width, side by side from ~800 px of output
+CHART_MAX_HEIGHT = "560px"  # taller charts (many flat bars) scroll inside their box
 
 
 class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
@@ -86,7 +87,7 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
         # layout messages only once its module has loaded, so data added before that is lost
         first = figure_dict(explorer.report, chart_mode) if first_error is None else {}
         self.chart = go.FigureWidget(first)
-        self.chart.layout.update(width=CHART_WIDTH, height=460, autosize=False)
+        self.chart.layout.update(width=CHART_WIDTH, autosize=False)
         self._clickable: Any = None
         self._build_toolbar(hook_kind, chart_mode)
         g = self.guard.wrap
@@ -94,9 +95,14 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
         self.pane.on_toggle_scope(g(self.toggle_scope))
         self.pane.on_layout_error(g(self._layout_failed))
         # the chart has a fixed width (plotly cannot size itself from a flex box that has no
-        # width yet at first draw); the graph takes the rest; narrow outputs wrap
-        body = W.HBox([W.Box([self.pane], layout=W.Layout(flex="1 1 420px", min_width="360px")),
-                       W.Box([self.chart], layout=W.Layout(flex="0 0 auto"))],
+        # width yet at first draw) and scrolls vertically when it has many rows; the graph
+        # takes the rest; narrow outputs stack them (flex wrap), so nothing scrolls sideways
+        chart_box = W.Box([self.chart], layout=W.Layout(
+            flex="0 1 auto", max_width="100%", max_height=CHART_MAX_HEIGHT,
+            overflow="hidden auto"))
+        chart_box.add_class("gv-chart-box")
+        body = W.HBox([W.Box([self.pane], layout=W.Layout(flex="1 1 340px", min_width="300px",
+                                                          max_width="100%")), chart_box],
                       layout=W.Layout(width="100%", flex_flow="row wrap"))
         super().__init__([self.toolbar, body, self.readout])
         if first_error is None:
