@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from .attribution import LOSS_SCOPE, Scope
-from .stats import combine_norms
+from .graph_scopes import align_param_scopes
 
 LEAF_KINDS = ("param", "input", "tensor")
 
@@ -86,6 +86,8 @@ class GradGraph:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "modules", MappingProxyType(dict(self.modules)))
+        # parameters in the call that used them: each module drawn once (graph_scopes.py)
+        object.__setattr__(self, "nodes", align_param_scopes(tuple(self.nodes), self.modules))
         object.__setattr__(self, "_by_id", {n.id: n for n in self.nodes})
         object.__setattr__(self, "_memo", {})
 
@@ -114,6 +116,11 @@ class GradGraph:
         except KeyError:
             close = [i for i in self._by_id if node_id.split("/")[-1] in i][:5]  # type: ignore[attr-defined]
             raise KeyError(f"no node {node_id!r} in the graph; similar: {close}") from None
+
+    @property
+    def by_id(self) -> Mapping[str, GradNode]:
+        """node id -> node."""
+        return self._by_id  # type: ignore[attr-defined]
 
     def __contains__(self, node_id: object) -> bool:
         return node_id in self._by_id  # type: ignore[attr-defined]
@@ -147,44 +154,9 @@ class GradGraph:
             >>> small = graph.view(depth=1)            # doctest: +SKIP
             >>> small.node("module:layer1").members    # doctest: +SKIP
         """
-        expand, collapse = frozenset(expand), frozenset(collapse)
+        from .graph_view import fold
 
-        def folded(path: str, level: int) -> bool:
-            if path in collapse:
-                return True
-            if path in expand:
-                return False
-            return depth is not None and level >= depth
-
-        rep: dict[str, str] = {}
-        groups: dict[str, tuple[str, int | None, Scope]] = {}
-        for n in self.nodes:
-            for level, (path, call) in enumerate(n.scope):
-                if folded(path, level):
-                    calls = self.modules[path].calls if path in self.modules else 1
-                    key_call = call if calls > 1 else None
-                    gid = f"module:{path}" + ("" if key_call is None else
-                                              ("@params" if call < 0 else f"@{call}"))
-                    rep[n.id] = gid
-                    groups.setdefault(gid, (path, key_call, n.scope[: level + 1]))
-                    break
-            else:
-                rep[n.id] = n.id
-        if not groups:
-            return dataclasses.replace(self, collapsed=collapse)
-        members: dict[str, list[str]] = {g: [] for g in groups}
-        for nid, gid in rep.items():
-            if gid != nid:
-                members[gid].append(nid)
-        edges = _merge_edges(self.edges, rep)
-        new_nodes = [n for n in self.nodes if rep[n.id] == n.id]
-        entering, leaving = _boundary_flow(self.edges, rep, self._by_id)  # type: ignore[attr-defined]
-        for gid, (path, call, scope) in groups.items():
-            inside = [self._by_id[m] for m in members[gid]]  # type: ignore[attr-defined]
-            new_nodes.append(_module_node(
-                gid, path, call, scope, self.modules.get(path), inside,
-                entering.get(gid, []), leaving.get(gid, [])))
-        return GradGraph(tuple(new_nodes), tuple(edges), self.modules, collapse)
+        return fold(self, depth, expand, collapse)
 
     def auto_depth(self, max_nodes: int = 120) -> int | None:
         """Deepest fold depth whose view has at most `max_nodes` nodes (None: no folding needed)."""
@@ -196,104 +168,11 @@ class GradGraph:
         return 0
 
 
-def _module_node(gid: str, path: str, call: int | None, scope: Scope, info: ModuleScope | None,
-                 inside: list[GradNode], entering: list[GradEdge], leaving: list[str]
-                 ) -> GradNode:
-    """The node standing for one folded module call; its norm is what entered it from the loss
-    side (w.r.t. the module outputs), its status what crossed its boundary (`_status_of`)."""
-    mtype = info.type if info else path
-    norm, gmax = _combine(entering) if entering else (None, None)
-    if norm is None:  # nothing left the group (e.g. it holds the loss): its largest inflow
-        best = max((m for m in inside if m.grad_norm is not None), key=lambda m: m.grad_norm,
-                   default=None)
-        norm, gmax = (best.grad_norm, best.grad_max) if best else (None, None)
-    suffix = "" if call is None else (" (params)" if call < 0 else f" [call {call}]")
-    return GradNode(
-        id=gid, op=mtype, kind="module", module=path,
-        label=f"{path}{suffix}\n{mtype} · {len(inside)} nodes", scope=scope,
-        grad_norm=norm, grad_max=gmax,
-        status=_status_of(inside, leaving, (e.status for e in entering)),
-        order=min((m.order for m in inside if m.order is not None), default=None),
-        members=tuple(m.id for m in inside))
-
-
-def _merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> list[GradEdge]:
-    merged: dict[tuple[str, str], list[GradEdge]] = {}
-    for e in edges:
-        s, d = rep[e.src], rep[e.dst]
-        if s != d:
-            merged.setdefault((s, d), []).append(e)
-    out = []
-    for (s, d), group in merged.items():
-        if len(group) == 1:
-            out.append(dataclasses.replace(group[0], src=s, dst=d))
-            continue
-        norm, gmax = _combine(group)
-        status = _worst(e.status for e in group)
-        out.append(GradEdge(s, d, norm, gmax, status))
-    return out
-
-
 def _edge_map(edges: Iterable[GradEdge]) -> Mapping[str, tuple[GradEdge, ...]]:
     out: dict[str, list[GradEdge]] = {}
     for e in edges:
         out.setdefault(e.src, []).append(e)
     return {k: tuple(v) for k, v in out.items()}  # plain: graphs stay picklable
-
-
-def _boundary_flow(edges: Iterable[GradEdge], rep: Mapping[str, str],
-                   by_id: Mapping[str, GradNode]) -> tuple[dict[str, list[GradEdge]],
-                                                           dict[str, list[str]]]:
-    """Per folded group: the edges its outputs feed (what enters it from the loss side), and
-    the statuses of what leaves it toward its inputs (edges from producers outside, and the
-    gradients of the leaves inside: its parameters)."""
-    entering: dict[str, list[GradEdge]] = {}
-    leaving: dict[str, list[str]] = {}
-    for e in edges:
-        s, d = rep[e.src], rep[e.dst]
-        if s != d and s.startswith("module:"):
-            entering.setdefault(s, []).append(e)
-        if s != d and d.startswith("module:"):
-            leaving.setdefault(d, []).append(e.status)
-        elif s == d and s.startswith("module:") and by_id[e.src].kind in LEAF_KINDS:
-            leaving.setdefault(s, []).append(by_id[e.src].status)
-    return entering, leaving
-
-
-def _combine(edges: list[GradEdge]) -> tuple[float | None, float | None]:
-    norm = combine_norms([e.grad_norm for e in edges])
-    maxes = [e.grad_max for e in edges if e.grad_max is not None]
-    return norm, (max(maxes) if maxes and norm is not None else None)
-
-
-_SEVERITY = ("nonfinite", "exploding", "zero", "vanishing", "healthy", "none")
-
-
-def _worst(statuses: Iterable[str]) -> str:
-    found = set(statuses)
-    for s in _SEVERITY:
-        if s in found:
-            return s
-    return "none"
-
-
-#: what leaves a module, from several edges: one healthy path makes the whole flow healthy
-_STRONGEST = ("nonfinite", "exploding", "healthy", "vanishing", "zero")
-
-
-def _status_of(inside: list[GradNode], leaving: Iterable[str], entering: Iterable[str]) -> str:
-    """A folded module is coloured by what crosses its boundary, not by the weakest node inside
-    (a zero initial state's gradient must not paint an LSTM step dead while a healthy gradient
-    leaves it): by the gradient it passes to its inputs and parameters where measured, else by
-    what enters it from the loss side, else by its worst node. A NaN/Inf inside always shows;
-    the rest of what is inside shows on unfolding."""
-    if any(m.status == "nonfinite" for m in inside):
-        return "nonfinite"
-    for crossing in (set(leaving), set(entering)):
-        for s in _STRONGEST:
-            if s in crossing:
-                return s
-    return _worst(m.status for m in inside)
 
 
 __all__ = ["GradEdge", "GradGraph", "GradNode", "LEAF_KINDS", "LOSS_SCOPE", "ModuleScope"]
