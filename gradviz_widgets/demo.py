@@ -1,7 +1,7 @@
 """`python -m gradviz_widgets.demo OUT_DIR`: the explorer on the dead-branch demo model, headless.
 
-Writes OUT_DIR/graph.svg, grad_norms.csv, grad_report.json and index.html (a standalone page:
-the graph, the Plotly chart with plotly.js inlined, and the findings; opens offline).
+Writes OUT_DIR/graph.svg, grad_norms.csv, grad_report.json and index.html (the interactive
+standalone page of `GradExplorer.export_html`: graph, chart and findings; opens offline).
 
 `python -m gradviz_widgets.demo --workdir DIR` copies the lesson notebooks into DIR (kept when
 there already) and prints DIR: `scripts/demo.sh` opens that working copy, so running the lessons
@@ -11,8 +11,6 @@ and the widget's exports never change the tracked notebooks.
 from __future__ import annotations
 
 import argparse
-import html
-import json
 import shutil
 import subprocess
 import sys
@@ -20,11 +18,10 @@ from pathlib import Path
 
 from torch import nn
 
-from .chart import figure_dict
 from .errors import GradExplorerError
 from .examples import dead_branch_example
 from .explorer import GradExplorer
-from .render import legend, svg_with_dot, to_dot
+from .render import svg_with_dot, to_dot
 
 _JS_DIR = Path(__file__).resolve().parent.parent / "js"
 _NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
@@ -84,7 +81,7 @@ def write_demo(out_dir: str | Path) -> dict[str, Path]:
     net, x, y = dead_branch_example()
     ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
     ex.toggle_hook("gate")
-    report = ex.run()
+    ex.run()
     svg = layout_svg(to_dot(ex.graph, title="DeadBranchNet: backward graph by module"))
     paths = {
         "svg": out / "graph.svg",
@@ -93,29 +90,9 @@ def write_demo(out_dir: str | Path) -> dict[str, Path]:
         "html": out / "index.html",
     }
     paths["svg"].write_text(svg, encoding="utf-8")
-    paths["html"].write_text(_page(svg, figure_dict(report), report.findings, report.summary()),
-                             encoding="utf-8")
+    ex.export_html(paths["html"], title="DeadBranchNet: gradient flow")
     ex.close()
     return paths
-
-
-def _page(svg: str, fig: dict, findings: tuple[str, ...], summary: str) -> str:
-    import plotly.offline
-
-    chart = plotly.offline.plot(fig, output_type="div", include_plotlyjs=True)
-    svg_body = svg[svg.find("<svg"):]
-    keys = "".join(f'<span style="border:2px {e["dash"]} {e["color"]};background:{e["fill"]};'
-                   f'padding:1px 6px;margin-right:6px">{html.escape(e["label"])}</span>'
-                   for e in legend())
-    items = "".join(f"<li>{html.escape(f)}</li>" for f in findings) or "<li>all healthy</li>"
-    return ("<!doctype html><meta charset='utf-8'><title>gradviz_widgets demo</title>"
-            "<body style='font-family:Helvetica,Arial,sans-serif;margin:16px'>"
-            f"<h2>gradviz_widgets — DeadBranchNet</h2><p>{html.escape(summary)}</p><ul>{items}</ul>"
-            f"<p>{keys}</p><div style='display:flex;gap:16px;align-items:flex-start'>"
-            f"<div style='flex:3;overflow:auto;max-height:90vh'>{svg_body}</div>"
-            f"<div style='flex:2'>{chart}</div></div>"
-            f"<script type='application/json' id='findings'>{json.dumps(list(findings))}</script>"
-            "</body>")
 
 
 def main(argv: list[str] | None = None) -> int:

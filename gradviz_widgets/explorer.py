@@ -268,6 +268,14 @@ class GradExplorer:
 
         return _write(path, svg_with_dot(self.to_dot(depth)))
 
+    def export_html(self, path: str | Path, title: str | None = None) -> Path:
+        """Write one self-contained interactive page of the newest run (graph with pan/zoom,
+        tooltips, search and fold levels; chart linked to it; findings), offline over file://."""
+        from .page import page_html
+
+        name = title or f"{type(self.model).__name__}: gradient flow"
+        return _write(path, page_html(self.graph, self.report, name))
+
     def export_csv(self, path: str | Path) -> Path:
         """Write the per-parameter norms table as CSV."""
         from .export import report_csv

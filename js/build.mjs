@@ -5,7 +5,7 @@
 // The page decompresses it and starts a Web Worker from it (or, as a fallback, imports
 // it on the main thread).
 // Usage: node build.mjs [--dev]   (--dev: no minification)
-import { mkdir, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
@@ -33,5 +33,7 @@ const workerSourcePlugin = {
 const main = await esbuild.build({ ...common, charset: "ascii", entryPoints: [join(here, "widget.js")], plugins: [workerSourcePlugin], write: false });
 await mkdir(dirname(outfile), { recursive: true });
 await writeFile(outfile, main.outputFiles[0].contents);
+// the standalone page's host script (gradviz_widgets/page.py inlines it next to the bundle)
+await copyFile(join(here, "page_host.js"), join(dirname(outfile), "page_host.js"));
 const kb = (n) => `${(n / 1024).toFixed(0)} KiB`;
 console.log(`built ${outfile} (${kb(main.outputFiles[0].contents.length)}; worker ${kb(workerSource.length)}, gzipped ${kb(workerGzipB64.length * 0.75)}) in ${(performance.now() - t0).toFixed(0)} ms`);

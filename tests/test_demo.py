@@ -28,7 +28,8 @@ def test_headless_demo_writes_page_svg_and_tables(tmp_path, capsys):
     report = json.loads((tmp_path / "grad_report.json").read_text())
     assert any("exactly 0.0" in f for f in report["findings"])
     page = (tmp_path / "index.html").read_text()
-    assert "<svg" in page and "plotly" in page.lower() and "exactly 0.0" in page
+    assert 'id="gvw-bundle"' in page and 'class="bar"' in page and "exactly 0.0" in page
+    assert "https://" not in page.replace("http://www.w3.org/", "")
     assert "index.html" in capsys.readouterr().out
 
 

@@ -55,3 +55,5 @@ def test_sdist_ships_bundle_and_wheel_from_it_needs_no_node(tmp_path: pathlib.Pa
     with zipfile.ZipFile(wheel) as zf:
         info = zf.getinfo(BUNDLE)
         assert info.file_size > 100_000  # the real bundle (WASM Graphviz inside), not a stub
+        assert "export function pageModel" in zf.read(
+            "gradviz_widgets/static/page_host.js").decode()  # export_html works from a wheel

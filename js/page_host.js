@@ -1,0 +1,109 @@
+// @ts-check
+// Host of the standalone page (gradviz_widgets/page.py): runs the GraphPane front end against an
+// in-page model instead of a kernel. Copied next to the bundle at build time; inlined in the page.
+// Everything the page shows from the run is set as text (textContent), never as markup.
+
+/** @typedef {{label: string, depth: number|null, dot: string, key_map: Record<string,string>, nodes: Record<string, any>}} View */
+
+/** A model with the anywidget surface the GraphPane uses (get/set/on/off/send/save_changes). */
+export function pageModel(/** @type {Record<string, any>} */ traits, /** @type {(msg: any) => void} */ onMessage) {
+  /** @type {Record<string, Function[]>} */
+  const listeners = {};
+  return {
+    get: (/** @type {string} */ k) => traits[k],
+    set(/** @type {string} */ k, /** @type {any} */ v) {
+      traits[k] = v;
+      for (const fn of listeners[`change:${k}`] ?? []) fn();
+    },
+    save_changes() {},
+    on(/** @type {string} */ ev, /** @type {Function} */ fn) { (listeners[ev] ??= []).push(fn); },
+    off(/** @type {string} */ ev, /** @type {Function} */ fn) {
+      listeners[ev] = (listeners[ev] ?? []).filter((f) => f !== fn);
+    },
+    send: (/** @type {any} */ msg) => onMessage(msg),
+  };
+}
+
+/** Index of the view to show after a double-click on `module` (deeper to unfold, shallower to fold). */
+export function nextView(/** @type {View[]} */ views, /** @type {number} */ current, /** @type {string} */ module) {
+  const folded = Object.values(views[current].nodes).some((n) => n.expandable === module);
+  if (folded) return Math.min(current + 1, views.length - 1);
+  const depth = module.split(".").length - 1;
+  const target = views.findIndex((v) => v.depth !== null && v.depth <= depth && v.depth >= 0);
+  return target >= 0 && target !== current ? target : Math.max(current - 1, 0);
+}
+
+/** The first view (from `start`) that draws node `id`, or -1. */
+export function viewWith(/** @type {View[]} */ views, /** @type {string} */ id, start = 0) {
+  for (let i = 0; i < views.length; i++) {
+    const j = (start + i) % views.length;
+    if (id in views[j].nodes) return j;
+  }
+  return -1;
+}
+
+function describe(/** @type {string} */ id, /** @type {any} */ info) {
+  if (!info) return id;
+  return `${info.label}\nstatus: ${info.status}\nmodule: ${info.module}`;
+}
+
+async function main() {
+  const stateEl = document.getElementById("gvw-state");
+  const bundleEl = document.getElementById("gvw-bundle");
+  const graphEl = document.getElementById("graph");
+  const select = /** @type {HTMLSelectElement|null} */ (document.getElementById("depth"));
+  const detail = document.getElementById("detail");
+  if (!stateEl || !bundleEl || !graphEl || !select || !detail) return;
+  const state = JSON.parse(stateEl.textContent ?? "{}");
+  /** @type {View[]} */
+  const views = state.views;
+  let current = 0;
+  const traits = { dot: "", key_map: {}, nodes: {}, revision: 0, selected: "", highlight: [],
+    legend: state.legend, status_text: state.summary, status_level: "info", rendered: {},
+    height: "70vh", layout_timeout: 60 };
+  const model = pageModel(traits, (msg) => {
+    if (msg.kind === "node_click") {
+      model.set("selected", msg.id);
+      detail.textContent = describe(msg.id, views[current].nodes[msg.id]);
+    } else if (msg.kind === "toggle_scope") {
+      show(nextView(views, current, String(msg.module)));
+    }
+  });
+  const show = (/** @type {number} */ i) => {
+    current = i;
+    select.value = String(i);
+    const v = views[i];
+    model.set("key_map", v.key_map);
+    model.set("nodes", v.nodes);
+    model.set("dot", v.dot);
+    model.set("revision", Number(traits.revision) + 1);
+  };
+  views.forEach((v, i) => {
+    const opt = document.createElement("option");
+    opt.value = String(i);
+    opt.textContent = v.label;
+    select.append(opt);
+  });
+  select.addEventListener("change", () => show(Number(select.value)));
+  const url = URL.createObjectURL(new Blob([bundleEl.textContent ?? ""], { type: "text/javascript" }));
+  const widget = (await import(url)).default;
+  show(0);
+  await widget.render({ model, el: graphEl });
+  const pick = (/** @type {Element} */ bar) => {
+    const id = state.params[Number(bar.getAttribute("data-row"))];
+    const at = id in views[current].nodes ? current : viewWith(views, id, current);
+    if (at >= 0 && at !== current) show(at);
+    model.set("selected", id);
+    detail.textContent = describe(id, at >= 0 ? views[at].nodes[id] : undefined);
+  };
+  for (const bar of document.querySelectorAll("#chart .bar")) {
+    bar.addEventListener("click", () => pick(bar));
+    bar.addEventListener("keydown", (e) => {
+      const key = /** @type {KeyboardEvent} */ (e).key;
+      if (key === "Enter" || key === " ") { e.preventDefault(); pick(bar); }
+    });
+  }
+  document.body.dataset.ready = "1";
+}
+
+if (typeof document !== "undefined") main();

@@ -1,0 +1,69 @@
+"""The exported page in headless Chromium over file://, every other request aborted: the
+graph lays out, a bar click selects its node, fold levels switch, user text never runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from harness import wait_until
+from torch import nn
+
+from gradviz_widgets import GradExplorer
+from gradviz_widgets.examples import dead_branch_example
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from test_page import Hostile  # noqa: E402
+
+
+def _open(browser, path: Path):  # noqa: ANN001, ANN202
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
+
+    def route(r) -> None:  # noqa: ANN001
+        if r.request.url.startswith(("file:", "data:", "blob:")):
+            r.continue_()
+        else:
+            problems.append(f"request: {r.request.url}")
+            r.abort()
+
+    page.route("**/*", route)
+    page.goto(path.as_uri())
+    page.wait_for_selector("#graph svg g.node", timeout=60_000)
+    return page, problems
+
+
+@pytest.mark.ui
+def test_page_offline_bar_selects_node_and_folds(browser, tmp_path: Path) -> None:
+    net, x, y = dead_branch_example()
+    path = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y).export_html(
+        tmp_path / "index.html")
+    page, problems = _open(browser, path)
+    assert page.locator("#graph svg g.node").count() >= 20
+    bar = page.locator('#chart .bar[data-row="2"]')  # gate.weight: exactly 0.0
+    bar.click()
+    wait_until(lambda: page.locator("#graph g.node.gvw-selected").count() == 1, 10,
+               "the parameter's node selected")
+    assert "gate.weight" in page.locator("#detail").text_content()
+    assert "zero" in page.locator("#detail").text_content()
+    options = page.locator("#depth option").all_text_contents()
+    assert "full" in options and "depth 0" in options
+    page.select_option("#depth", label="depth 0")
+    wait_until(lambda: page.locator("#graph svg g.node").count() < 20, 20, "folded view drawn")
+    assert problems == []
+    page.close()
+
+
+@pytest.mark.ui
+def test_page_with_hostile_names_runs_no_script(browser, tmp_path: Path) -> None:
+    path = GradExplorer(Hostile(), torch.randn(2, 3)).export_html(tmp_path / "h.html")
+    page, problems = _open(browser, path)
+    assert page.locator("img").count() == 0
+    assert "<img src=x onerror=alert(1)>" in page.locator("#graph svg.gvw-graph").text_content()
+    page.locator("#chart .bar").first.click()
+    assert problems == []
+    page.close()
