@@ -31,6 +31,10 @@ class HookConfig:
         self.modifiers: dict[str, Modifier] = {}
         self.fallback: set[str] = set()  # backward hooks done with tensor hooks instead
         self.fallback_reasons: dict[str, str] = {}
+        # modules seen writing into an argument in place (learned by the fallback): their
+        # arguments are hooked as they are, not through an alias, whose in-place write would
+        # add view-replay nodes (AsStrided / CopySlices) and move the graph's ids
+        self.writes_args: set[str] = set()
 
     @property
     def active(self) -> list[tuple[str, str]]:

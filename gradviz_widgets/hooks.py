@@ -299,9 +299,16 @@ class HookManager(HookConfig):
             flat, spec = tree_flatten((args, kwargs))
             where = self._slots(p, ("grad_output", "grad_input"), flat)
             watch = []
+            # an in-place write into an alias would replace the module's own op node by
+            # AsStrided + CopySlices (ids move): such modules get a hook on the argument only
+            direct = getattr(module, "inplace", False) is True or target in self.writes_args
             for slot, i in enumerate(where):
                 t = flat[i]
                 if not (t.requires_grad and t.layout == torch.strided):
+                    continue
+                if direct and t.grad_fn is not None:
+                    tensor_handles.append(t.register_hook(
+                        hook(p, "grad_input", slot, len(where), modifier)))
                     continue
                 alias = _alias(t)
                 tensor_handles.append(alias.register_hook(
@@ -323,6 +330,8 @@ class HookManager(HookConfig):
             for alias, version, active in watch:
                 # modified in place by the module: the alias's hook will not fire
                 active[0] = alias._version != version
+                if active[0]:  # next runs hook its arguments directly (ids stay put)
+                    self.writes_args.add(target)
             flat = tree_flatten(output)[0]
             where = self._slots(p, ("grad_output",), flat)
             for slot, i in enumerate(where):
