@@ -20,7 +20,8 @@ UPRIGHT_MAX = 30
 ROW_PX = 18  # height of one flat bar's row: a 10-12 px tick label with room to spare
 BASE_HEIGHT = 460
 PATTERN_INK = "#333"  # one colour for every pattern's strokes and outlines (plotly's
-# colour checks warn "Invalid color specifier: Array(n)" for per-bar arrays there)
+# colour checks warn "Invalid color specifier: Array(n)" for per-bar arrays there; and the
+# default template's pattern fillmode "overlay" takes the per-bar fill array as one colour)
 PATTERNS = {"healthy": "", "vanishing": "/", "exploding": "\\", "nonfinite": "+", "zero": "x",
             "none": "."}
 
@@ -108,7 +109,8 @@ def figure_dict(report: GradReport, mode: str = "param", selected_module: str | 
         "type": "bar", "name": "gradient norm", "orientation": shape["orientation"],
         "text": text, "textposition": "outside", "cliponaxis": False, "customdata": custom,
         "marker": {"color": fills, "line": {"color": PATTERN_INK, "width": widths},
-                   "pattern": {"shape": patterns, "fgcolor": PATTERN_INK, "size": 6}},
+                   "pattern": {"shape": patterns, "fgcolor": PATTERN_INK, "size": 6,
+                               "fillmode": "replace"}},
         "hovertemplate": "<b>%{customdata[4]}</b><br>‖g‖ = %{text}<br>status: %{customdata[2]}"
                          "<br>%{customdata[3]}<extra></extra>",
     }

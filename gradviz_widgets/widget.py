@@ -105,6 +105,8 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
                                                           max_width="100%")), chart_box],
                       layout=W.Layout(width="100%", flex_flow="row wrap"))
         super().__init__([self.toolbar, body, self.readout])
+        self.add_class("gv-explorer")
+        self.toolbar.add_class("gv-toolbar")
         if first_error is None:
             self.guard.call(self.refresh)
         else:

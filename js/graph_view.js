@@ -291,7 +291,7 @@ export class GraphView {
 
   zoomIn() { this.panZoom.zoomBy(1.25); }
   zoomOut() { this.panZoom.zoomBy(0.8); }
-  fit() { this.panZoom.fit(); }
+  fit() { this.panZoom.fit(false); }
 
   dispose() {
     this.seq++;

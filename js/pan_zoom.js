@@ -1,8 +1,13 @@
 // @ts-check
 /**
- * Pan (drag) and zoom (wheel, buttons) for an SVG inside a viewport element,
- * done by rewriting the SVG's viewBox. Mapping from screen to SVG units follows
- * preserveAspectRatio="xMidYMid meet".
+ * Pan (drag) and zoom (wheel, buttons) for an SVG inside a viewport element.
+ * The SVG keeps its own size (1 px per Graphviz point) and viewBox; the view is ONE CSS
+ * transform on the <svg> element, written at most once per animation frame (events in
+ * between only update `box`), so panning a 1,000-node graph does no per-node work and no
+ * re-layout: the compositor moves one layer. `box` is the visible region in SVG units
+ * (centred "meet" fit, as a viewBox would be); `data-view-box` on the svg mirrors it.
+ * The first view of a graph is the whole graph unless its labels would fall below
+ * MIN_LABEL_PX: then it shows the top of the graph at the readable scale, with a hint.
  */
 
 /** @typedef {{x: number, y: number, w: number, h: number}} Box */
@@ -11,6 +16,23 @@ const MIN_ZOOM = 0.02;
 const MAX_ZOOM = 50;
 const DRAG_THRESHOLD_PX = 4;
 const MAX_FIT_SCALE = 1.5; // screen px per Graphviz point when fitting a small graph
+export const MIN_LABEL_PX = 10; // smallest on-screen label size of the first view
+const SETTLE_MS = 180; // after the last move, drop will-change so the layer re-rasters crisp
+
+/**
+ * Scale at which the smallest node label reaches `minPx` screen px (labels sampled).
+ * @param {SVGSVGElement} svg @param {number} [minPx]
+ */
+export function readableScale(svg, minPx = MIN_LABEL_PX) {
+  let smallest = Infinity;
+  const texts = svg.querySelectorAll("g.node text");
+  const step = Math.max(1, Math.floor(texts.length / 64));
+  for (let i = 0; i < texts.length; i += step) {
+    const size = Number.parseFloat(texts[i].getAttribute("font-size") || "");
+    if (size > 0 && size < smallest) smallest = size;
+  }
+  return Number.isFinite(smallest) ? minPx / smallest : 0;
+}
 
 export class PanZoom {
   /** @param {HTMLElement} viewport */
@@ -26,6 +48,16 @@ export class PanZoom {
     this.justDragged = false;
     /** @type {{x: number, y: number, box: Box, id: number, dragging: boolean} | null} */
     this.drag = null;
+    this.frame = 0;
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    this.settle = undefined;
+    /** Whether the first view was held at the readable scale (not the whole graph). */
+    this.clamped = false;
+    this.hint = document.createElement("div");
+    this.hint.className = "gvw-hint";
+    this.hint.hidden = true;
+    this.hint.textContent = "Zoomed to readable labels: drag to pan, wheel to zoom, Fit shows the whole graph";
+    viewport.appendChild(this.hint);
     this.onWheel = this.onWheel.bind(this);
     this.onPointerDown = this.onPointerDown.bind(this);
     this.onPointerMove = this.onPointerMove.bind(this);
@@ -48,40 +80,79 @@ export class PanZoom {
     const vb = svg.viewBox.baseVal;
     const base = vb && vb.width > 0 ? { x: vb.x, y: vb.y, w: vb.width, h: vb.height }
       : { x: 0, y: 0, w: Number.parseFloat(svg.getAttribute("width") || "100"), h: Number.parseFloat(svg.getAttribute("height") || "100") };
-    svg.setAttribute("width", "100%");
-    svg.setAttribute("height", "100%");
-    svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
+    svg.setAttribute("viewBox", `${base.x} ${base.y} ${base.w} ${base.h}`);
+    svg.setAttribute("width", String(base.w));
+    svg.setAttribute("height", String(base.h));
+    svg.classList.add("gvw-graph");
     this.svg = svg;
     this.base = base;
-    if (keepView) this.apply();
-    else this.fit();
+    if (keepView) this.flush(true);
+    else this.fit(true);
   }
 
-  /** Show the whole graph (small graphs are not blown up beyond MAX_FIT_SCALE). */
-  fit() {
+  /**
+   * Show the whole graph (small graphs are not blown up beyond MAX_FIT_SCALE). With
+   * `readable`, never below the scale where labels reach MIN_LABEL_PX: a larger graph then
+   * shows its top part across the width, and the hint says how to see the rest.
+   * @param {boolean} [readable]
+   */
+  fit(readable = false) {
     const pad = Math.max(this.base.w, this.base.h) * 0.02;
     let w = this.base.w + 2 * pad;
     let h = this.base.h + 2 * pad;
     const r = this.viewport.getBoundingClientRect();
-    if (r.width > 0 && r.height > 0 && Math.min(r.width / w, r.height / h) > MAX_FIT_SCALE) {
-      w = r.width / MAX_FIT_SCALE;
-      h = r.height / MAX_FIT_SCALE;
-    }
     const cx = this.base.x + this.base.w / 2;
     const cy = this.base.y + this.base.h / 2;
-    this.box = { x: cx - w / 2, y: cy - h / 2, w, h };
-    this.apply();
+    let s = r.width > 0 && r.height > 0 ? Math.min(r.width / w, r.height / h) : 0;
+    if (s > MAX_FIT_SCALE) {
+      w = r.width / MAX_FIT_SCALE;
+      h = r.height / MAX_FIT_SCALE;
+      s = MAX_FIT_SCALE;
+    }
+    const min = readable && this.svg ? readableScale(this.svg) : 0;
+    this.clamped = s > 0 && s < min;
+    if (this.clamped) {
+      // the width of the top part at the readable scale; centred when narrower than the view
+      w = r.width / min;
+      h = r.height / min;
+      const x = this.base.w + 2 * pad <= w ? cx - w / 2 : this.base.x - pad;
+      this.box = { x, y: this.base.y - pad, w, h };
+    } else {
+      this.box = { x: cx - w / 2, y: cy - h / 2, w, h };
+    }
+    this.hint.hidden = !this.clamped;
+    this.flush(true);
   }
 
+  /** Ask for the transform to be written in the next animation frame (coalesced). */
   apply() {
-    if (!this.svg) return;
-    const { x, y, w, h } = this.box;
-    this.svg.setAttribute("viewBox", `${x} ${y} ${w} ${h}`);
+    if (!this.svg || this.frame) return;
+    if (typeof requestAnimationFrame !== "function") { this.flush(true); return; }
+    this.frame = requestAnimationFrame(() => { this.frame = 0; this.flush(true); });
+    this.viewport.classList.add("gvw-moving");
+    clearTimeout(this.settle);
+    this.settle = setTimeout(() => this.viewport.classList.remove("gvw-moving"), SETTLE_MS);
   }
 
-  /** Screen pixels per SVG unit for the current box. */
-  scale() {
+  /**
+   * Write the pending transform now (before reading element positions).
+   * @param {boolean} [force] write even when no frame is pending
+   */
+  flush(force = false) {
+    if (this.frame) { cancelAnimationFrame(this.frame); this.frame = 0; force = true; }
+    if (!force || !this.svg) return;
     const r = this.viewport.getBoundingClientRect();
+    const s = this.scale(r);
+    const { x, y, w, h } = this.box;
+    const tx = (r.width - w * s) / 2 - (x - this.base.x) * s;
+    const ty = (r.height - h * s) / 2 - (y - this.base.y) * s;
+    this.svg.style.transform = `translate(${tx}px, ${ty}px) scale(${s})`;
+    this.svg.setAttribute("data-view-box", `${x} ${y} ${w} ${h}`);
+  }
+
+  /** Screen pixels per SVG unit for the current box. @param {DOMRect} [rect] */
+  scale(rect) {
+    const r = rect ?? this.viewport.getBoundingClientRect();
     return Math.min(r.width / this.box.w, r.height / this.box.h) || 1;
   }
 
@@ -121,6 +192,7 @@ export class PanZoom {
    * @param {Element} el @param {number} [minScale]
    */
   centerOn(el, minScale = 1) {
+    this.flush();
     const er = el.getBoundingClientRect();
     const c = this.toUser(er.left + er.width / 2, er.top + er.height / 2);
     const s = this.scale();
@@ -136,6 +208,7 @@ export class PanZoom {
 
   /** @param {Element} el @returns {boolean} whether el lies fully inside the viewport */
   isVisible(el) {
+    this.flush();
     const r = this.viewport.getBoundingClientRect();
     const e = el.getBoundingClientRect();
     return e.left >= r.left && e.right <= r.right && e.top >= r.top && e.bottom <= r.bottom;
@@ -202,6 +275,9 @@ export class PanZoom {
     v.removeEventListener("pointerup", this.onPointerUp);
     v.removeEventListener("pointercancel", this.onPointerUp);
     v.removeEventListener("click", this.onClickCapture, true);
+    if (this.frame) cancelAnimationFrame(this.frame);
+    clearTimeout(this.settle);
+    this.frame = 0;
     this.svg = null;
   }
 }

@@ -31,7 +31,11 @@ export const CSS = `
   border: 1px solid var(--jp-border-color2, #ddd); border-radius: 3px; background: #fff; cursor: grab;
   touch-action: none; user-select: none; }
 .gvw-viewport.gvw-dragging { cursor: grabbing; }
-.gvw-viewport > svg { display: block; }
+.gvw-viewport > svg { display: block; position: absolute; left: 0; top: 0; transform-origin: 0 0;
+  max-width: none; max-height: none; }
+.gvw-viewport.gvw-moving > svg { will-change: transform; }
+.gvw-hint { position: absolute; left: 6px; bottom: 6px; z-index: 5; padding: 2px 6px; border-radius: 3px;
+  background: rgba(255,255,255,0.92); border: 1px solid #ccc; color: #444; font-size: 11px; pointer-events: none; }
 .gvw-empty { position: absolute; inset: 0; display: flex; align-items: center; justify-content: center; color: #888; }
 .gvw-pane g.node { cursor: pointer; outline: none; }
 .gvw-pane g.node:focus-visible :is(polygon, ellipse, path, rect) { stroke: #1f6feb; stroke-width: 4px; stroke-dasharray: 3 2; }

@@ -64,6 +64,9 @@ def test_outline_and_pattern_colours_are_single_colours(dead_explorer):
         assert isinstance(marker["line"]["color"], str)
         assert isinstance(marker["pattern"]["fgcolor"], str)
         assert isinstance(marker["color"], list)  # the fill still says the status per bar
+        # plotly's default template sets fillmode "overlay", whose background colour defaults
+        # to the whole per-bar fill array (the Array(8) warning): replace mode, explicitly
+        assert marker["pattern"]["fillmode"] == "replace"
 
 
 def test_selected_module_outlined_wider(dead_explorer):
