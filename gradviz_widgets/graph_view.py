@@ -65,9 +65,12 @@ def _module_node(gid: str, path: str, call: int | None, scope: Scope, info: Modu
                    default=None)
         norm, gmax = (best.grad_norm, best.grad_max) if best else (None, None)
     suffix = "" if call is None else (" (params)" if call < 0 else f" [call {call}]")
+    cuts = sorted({m.label.rpartition("\n")[2] for m in inside if m.kind == "ghost"})
+    # a module no gradient reached shows its cut
+    cut = " · " + " ".join(cuts) if inside and all(m.kind == "ghost" for m in inside) else ""
     return GradNode(
         id=gid, op=mtype, kind="module", module=path,
-        label=f"{path}{suffix}\n{mtype} · {len(inside)} nodes", scope=scope,
+        label=f"{path}{suffix}\n{mtype} · {len(inside)} nodes{cut}", scope=scope,
         grad_norm=norm, grad_max=gmax,
         status=_status_of(inside, leaving, (e.status for e in entering)),
         order=min((m.order for m in inside if m.order is not None), default=None),

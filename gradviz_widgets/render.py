@@ -29,7 +29,11 @@ STATUS_STYLE: dict[str, tuple[str, str, str, str]] = {
 }
 
 _SHAPES = {"op": "box", "accumulate": "box", "param": "box", "input": "invhouse",
-           "tensor": "box", "output": "doubleoctagon", "module": "box3d"}
+           "tensor": "box", "output": "doubleoctagon", "module": "box3d",
+           "ghost": "box"}
+
+#: ghosts (graph_ghosts.py: parameters the gradient never reached) are grey and dashed
+GHOST_STYLE = {"style": "dashed,rounded", "color": "#9a9a9a", "fontcolor": "#7a7a7a"}
 
 # Text from the user's model (module, parameter, class, output-key and loss names) is data:
 # control characters become visible Unicode "control pictures", bidi overrides a visible
@@ -189,6 +193,12 @@ class _Emitter:
 
 
 def _node_line(key: str, n: GradNode, hooked: bool, selected: bool) -> str:
+    if n.kind == "ghost":
+        attrs = {"shape": "box", **GHOST_STYLE, "penwidth": "2.5" if selected else "1"}
+        if selected:
+            attrs["color"] = "#cc79a7"
+        body = ", ".join(f"{k}={_q(v)}" for k, v in attrs.items())
+        return f'{key} [id="{key}", label="{_dot_text(label_lines(n))}", {body}];'
     fill, border, style, _ = STATUS_STYLE.get(n.status, STATUS_STYLE["none"])
     styles = ["filled", "rounded" if n.kind in ("op", "accumulate") else "", style]
     attrs = {

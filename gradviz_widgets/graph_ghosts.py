@@ -1,0 +1,80 @@
+"""Ghost nodes: the parameters the gradient never reached, drawn where they live.
+
+The chart lists a frozen / detached / no_grad / never-called parameter; the picture showed
+nothing. `add_ghosts` returns the graph with one `kind="ghost"` node per such parameter, in its
+module's cluster, labelled with the cut ("✂ frozen"). Ghosts have no edges and no norm, so
+every norm, status and fold of the real graph is unchanged; ids are `ghost:param:<name>`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from .attribution import Scope
+from .graph import GradGraph, GradNode
+from .graph_scopes import aligned_scope, call_prefixes
+
+GHOST_PREFIX = "ghost:"
+
+#: words of a none reason (diagnose.none_reason) -> the cut shown on the ghost
+_CUTS = (("frozen", "frozen"), ("no_grad", "no_grad"), ("never called", "never called"),
+         ("detached", "detached"))
+
+
+def cut_of(reason: str | None) -> str:
+    """The short cut name for a None reason ("frozen", "detached", "no_grad", "never called").
+
+    Example:
+        >>> cut_of("requires_grad=False (frozen): autograd does not track it")
+        'frozen'
+    """
+    text = (reason or "").lower()
+    for word, cut in _CUTS:
+        if word in text:
+            return cut
+    return "no gradient"
+
+
+def add_ghosts(graph: GradGraph, none_reasons: Mapping[str, str] | None = None) -> GradGraph:
+    """`graph` plus a ghost node for every parameter of its module tree with no node in it.
+
+    `none_reasons` (GradReport.none_reasons) names each cut; without it, parameters of modules
+    never called read "never called" and the rest "no gradient".
+    """
+    reasons = dict(none_reasons or {})
+    prefixes = call_prefixes(graph.nodes)
+    ghosts = []
+    for path, info in graph.modules.items():
+        for name in info.params:
+            gid = f"{GHOST_PREFIX}param:{name}"
+            if f"param:{name}" in graph or gid in graph:
+                continue
+            reason = reasons.get(name) or (
+                "never called" if info.calls == 0 else "no gradient reached it")
+            ghosts.append(_ghost(gid, name, path, reason, _scope(path, graph, prefixes)))
+    if not ghosts:
+        return graph
+    return dataclasses.replace(graph, nodes=graph.nodes + tuple(ghosts))
+
+
+def _scope(path: str, graph: GradGraph, prefixes: Mapping[str, Scope]) -> Scope:
+    parts = path.split(".") if path else []
+    chain = tuple((".".join(parts[: i + 1]),
+                   -1 if (m := graph.modules.get(".".join(parts[: i + 1]))) and m.calls > 1
+                   else 0) for i in range(len(parts)))
+    scope = aligned_scope(chain, prefixes, graph.modules)
+    if path and (not scope or scope[-1][0] != path):
+        scope = scope + ((path, 0),)  # its own cluster, even when the module never ran
+    return scope
+
+
+def _ghost(gid: str, name: str, module: str, reason: str, scope: Scope) -> GradNode:
+    cut = cut_of(reason)
+    return GradNode(id=gid, op="Ghost", kind="ghost", module=module,
+                    label=f"{name}\n✂ {cut}", scope=scope, status="none")
+
+
+def is_ghost(node_id: str) -> bool:
+    """True for ids of ghost nodes (never a real node of the run)."""
+    return node_id.startswith(GHOST_PREFIX)
