@@ -197,7 +197,7 @@ def _wanted(raw: RawGraph, stand_ins: StandIns) -> list[tuple[str, torch.Tensor]
     """(leaf id, tensor) for every leaf to differentiate: the graph's leaves, every parameter's
     stand-in, and every real Parameter (reentrant checkpoints may reach those only during
     backward); entries sharing an id are summed."""
-    wanted = [(leaf.id, leaf.tensor) for leaf in raw.leaves]
+    wanted = [(leaf.id, leaf.tensor) for leaf in raw.leaves if leaf.tensor is not None]
     seen = {id(t) for _, t in wanted}
     wanted += [(f"param:{n}", p) for n, p in stand_ins.params.items()
                if p.requires_grad and id(p) not in seen]

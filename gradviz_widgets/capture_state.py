@@ -143,8 +143,8 @@ def _restore(saved: _Saved) -> None:
         for k in [k for k, v in state.items() if isinstance(v, _RESTORED) and k not in values]:
             del state[k]  # left on the module by the run (a tensor made from stand-ins)
         state.update(values)
-    for g, state in saved.generators:
-        g.set_state(state)
+    for g, g_state in saved.generators:
+        g.set_state(g_state)
     parametrize._cache.clear()
     parametrize._cache.update(saved.cache)
 

@@ -41,7 +41,7 @@ def unwrap_compiled(model: nn.Module) -> tuple[nn.Module, str | None]:
             notes.append(f"{kind}: explored its module ({kind.lower()}.module) on this process "
                          "alone (names without the 'module.' prefix); the gradients are this "
                          "rank's local ones, before any averaging across ranks")
-            model = model.module
+            model = model.module  # type: ignore[assignment]  # checked: an nn.Module
         else:
             return model, "; ".join(notes) or None
 
@@ -72,7 +72,8 @@ def check_model(model: nn.Module) -> None:
                 "whole model instead (the explorer then runs compiled._orig_mod).")
         from torch.nn.modules.lazy import LazyModuleMixin
 
-        if isinstance(module, LazyModuleMixin) and module.has_uninitialized_params():
+        if isinstance(module, LazyModuleMixin) and \
+                module.has_uninitialized_params():  # type: ignore[misc]
             raise GradExplorerError(
                 f"{where} ({kind}) has uninitialised lazy parameters. Call the model once on a "
                 "sample batch (model(x)) so lazy modules create their parameters, then explore "

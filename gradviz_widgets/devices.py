@@ -26,10 +26,10 @@ def available_devices() -> list[str]:
 
 def model_device(model: nn.Module) -> torch.device:
     """The device of the model's first parameter or buffer (CPU for a model with neither)."""
-    for t in model.parameters():
-        return t.device
-    for t in model.buffers():
-        return t.device
+    for p in model.parameters():
+        return p.device
+    for b in model.buffers():
+        return b.device
     return torch.device("cpu")
 
 

@@ -116,7 +116,7 @@ def nonfinite_origin(graph: GradGraph, loss: float | None = None) -> str | None:
     sent_nonfinite = {e.dst for e in graph.edges if e.status == "nonfinite"}
     if not sent_nonfinite:
         return None
-    executed = sorted((n for n in graph.nodes if n.order is not None), key=lambda n: n.order)
+    executed = sorted((n for n in graph.nodes if n.order is not None), key=lambda n: n.order or 0)
     for n in executed:
         if n.status != "nonfinite" and n.id in sent_nonfinite:
             return n.id
@@ -144,7 +144,7 @@ def findings(
         out.append(f"{_count(by['exploding'])} with exploding gradients: {_names(by['exploding'])}")
     if by.get("none"):
         out.append(f"{_count(by['none'])} get no gradient: " + ", ".join(
-            f"{p.name} ({p.none_reason.split(':')[0]})" for p in by["none"][:4])
+            f"{p.name} ({(p.none_reason or 'no reason').split(':')[0]})" for p in by["none"][:4])
             + ("…" if len(by["none"]) > 4 else ""))
     if by.get("zero"):
         origins = sorted({p.zero_origin for p in by["zero"] if p.zero_origin})
