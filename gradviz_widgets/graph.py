@@ -15,6 +15,7 @@ from .attribution import LOSS_SCOPE, Scope
 from .graph_scopes import align_param_scopes
 
 LEAF_KINDS = ("param", "input", "tensor")
+GROUP_ABOVE = 150
 
 T = TypeVar("T")
 
@@ -142,8 +143,13 @@ class GradGraph:
         depth: int | None = None,
         expand: Iterable[str] = (),
         collapse: Iterable[str] = (),
+        group: bool | None = None,
     ) -> GradGraph:
         """The graph with module calls folded into single nodes.
+
+        `group`: fold runs of identical sibling modules into "×N" nodes (graph_groups.py;
+        None: when the view draws more than GROUP_ABOVE nodes); a group id in `expand`
+        (`group:h.0-11`) unfolds that run.
 
         A module call nested `depth` or more levels down is folded (depth=0 folds every
         top-level module, depth=1 shows the top level open and folds its children), unless its
@@ -154,9 +160,14 @@ class GradGraph:
             >>> small = graph.view(depth=1)            # doctest: +SKIP
             >>> small.node("module:layer1").members    # doctest: +SKIP
         """
+        from .graph_groups import group_runs
         from .graph_view import fold
 
-        return fold(self, depth, expand, collapse)
+        expand = frozenset(expand)
+        folded = fold(self, depth, expand, collapse)
+        if group is None:  # big views only: runs of identical blocks become "×N" groups
+            group = sum(n.kind != "accumulate" for n in folded.nodes) > GROUP_ABOVE
+        return group_runs(folded, expand) if group else folded
 
     def auto_depth(self, max_nodes: int = 120) -> int | None:
         """Deepest fold depth whose view has at most `max_nodes` nodes (None: no folding needed)."""
