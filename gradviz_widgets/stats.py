@@ -78,12 +78,13 @@ def accumulation_dtype(device: torch.device) -> torch.dtype:
 class NormBatch:
     """Collects numbers as device tensors; `resolve()` reads them all back with one host sync.
 
-    Norms and counts are exact at any size and magnitude (see `norms_and_maxes`); a tensor queued
-    twice while alive (a gradient seen as one node's output and the next one's input) is
-    measured once. Small CPU gradients are copied (as float64) into one pending buffer of at
-    most `chunk_size` elements and reduced together when it fills, before anything else is
-    queued and at `resolve()` (`segmented`): deep graphs of small tensors cost one copy per
-    gradient, not ~10 kernels, and no gradient is kept alive.
+    Norms and counts are exact at any size and magnitude (see `norms_and_maxes`). Small CPU
+    gradients (up to SMALL elements) are copied as float64 into one pending buffer of at most
+    `chunk_size` elements, one cat + copy per `add`, and reduced together (`segmented`) when it
+    fills, before anything else is queued and at `resolve()`: deep graphs of small tensors cost
+    a few kernels per node, not ~10 per tensor, and no gradient is kept alive for it. Other
+    tensors queued twice while alive (a gradient seen as one node's output and the next one's
+    input) are measured once.
 
     Example:
         >>> batch = NormBatch(torch.device("cpu"))
@@ -108,23 +109,28 @@ class NormBatch:
         self._used = 0
         self._lengths: list[int] = []
         self._repeats: list[int] = []
+        self._exact = {d for d in (torch.float32, torch.float16, torch.bfloat16)
+                       if squares_fit(d, self.dtype)}
 
     def add(self, grads: Sequence[torch.Tensor]) -> list[int]:
         """Queue (L2 norm, max |g|) of each gradient; returns the slot of each pair."""
         slots: list[int | None] = []
         fresh: list[tuple[int, torch.Tensor, tuple | None]] = []
+        small: list[tuple[int, torch.Tensor, int]] = []
         for i, g in enumerate(grads):
+            if self._small(g):
+                small.append((i, *_distinct(g)) if not g.is_contiguous() else (i, g, 1))
+                slots.append(None)
+                continue
             key = _identity(g) if g.device.type != "cuda" else None  # fused there: no gain
             hit = self._seen.get(key) if key is not None else None
-            if hit is not None and hit[0]() is not None:
-                slots.append(hit[1])
-                continue
-            slot = self._add_small(g) if key is not None and g.device.type == "cpu" else None
-            slots.append(slot)
-            if slot is None:
+            slots.append(hit[1] if hit is not None and hit[0]() is not None else None)
+            if slots[-1] is None:
                 fresh.append((i, g, key))
-            else:
-                self._seen[key] = (weakref.ref(g), slot)
+        if small:
+            first = self._add_small([x for _, x, _ in small], [r for _, _, r in small])
+            for k, (i, _, _) in enumerate(small):
+                slots[i] = first + 2 * k
         if fresh:
             dense = [g.coalesce().values() if g.is_sparse else g for _, g, _ in fresh]
             for indices, pairs in norms_and_maxes(dense, self.dtype, self.scratch):
@@ -136,23 +142,36 @@ class NormBatch:
                         self._seen[key] = (weakref.ref(g), start + 2 * k)
         return slots  # type: ignore[return-value]
 
-    def _add_small(self, g: torch.Tensor) -> int | None:
-        """Copy a small dense CPU gradient to the pending buffer; its slot (None: not small)."""
-        n = g.numel()
-        if n > self.SMALL or g.is_complex() or not squares_fit(g.dtype, self.dtype):
-            return None
-        x, repeats = _distinct(g)
-        n = x.numel()
+    def _small(self, g: torch.Tensor) -> bool:
+        """A dense CPU gradient small enough for the pending buffer, with squares exact in it."""
+        return (g.is_cpu and g.dtype in self._exact and g.layout is torch.strided
+                and g.numel() <= self.SMALL)
+
+    def _add_small(self, xs: list[torch.Tensor], repeats: list[int]) -> int:
+        """Copy small dense CPU tensors to the pending buffer (one cat and one copy per call,
+        flushing it when full); the slot of the first pair, the others follow."""
+        first = self._size
         if self._buf is None:
-            self._buf = torch.empty(chunk_size(g.device), dtype=self.dtype, device=g.device)
-        elif self._used + n > self._buf.numel():
-            self._flush()
-        self._buf[self._used: self._used + n].view(x.shape).copy_(x)
-        self._used += n
-        self._lengths.append(n)
-        self._repeats.append(repeats)
-        self._size += 2
-        return self._size - 2
+            self._buf = torch.empty(chunk_size(xs[0].device), dtype=self.dtype)
+        lengths = [x.numel() for x in xs]
+        start, cap = 0, self._buf.numel()
+        while start < len(xs):
+            end, total = start, 0
+            while end < len(xs) and self._used + total + lengths[end] <= cap:
+                total += lengths[end]
+                end += 1
+            if end == start:  # full (any one tensor fits an empty buffer)
+                self._flush()
+                continue
+            flat = xs[start].reshape(-1) if end == start + 1 else \
+                torch._C._nn.flatten_dense_tensors(xs[start:end])
+            self._buf[self._used: self._used + total].copy_(flat)
+            self._used += total
+            self._lengths += lengths[start:end]
+            self._repeats += repeats[start:end]
+            start = end
+        self._size += 2 * len(xs)
+        return first
 
     def _flush(self) -> None:
         """Reduce the pending buffer into its reserved slots (they end the queue so far)."""
