@@ -17,15 +17,16 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._pytree import tree_flatten, tree_unflatten
+from torch.utils._pytree import tree_flatten
 
 from .errors import GradExplorerError
 from .hook_config import HookConfig, _Unhookable
 from .hook_events import HookEvent, _Pending
+from .hook_fallback import FallbackBackward
 from .modifiers import Modifier
 from .stats import NormBatch
 from .tensor_stats import StatsCache, read_stats
-from .walk import HOOK_NODE_MARK, RawGraph
+from .walk import RawGraph
 
 
 class HookManager(HookConfig):
@@ -260,117 +261,11 @@ class HookManager(HookConfig):
         return self._guarded(target, "backward", body)
 
     def _fallback_backward(self, target: str, batch: NormBatch, calls: Counter,
-                           tensor_handles: list[Any]):
-        """register_full_backward_hook done with tensor hooks, for modules where it cannot be used
-        (an output modified in place afterwards; a non-full backward hook on the module).
-
-        grad_input: every tensor that requires grad in the arguments (nested ones and keyword
-        arguments too) is replaced by an alias (a view of all of it) with a hook, which sees the
-        gradient flowing from the module into that argument; where the module modifies the
-        argument in place (an in-place ReLU), a hook on the argument itself, registered before,
-        reports the gradient of the value before the change instead.
-        grad_output: a hook on each output tensor, registered before anything downstream can
-        modify it in place, so it sees the gradient of the output as the module returned it; an
-        output the module also uses itself (an LSTM cell's state) includes that use, unlike the
-        full backward hook. Slots follow the flattened arguments / output; None where no
-        gradient arrives. A modifier applies to each argument's gradient on its own (clip_norm
-        clips each tensor to the norm). Tensor hooks are removed when the run ends.
-        """
-        modifier = self.modifiers.get(target)
-        current: list[tuple[_Pending, list] | None] = []
-
-        def hook(p: _Pending, name: str, slot: int, size: int, mod: Modifier | None,
-                 active: list[bool] | None = None) -> Callable:
-            return self._guarded(target, "backward", self._grad_slot(
-                p, name, slot, size, batch, mod, active))
-
-        def pre(module: nn.Module, args: tuple, kwargs: dict) -> tuple | None:
-            call = self._next_call(calls, (target, "backward"))
-            if not torch.is_grad_enabled():
-                # no graph is recorded (no_grad, the first pass of a reentrant checkpoint):
-                # nothing will flow back through this call
-                current.append(None)
-                return None
-            # the event joins the run's events when its first gradient arrives, so calls that
-            # backward never reaches (a checkpoint's recomputation) leave no empty event
-            reason = self.fallback_reasons.get(target, "tensor hooks asked for")
-            p = self._new(target, "backward", f"tensor hooks (fallback: {reason})", call,
-                          queue=False)
-            flat, spec = tree_flatten((args, kwargs))
-            where = self._slots(p, ("grad_output", "grad_input"), flat)
-            watch = []
-            # an in-place write into an alias would replace the module's own op node by
-            # AsStrided + CopySlices (ids move): such modules get a hook on the argument only
-            direct = getattr(module, "inplace", False) is True or target in self.writes_args
-            for slot, i in enumerate(where):
-                t = flat[i]
-                if not (t.requires_grad and t.layout == torch.strided):
-                    continue
-                if direct and t.grad_fn is not None:
-                    tensor_handles.append(t.register_hook(
-                        hook(p, "grad_input", slot, len(where), modifier)))
-                    continue
-                alias = _alias(t)
-                tensor_handles.append(alias.register_hook(
-                    hook(p, "grad_input", slot, len(where), modifier)))
-                if t.grad_fn is not None:  # never a hook on a leaf (it may be the user's)
-                    active = [False]
-                    tensor_handles.append(t.register_hook(
-                        hook(p, "grad_input", slot, len(where), modifier, active)))
-                    watch.append((alias, alias._version, active))
-                flat[i] = alias
-            current.append((p, watch))
-            return tree_unflatten(flat, spec)
-
-        def post(module: nn.Module, args: tuple, output: Any) -> None:
-            entry = current.pop() if current else None
-            if entry is None:
-                return
-            p, watch = entry
-            for alias, version, active in watch:
-                # modified in place by the module: the alias's hook will not fire
-                active[0] = alias._version != version
-                if active[0]:  # next runs hook its arguments directly (ids stay put)
-                    self.writes_args.add(target)
-            flat = tree_flatten(output)[0]
-            where = self._slots(p, ("grad_output",), flat)
-            for slot, i in enumerate(where):
-                t = flat[i]
-                if t.requires_grad:
-                    tensor_handles.append(t.register_hook(
-                        hook(p, "grad_output", slot, len(where), None)))
-
-        return self._guarded(target, "backward", pre), self._guarded(target, "backward", post)
-
-    @staticmethod
-    def _slots(p: _Pending, names: tuple[str, ...], flat: list) -> list[int]:
-        """Positions of the tensors in `flat`; sets up one empty slot per tensor under `names`."""
-        where = [i for i, t in enumerate(flat) if isinstance(t, torch.Tensor)]
-        for name in names:
-            p.tensors[name] = [None] * len(where)
-            if p.raw is not None:
-                p.raw[name] = [None] * len(where)
-        return where
-
-    def _grad_slot(self, p: _Pending, name: str, slot: int, size: int, batch: NormBatch,
-                   modifier: Modifier | None, active: list[bool] | None):
-        def put(key: str, t: torch.Tensor) -> None:
-            p.tensors.setdefault(key, [None] * size)[slot] = self._stats.get(t, batch)
-            if p.raw is not None:
-                p.raw.setdefault(key, [None] * size)[slot] = t.detach().clone()
-
-        def body(grad: torch.Tensor) -> torch.Tensor | None:
-            if active is not None and not active[0]:
-                return None
-            self._use(p)
-            put(name, grad)
-            if modifier is None:
-                return None
-            changed = modifier.apply([grad])[0]
-            put(name + "_modified", changed)
-            return changed
-
-        return body
+                           tensor_handles: list[Any]) -> tuple[Callable, Callable]:
+        """register_full_backward_hook done with tensor hooks (see hook_fallback.py)."""
+        hooks = FallbackBackward(self, target, batch, calls, tensor_handles)
+        return self._guarded(target, "backward", hooks.pre), \
+            self._guarded(target, "backward", hooks.post)
 
     def _modified(self, p: _Pending, name: str, grads: tuple, modifier: Modifier | None,
                   batch: NormBatch) -> tuple | None:
@@ -391,11 +286,3 @@ class HookManager(HookConfig):
             return self._modified(p, "grad_output", grad_outputs, modifier, batch)
 
         return self._guarded(target, "tensor", body)
-
-
-def _alias(t: torch.Tensor) -> torch.Tensor:
-    """A view of all of `t`, as an AliasBackward0 node (so no id of the model's own view ops
-    shifts) marked in its metadata as ours (HOOK_NODE_MARK), for graph code to leave out."""
-    alias = torch.ops.aten.alias.default(t)
-    alias.grad_fn.metadata[HOOK_NODE_MARK] = "hook alias"
-    return alias

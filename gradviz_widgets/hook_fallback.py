@@ -1,0 +1,145 @@
+"""The backward-hook fallback: register_full_backward_hook done with tensor hooks, for modules
+where it cannot be used (an output modified in place afterwards; a non-full backward hook on the
+module).
+
+grad_input: every tensor that requires grad in the arguments (nested ones and keyword arguments
+too) is replaced by an alias (a view of all of it) with a hook, which sees the gradient flowing
+from the module into that argument; where the module modifies the argument in place (an in-place
+ReLU), a hook on the argument itself reports the gradient of the value before the change instead
+(and modules known to write their arguments get only that hook: an in-place write into an alias
+would replace the module's own op node by AsStrided + CopySlices, and ids would move).
+grad_output: a hook on each output tensor, registered before anything downstream can modify it
+in place, so it sees the gradient of the output as the module returned it; an output the module
+also uses itself (an LSTM cell's state) includes that use, unlike the full backward hook. Slots
+follow the flattened arguments / output; None where no gradient arrives. A modifier applies to
+each argument's gradient on its own (clip_norm clips each tensor to the norm). Tensor hooks are
+removed when the run ends.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from .hook_events import _Pending
+from .modifiers import Modifier
+from .stats import NormBatch
+from .walk import HOOK_NODE_MARK
+
+if TYPE_CHECKING:
+    from .hooks import HookManager
+
+
+class FallbackBackward:
+    """The forward-pre (`pre`) and forward (`post`) hooks of one module's fallback, for one run."""
+
+    def __init__(self, manager: HookManager, target: str, batch: NormBatch, calls: Counter,
+                 tensor_handles: list[Any]) -> None:
+        self.m, self.target, self.batch, self.calls = manager, target, batch, calls
+        self.handles = tensor_handles
+        self.modifier = manager.modifiers.get(target)
+        self.current: list[tuple[_Pending, list] | None] = []
+
+    def _hook(self, p: _Pending, name: str, slot: int, size: int, mod: Modifier | None,
+              active: list[bool] | None = None) -> Callable:
+        return self.m._guarded(self.target, "backward", grad_slot(
+            self.m, p, name, slot, size, self.batch, mod, active))
+
+    def pre(self, module: nn.Module, args: tuple, kwargs: dict) -> tuple | None:
+        call = self.m._next_call(self.calls, (self.target, "backward"))
+        if not torch.is_grad_enabled():
+            # no graph is recorded (no_grad, the first pass of a reentrant checkpoint):
+            # nothing will flow back through this call
+            self.current.append(None)
+            return None
+        # the event joins the run's events when its first gradient arrives, so calls that
+        # backward never reaches (a checkpoint's recomputation) leave no empty event
+        reason = self.m.fallback_reasons.get(self.target, "tensor hooks asked for")
+        p = self.m._new(self.target, "backward", f"tensor hooks (fallback: {reason})", call,
+                        queue=False)
+        flat, spec = tree_flatten((args, kwargs))
+        where = slots(p, ("grad_output", "grad_input"), flat)
+        direct = getattr(module, "inplace", False) is True or self.target in self.m.writes_args
+        watch = []
+        for slot, i in enumerate(where):
+            t = flat[i]
+            if not (t.requires_grad and t.layout == torch.strided):
+                continue
+            if direct and t.grad_fn is not None:
+                self.handles.append(t.register_hook(
+                    self._hook(p, "grad_input", slot, len(where), self.modifier)))
+                continue
+            alias = _alias(t)
+            self.handles.append(alias.register_hook(
+                self._hook(p, "grad_input", slot, len(where), self.modifier)))
+            if t.grad_fn is not None:  # never a hook on a leaf (it may be the user's)
+                active = [False]
+                self.handles.append(t.register_hook(
+                    self._hook(p, "grad_input", slot, len(where), self.modifier, active)))
+                watch.append((alias, alias._version, active))
+            flat[i] = alias
+        self.current.append((p, watch))
+        return tree_unflatten(flat, spec)
+
+    def post(self, module: nn.Module, args: tuple, output: Any) -> None:
+        entry = self.current.pop() if self.current else None
+        if entry is None:
+            return
+        p, watch = entry
+        for alias, version, active in watch:
+            # modified in place by the module: the alias's hook will not fire
+            active[0] = alias._version != version
+            if active[0]:  # next runs hook its arguments directly (ids stay put)
+                self.m.writes_args.add(self.target)
+        flat = tree_flatten(output)[0]
+        where = slots(p, ("grad_output",), flat)
+        for slot, i in enumerate(where):
+            t = flat[i]
+            if t.requires_grad:
+                self.handles.append(t.register_hook(
+                    self._hook(p, "grad_output", slot, len(where), None)))
+
+
+def slots(p: _Pending, names: tuple[str, ...], flat: list) -> list[int]:
+    """Positions of the tensors in `flat`; sets up one empty slot per tensor under `names`."""
+    where = [i for i, t in enumerate(flat) if isinstance(t, torch.Tensor)]
+    for name in names:
+        p.tensors[name] = [None] * len(where)
+        if p.raw is not None:
+            p.raw[name] = [None] * len(where)
+    return where
+
+
+def grad_slot(m: HookManager, p: _Pending, name: str, slot: int, size: int, batch: NormBatch,
+              modifier: Modifier | None, active: list[bool] | None) -> Callable:
+    """A tensor hook that records the gradient in slot `slot` of `name` (and applies `modifier`)."""
+    def put(key: str, t: torch.Tensor) -> None:
+        p.tensors.setdefault(key, [None] * size)[slot] = m._stats.get(t, batch)
+        if p.raw is not None:
+            p.raw.setdefault(key, [None] * size)[slot] = t.detach().clone()
+
+    def body(grad: torch.Tensor) -> torch.Tensor | None:
+        if active is not None and not active[0]:
+            return None
+        m._use(p)
+        put(name, grad)
+        if modifier is None:
+            return None
+        changed = modifier.apply([grad])[0]
+        put(name + "_modified", changed)
+        return changed
+
+    return body
+
+
+def _alias(t: torch.Tensor) -> torch.Tensor:
+    """A view of all of `t`, as an AliasBackward0 node (so no id of the model's own view ops
+    shifts) marked in its metadata as ours (HOOK_NODE_MARK), for graph code to leave out."""
+    alias = torch.ops.aten.alias.default(t)
+    alias.grad_fn.metadata[HOOK_NODE_MARK] = "hook alias"
+    return alias
