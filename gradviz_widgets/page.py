@@ -24,6 +24,7 @@ from typing import Any
 
 from .chart import bar_rows
 from .graph import GradGraph
+from .graph_ghosts import add_ghosts
 from .page_chart import chart_svg
 from .render import legend, plain_text, render_dot
 from .report import GradReport
@@ -61,7 +62,7 @@ def page_html(graph: GradGraph, report: GradReport, title: str = "Gradient flow"
         raise GradExplorerError(f"the front-end bundle {BUNDLE} is missing: run pip install -e . "
                                 "(needs Node.js) or install the wheel, which ships it")
     params = [p.name for p in report.params]
-    state = {"views": views(graph), "legend": legend(), "summary": plain_text(report.summary()),
+    state = {"views": views(add_ghosts(graph, report.none_reasons)), "legend": legend(), "summary": plain_text(report.summary()),
              "params": [f"param:{n}" for n in params]}
     findings = "".join(f"<li>{html.escape(plain_text(f))}</li>" for f in report.findings)
     return _TEMPLATE.format(

@@ -17,6 +17,7 @@ from .chart import figure_dict
 from .errors import GradExplorerError
 from .explorer import GradExplorer
 from .graph import GradGraph
+from .graph_ghosts import add_ghosts
 from .graph_pane import GraphPane
 from .hook_config import HOOK_KINDS
 from .readout import readout_html
@@ -26,6 +27,7 @@ from .widget_controller import (
     ActionGuard,
     drawn_count,
     error_text,
+    explain_click,
     find_node,
     hooked_ids,
     loss_line_html,
@@ -179,6 +181,11 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
         if node is None:
             self._fail(f"node {node_id!r} is not in the current graph; re-run to refresh")
             return
+        explained = explain_click(node)
+        if explained:  # a ghost or a ×N group: nothing to hook
+            self.selected_module = node.module if node.kind == "ghost" else self.selected_module
+            self._set_status(*explained)
+            return
         target = node_id if kind == "tensor" else module_of(node)
         if kind == "tensor" and node.kind != "op":
             self._fail(f"tensor hooks go on op nodes; {node_id} is a {node.kind} node. "
@@ -232,11 +239,12 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
     # ---- state -> widgets -------------------------------------------------------------------
     def refresh(self) -> None:
         """Rebuild the graph view, the chart and the readout from the newest run."""
-        graph = self.explorer.graph
+        report = self.explorer.report
+        # parameters the gradient never reached are drawn as ghosts where they live
+        graph = add_ghosts(self.explorer.graph, report.none_reasons)
         depth = graph.auto_depth(self.max_nodes) if self.depth == "auto" else self.depth
         view = graph.view(depth, self.expand, self.collapse)
         hooked = hooked_ids(view, self.explorer.hooks, self.explorer.modifiers)
-        report = self.explorer.report
         drawn = render_dot(view, hooked=hooked, selected=self.selected)
         drawn_ids = {v for k, v in drawn.keys.items() if k.startswith("n")}
         info = {n.id: node_info(n, n.id in hooked) for n in view.nodes if n.id in drawn_ids}

@@ -115,6 +115,18 @@ class Settings:
         explorer.thresholds = self.thresholds
 
 
+def explain_click(node: GradNode) -> tuple[str, str] | None:
+    """(status text, level) for a click on a node that hooks nothing: a ghost (a parameter the
+    gradient never reached) or a ×N group of identical blocks; None for every other node."""
+    if node.kind == "ghost":
+        return (f"{plain_text(node.label)}: no gradient reaches it (the cut is shown on the "
+                "node); nothing to hook", "warning")
+    if node.module.startswith("group:"):
+        return (f"{plain_text(node.label)}: identical blocks folded together; double-click to "
+                "unfold them, then click one to hook it", "info")
+    return None
+
+
 def module_of(node: GradNode) -> str | None:
     """The module a click on `node` hooks (None for the loss, inputs and the output)."""
     if node.module == "loss" or node.kind in ("output", "input"):

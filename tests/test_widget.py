@@ -295,3 +295,31 @@ def test_selection_clears_bar_highlight_and_counts_drawn_nodes(dead_explorer):
     drawn = sum(1 for k in w.pane.key_map if k.startswith("n"))
     total = sum(1 for n in dead_explorer.graph.nodes if n.kind != "accumulate")
     assert f"{drawn} of {total} nodes shown" in w.controls.loss_label.value
+
+
+def test_ghosts_drawn_in_the_widget_and_a_click_hooks_nothing() -> None:
+    from gradviz_widgets.examples.pathologies import frozen_and_detached_example
+
+    model, x, _ = frozen_and_detached_example()
+    ex = GradExplorer(model, x)
+    w = ex.show(depth="full")
+    ghosts = [i for i, n in w.pane.nodes.items() if n["kind"] == "ghost"]
+    assert "ghost:param:frozen.weight" in ghosts and "ghost:param:unused.weight" in ghosts
+    assert set(ghosts) <= set(w.pane.key_map.values())  # drawn and addressable
+    w.click_node("ghost:param:frozen.weight")
+    assert ex.hooks == [] and w.pane.status_level == "warning"
+    assert "no gradient reaches it" in w.pane.status_text
+    ex.close()
+
+
+def test_a_click_on_a_group_of_identical_blocks_explains_itself() -> None:
+    from gradviz_widgets.graph import GradNode
+    from gradviz_widgets.widget_controller import explain_click
+
+    group = GradNode("group:h.0-11", "Block", "module", "group:h.0-11", "h.0–h.11 ×12 (Block)",
+                     grad_norm=1.0, grad_max=1.0, status="healthy")
+    text, level = explain_click(group)
+    assert "double-click to unfold" in text and level == "info"
+    op = GradNode("h.0/MmBackward0#0", "MmBackward0", "op", "h.0", "MmBackward0",
+                  grad_norm=1.0, grad_max=1.0, status="healthy")
+    assert explain_click(op) is None
