@@ -79,9 +79,9 @@ class NormBatch:
     """Collects numbers as device tensors; `resolve()` reads them all back with one host sync.
 
     Norms and counts are exact at any size and magnitude (see `norms_and_maxes`). Small CPU
-    gradients (up to SMALL elements) are copied as float64 into one pending buffer of at most
-    `chunk_size` elements, one cat + copy per `add`, and reduced together (`segmented`) when it
-    fills, before anything else is queued and at `resolve()`: deep graphs of small tensors cost
+    gradients (up to SMALL elements) are copied as float64 into one pending buffer of PENDING
+    elements, one cat + copy per `add`, and reduced together (`segmented`) when it
+    fills and at `resolve()`, into the slots it reserved: deep graphs of small tensors cost
     a few kernels per node, not ~10 per tensor, and no gradient is kept alive for it. Other
     tensors queued twice while alive (a gradient seen as one node's output and the next one's
     input) are measured once.
@@ -94,8 +94,11 @@ class NormBatch:
         [(5.0, 4.0), (0.0, 0.0)]
     """
 
-    #: CPU tensors up to this many elements go to the pending buffer
-    SMALL = 1 << 16
+    #: CPU tensors up to this many elements go to the pending buffer (segment reductions run
+    #: several times slower per element than dot/aminmax: only tiny tensors gain) ...
+    SMALL = 1 << 12
+    #: ... which holds this many (2 MiB of float64, in cache) or `chunk_size`, if fewer
+    PENDING = 1 << 18
 
     def __init__(self, device: torch.device) -> None:
         self.dtype = accumulation_dtype(device)
@@ -109,6 +112,9 @@ class NormBatch:
         self._used = 0
         self._lengths: list[int] = []
         self._repeats: list[int] = []
+        # [index in _chunks, pairs]: runs of consecutive slots the buffer fills at the flush
+        self._runs: list[list[int]] = []
+        self._open = False  # whether the last chunk is the last run (small tensors extend it)
         self._exact = {d for d in (torch.float32, torch.float16, torch.bfloat16)
                        if squares_fit(d, self.dtype)}
 
@@ -152,7 +158,7 @@ class NormBatch:
         flushing it when full); the slot of the first pair, the others follow."""
         first = self._size
         if self._buf is None:
-            self._buf = torch.empty(chunk_size(xs[0].device), dtype=self.dtype)
+            self._buf = torch.empty(min(chunk_size(xs[0].device), self.PENDING), dtype=self.dtype)
         lengths = [x.numel() for x in xs]
         start, cap = 0, self._buf.numel()
         while start < len(xs):
@@ -169,16 +175,24 @@ class NormBatch:
             self._used += total
             self._lengths += lengths[start:end]
             self._repeats += repeats[start:end]
+            if not self._open:
+                self._chunks.append(torch.empty(0, dtype=self.dtype))  # filled by _flush
+                self._runs.append([len(self._chunks) - 1, 0])
+                self._open = True
+            self._runs[-1][1] += end - start
+            self._size += 2 * (end - start)
             start = end
-        self._size += 2 * len(xs)
         return first
 
     def _flush(self) -> None:
-        """Reduce the pending buffer into its reserved slots (they end the queue so far)."""
+        """Reduce the pending buffer into the runs of slots it reserved."""
         if self._lengths:
             assert self._buf is not None
-            self._chunks.append(segmented(self._buf[: self._used], self._lengths, self._repeats))
-            self._used, self._lengths, self._repeats = 0, [], []
+            pairs = segmented(self._buf[: self._used], self._lengths, self._repeats)
+            for (index, _), part in zip(self._runs, pairs.split([2 * n for _, n in self._runs])):
+                self._chunks[index] = part
+            self._used, self._lengths, self._repeats, self._runs = 0, [], [], []
+        self._open = False
 
     def add_nonzero_counts(self, grads: Sequence[torch.Tensor]) -> int:
         """Queue the number of non-zero elements of each gradient (exact: counted in int64);
@@ -198,7 +212,7 @@ class NormBatch:
 
     def add_vector(self, values: torch.Tensor) -> int:
         """Queue a 1-d tensor; returns the slot of its first element."""
-        self._flush()
+        self._open = False  # small tensors queued next start a new run
         start = self._size
         self._chunks.append(values.detach().to(self.dtype).reshape(-1))
         self._size += values.numel()
