@@ -6,9 +6,14 @@
 
 Overhead: one model, one optimizer, three variants interleaved in rounds so that load drift on a
 shared machine hits all of them alike: "off" (the watch's hooks registered but disabled: a few
-Python calls), "watch" (everything, update ratios included) and "no ratio" (update_ratio off).
+Python calls), "watch" (everything, update ratios at every step) and "no ratio" (update_ratio
+off). The default, update ratios every 10th step, costs "no ratio" plus a tenth of the difference.
 Each number is the median over rounds of the mean step time of a block of steps; on CUDA the
-block is synchronised before and after, never inside.
+block is synchronised before and after, never inside. The CPU columns are thread CPU times
+(`time.thread_time`, and the writer thread's clock): the training thread's CPU inside the
+watch's optimizer hooks (timed by hooks registered before and after them) and the writer's CPU,
+per step, against the training thread's CPU per step without the watch. On a shared, noisy
+machine they resolve a few percent where wall-time ratios cannot.
 
 Store: 1,000 parameters x 100,000 steps of synthetic numbers (log-normal random walks, float32
 mantissas as noisy as real ones) written through the store in 50-step chunks, then the file size,
@@ -30,7 +35,7 @@ from torch import nn
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _models(device: str, quick: bool) -> list[tuple[str, nn.Module, tuple, int]]:
+def _models(device: str, quick: bool, only: str = "") -> list[tuple[str, nn.Module, tuple, int]]:
     from gradviz_widgets.examples import dead_branch_example, gpt2_like, resnet50
 
     torch.manual_seed(0)
@@ -44,7 +49,8 @@ def _models(device: str, quick: bool) -> list[tuple[str, nn.Module, tuple, int]]
     gpt = gpt2_like(n_layer=12, d_model=768, n_head=12, vocab=50257, seq=seq)
     ids = torch.randint(0, 50257, (gb, seq))
     out.append((f"GPT-2 small shape (124M params, batch {gb}x{seq})", gpt, (ids, ids, "lm"), 2))
-    return out
+    keys = [k.strip().lower() for k in only.split(",") if k.strip()]
+    return [m for m in out if not keys or any(k in m[0].lower() for k in keys)]
 
 
 def _step_fn(model: nn.Module, opt: torch.optim.Optimizer, data: tuple, device: str):
@@ -63,45 +69,94 @@ def _step_fn(model: nn.Module, opt: torch.optim.Optimizer, data: tuple, device: 
     return step
 
 
-def _block(step, n: int, device: str) -> float:
+def _block(step, n: int, device: str, cpu: list[float] | None = None) -> float:
+    """Mean wall time of `n` steps; appends the training thread's CPU time per step to `cpu`."""
     if device == "cuda":
         torch.cuda.synchronize()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.thread_time()
     for _ in range(n):
         step()
     if device == "cuda":
         torch.cuda.synchronize()
+    if cpu is not None:
+        cpu.append((time.thread_time() - c) / n)
     return (time.perf_counter() - t) / n
 
 
-def overhead(device: str, quick: bool, rounds: int) -> list[dict]:
+def _writer_cpu(watch) -> float:
+    """CPU seconds the watch's writer thread has used so far."""
+    return time.clock_gettime(time.pthread_getcpuclockid(watch._writer.ident))
+
+
+class _HookTimer:
+    """Optimizer hooks around the watch's own: registered before it (`outer`) and after it."""
+
+    def __init__(self, opt: torch.optim.Optimizer) -> None:
+        self.opt, self.total, self.steps, self._t = opt, 0.0, 0, 0.0
+        opt.register_step_pre_hook(lambda *a: self._start())
+        opt.register_step_post_hook(lambda *a: self._start())
+
+    def _start(self) -> None:
+        self._t = time.thread_time()
+
+    def inner(self) -> None:
+        self.opt.register_step_pre_hook(lambda *a: self._stop())
+        self.opt.register_step_post_hook(lambda *a: self._stop(step=True))
+
+    def _stop(self, step: bool = False) -> None:
+        self.total += time.thread_time() - self._t
+        self.steps += step
+
+    def take(self) -> float:
+        out = self.total / max(self.steps, 1)
+        self.total, self.steps = 0.0, 0
+        return out
+
+
+def overhead(device: str, quick: bool, rounds: int, models: str = "") -> list[dict]:
     from gradviz_widgets.watch import GradWatch
 
     rows = []
-    for name, model, data, n in _models(device, quick):
+    for name, model, data, n in _models(device, quick, models):
         model.to(device)
         opt = torch.optim.Adam(model.parameters(), lr=1e-4) if "tiny" not in name else \
             torch.optim.SGD(model.parameters(), lr=0.01)
         step = _step_fn(model, opt, data, device)
         n = n * (10 if device == "cuda" else 1) if "tiny" not in name else n
+        timer = _HookTimer(opt)
         watch = GradWatch(model, optimizer=opt, path=tempfile.mkdtemp(prefix="watchbench-"))
+        timer.inner()
         rec = watch._recorder
+        rec.ratio_every = 1  # "watch": update ratios at every step (the default is every 10th)
         variants = {"off": (False, False), "watch": (True, True), "no ratio": (True, False)}
         times: dict[str, list[float]] = {k: [] for k in variants}
+        inside: dict[str, list[float]] = {k: [] for k in variants}
+        cpu: dict[str, list[float]] = {k: [] for k in variants}
+        writer: dict[str, list[float]] = {k: [] for k in variants}
         for on, ratio in variants.values():  # warm every path once
             rec.enabled, rec.update_ratio = on, ratio
             _block(step, 1, device)
         for _ in range(rounds):
             for k, (on, ratio) in variants.items():
                 rec.enabled, rec.update_ratio = on, ratio
-                times[k].append(_block(step, n, device))
+                timer.take()
+                w0 = _writer_cpu(watch)
+                times[k].append(_block(step, n, device, cpu[k]))
+                watch._writer.sync()
+                writer[k].append((_writer_cpu(watch) - w0) / n)
+                inside[k].append(timer.take())
         rec.enabled = True
         steps = watch.steps
         watch.close()
         off = statistics.median(times["off"])
+        off_cpu = statistics.median(cpu["off"])
         rows.append({"model": name, "off_ms": off * 1e3,
                      "watch": statistics.median(times["watch"]) / off,
-                     "no_ratio": statistics.median(times["no ratio"]) / off, "steps": steps})
+                     "no_ratio": statistics.median(times["no ratio"]) / off, "steps": steps,
+                     "in_watch": statistics.median(inside["watch"]) / off_cpu,
+                     "in_no_ratio": statistics.median(inside["no ratio"]) / off_cpu,
+                     "writer": statistics.median(writer["watch"]) / off_cpu,
+                     "off_cpu_ms": off_cpu * 1e3})
         print(rows[-1], flush=True)
         del model, opt, step
     return rows
@@ -152,11 +207,17 @@ def report(device: str, rows: list[dict], store: dict | None) -> str:
              f"(torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
              + (f", {torch.cuda.get_device_name()}" if device == "cuda" else "") + ").", "",
              "## Training-step overhead (Adam; tiny net: SGD)", "",
-             "| model | step without watch | with GradWatch | update_ratio=False |",
-             "|---|---|---|---|"]
+             "| model | step without watch | update_ratio=True (every step) | update_ratio=False "
+             "| CPU in the watch's hooks (full / no ratio) | writer thread CPU |",
+             "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['off_ms']:.2f} ms | {r['watch']:.3f}x | "
-                     f"{r['no_ratio']:.3f}x |")
+                     f"{r['no_ratio']:.3f}x | +{100 * r['in_watch']:.1f}% / "
+                     f"+{100 * r['in_no_ratio']:.1f}% | +{100 * r['writer']:.1f}% |")
+    lines += ["", "CPU columns: the training thread's CPU time inside the watch's optimizer hooks, "
+              "and the writer thread's CPU time, per step, as a fraction of the training thread's "
+              "CPU time for a step without the watch (`time.thread_time`: waiting for a core does "
+              "not count, so they hold on a busy machine where the wall-time ratios do not)."]
     if store:
         lines += ["", "## Store: 1,000 parameters x 100,000 steps (synthetic)", "",
                   f"- size on disk: {store['bytes'] / 1e9:.2f} GB "
@@ -174,9 +235,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="small inputs (smoke run)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip-store", action="store_true")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--models", default="", help="comma-separated: tiny,resnet,gpt-2")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "watch_benchmarks.md")
     args = parser.parse_args(argv)
-    rows = overhead(args.device, args.quick, args.rounds)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rows = overhead(args.device, args.quick, args.rounds, args.models)
     store = None if args.skip_store else store_scale()
     args.out.write_text(report(args.device, rows, store), encoding="utf-8")
     print(f"wrote {args.out}")

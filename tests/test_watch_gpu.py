@@ -18,7 +18,7 @@ def test_cuda_norms_match_and_no_sync_inside_steps(tmp_path):
     model = mlp().cuda()
     x, y = (t.cuda() for t in data())
     opt = torch.optim.Adam(model.parameters(), lr=1e-2, foreach=True)
-    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", update_ratio=True)
     seen = []
     for k in range(4):
         opt.zero_grad()

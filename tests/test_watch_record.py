@@ -63,7 +63,7 @@ def test_adam_steps_match_hand_loop(tmp_path):
 def test_accumulation_is_one_step_and_update_ratio(tmp_path):
     model, (x, y) = mlp(), data(12)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
-    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", update_ratio=True)
     seen, ratios = [], []
     for _ in range(3):
         opt.zero_grad()
@@ -161,3 +161,74 @@ def test_closing_leaves_the_model_as_it_was(tmp_path):
     watch.close()
     assert all(p._post_accumulate_grad_hooks is None for p in model.parameters())
     assert model_state(model)["hooks"] == before["hooks"]
+
+
+def _ratios_by_hand(model, opt, x, steps, *, loss=None):
+    """Train `steps` steps; the exact ‖Δp‖/‖p‖ of each, computed in float64 by hand."""
+    out = []
+    for _ in range(steps):
+        opt.zero_grad()
+        (loss(model(x)) if loss else model(x).square().mean()).backward()
+        before = {n: p.detach().double().clone() for n, p in model.named_parameters()}
+        opt.step()
+        out.append({n: ((p.detach().double() - before[n]).norm() / before[n].norm()).item()
+                    for n, p in model.named_parameters()})
+    return out
+
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_update_ratios_of_a_large_model_are_exact(tmp_path, every):
+    # > SMALL elements: the persistent-buffer (foreach) path and the blocked norms
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(1100, 1000), nn.ReLU(), nn.Linear(1000, 7))
+    assert sum(p.numel() for p in model.parameters()) > SMALL
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", update_ratio=every)
+    ratios = _ratios_by_hand(model, opt, torch.randn(8, 1100), 5)
+    h = watch.history()
+    for k, expected in enumerate(ratios):
+        rows = h[h.step == k].set_index("param")
+        for n, r in expected.items():
+            if k % every:
+                assert math.isnan(rows.loc[n].update_ratio)
+            else:
+                assert rows.loc[n].update_ratio == pytest.approx(r, rel=1e-5), (k, n)
+    watch.close()
+
+
+def test_update_ratio_every_n_steps_on_the_small_path(tmp_path):
+    model, (x, _) = mlp(), data()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", update_ratio=2)
+    ratios = _ratios_by_hand(model, opt, x, 5)
+    h = watch.history()
+    assert h[h.step % 2 == 1].update_ratio.isna().all()
+    for k in (0, 2, 4):
+        rows = h[h.step == k].set_index("param")
+        for n, r in ratios[k].items():
+            assert rows.loc[n].update_ratio == pytest.approx(r, rel=1e-5), (k, n)
+    watch.close()
+
+
+def test_large_path_low_precision_and_odd_sizes():
+    torch.manual_seed(0)
+    ts = [torch.randn(1 << 20).half(), torch.randn(1_048_583), torch.randn(3001, 7) * 1e-30,
+          torch.randn(700, 1500).bfloat16(), torch.full((5,), float("inf"))]
+    stats = grad_stats(ts)
+    for t, row in zip(ts, stats):
+        d = t.double()
+        ref = [d.norm().item(), d.abs().max().item(), float((d != 0).sum())]
+        assert np.allclose(row, ref, rtol=1e-7, equal_nan=True), (t.dtype, t.shape, row, ref)
+
+
+def test_update_ratio_default_is_every_tenth_step(tmp_path):
+    model, (x, _) = mlp(), data()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    ratios = _ratios_by_hand(model, opt, x, 12)
+    h = watch.history()
+    assert sorted(h[h.update_ratio.notna()].step.unique()) == [0, 10]
+    rows = h[h.step == 10].set_index("param")
+    for n, r in ratios[10].items():
+        assert rows.loc[n].update_ratio == pytest.approx(r, rel=1e-5)
+    watch.close()

@@ -96,7 +96,7 @@ def test_model_moved_mid_run(tmp_path):
     # the same code path as a device move (CPU-only here): parameters change dtype in place
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", update_ratio=True)
     x, y = data()
     train(model, opt, 2, x, y)
     model.double()

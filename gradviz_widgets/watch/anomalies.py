@@ -106,6 +106,23 @@ class Tracker:
         return [(step, kind, [names[i] for i in np.nonzero(hits[:, k])[0]])
                 for k, kind in enumerate(KINDS) if hits[:, k].any()]
 
+    def update_many(self, steps: np.ndarray, status: np.ndarray,
+                    names: list[str]) -> list[tuple[int, str, list[str]]]:
+        """`update` for (steps, params) statuses at once; the same findings, in step order."""
+        hits = (status[:, :, None] == _CODES[None, None, :]).any(axis=0)
+        if not (hits & ~self._seen_for(status.shape[1])).any():
+            return []
+        found = []
+        for r, step in enumerate(steps.tolist()):
+            found += self.update(step, status[r], names)
+        return found
+
+    def _seen_for(self, n: int) -> np.ndarray:
+        if self._seen.shape[0] < n:
+            grow = n - self._seen.shape[0]
+            self._seen = np.vstack([self._seen, np.zeros((grow, len(KINDS)), dtype=bool)])
+        return self._seen[:n]
+
 
 class _Inert:
     """Stands in for a recorder while the model is copied: its hooks become no-ops."""

@@ -103,6 +103,36 @@ class Overview:
         self._merge_row(b, norm, np.full(len(norm), step), norm, np.full(len(norm), step), status)
         self.used = max(self.used, b + 1)
 
+    def add_many(self, steps: np.ndarray, norm: np.ndarray, status: np.ndarray) -> None:
+        """`add` for (steps, params) rows, ascending steps: one merge per bucket they fall in."""
+        i = 0
+        while i < len(steps):
+            if self.first is None:
+                self.first = int(steps[i])
+            if norm.shape[1] > self.n_params:
+                self._grow(norm.shape[1])
+            b = (int(steps[i]) - self.first) // self.width
+            while b >= self.n_buckets:
+                self._halve()
+                b = (int(steps[i]) - self.first) // self.width
+            j = i + int(np.searchsorted(steps[i:], self.first + (b + 1) * self.width))
+            if b >= 0:
+                self._merge_rows(b, steps[i:j], norm[i:j], status[i:j])
+                self.used = max(self.used, b + 1)
+            i = j
+
+    def _merge_rows(self, b: int, steps: np.ndarray, norm: np.ndarray, status: np.ndarray) -> None:
+        with np.errstate(invalid="ignore"):
+            ok = np.isfinite(norm) & (norm > 0)
+        cols = np.arange(norm.shape[1])
+        top = np.argmax(np.where(ok, norm, -np.inf), axis=0)  # first of the largest
+        low = np.argmin(np.where(ok, norm, np.inf), axis=0)
+        any_ok = ok.any(axis=0)
+        hi = np.where(any_ok, norm[top, cols], np.nan)
+        lo = np.where(any_ok, norm[low, cols], np.nan)
+        worst = status[np.argmax(_RANK[status], axis=0), cols]
+        self._merge_row(b, hi, steps[top], lo, steps[low], worst)
+
     def add_chunk(self, chunk: Chunk) -> None:
         for i, step in enumerate(chunk.steps.tolist()):
             self.add(step, chunk.norm[i], chunk.status[i])

@@ -25,7 +25,8 @@ from torch import nn
 from torch.autograd import Variable
 
 from .anomalies import FlightRecord, cpu_copy
-from .reduce import flat_copy, grad_stats, is_small_cpu, param_norms, segment_norms
+from .ratio import Snapshot
+from .reduce import by_device, grad_stats
 from .store import ParamInfo
 
 #: columns of a step's values: per parameter with a gradient
@@ -61,11 +62,13 @@ class Recorder:
     """Attaches to `model` (and `optimizer`) and calls `emit` with params and step records."""
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer | None,
-                 emit: Callable[[str, Any], None], *, update_ratio: bool = True,
+                 emit: Callable[[str, Any], None], *, update_ratio: bool | int = True,
                  flight: bool | float = True, sync_check: bool | None = None,
                  on_flight: Callable[[FlightRecord], None] | None = None) -> None:
         self.model, self.optimizer, self.emit = model, optimizer, emit
-        self.update_ratio = update_ratio and optimizer is not None
+        self.update_ratio = bool(update_ratio) and optimizer is not None
+        #: update ratios are measured at the steps divisible by this (True: every step)
+        self.ratio_every = max(int(update_ratio), 1)
         self.flight = flight
         self.sync_check = sync_check
         self.on_flight = on_flight
@@ -81,9 +84,10 @@ class Recorder:
         self._last_call: tuple[tuple, dict] | None = None
         self._rng: torch.Tensor | None = None
         self._pre: tuple[list[int], Any, Any] | None = None
-        self._snap: Any = None
+        self._snap = Snapshot()
         self._where: tuple | None = None
-        self._n_model_params = 0
+        self._dicts: list[dict] = []
+        self._shape: tuple[int, int] = (-1, -1)
         self._add_new_params(first=True)
 
     # ---- attaching ----------------------------------------------------------------------
@@ -113,12 +117,13 @@ class Recorder:
                 p._post_accumulate_grad_hooks = None
         self._acc_hooks_were_none.clear()
         self.enabled = False
-        self._last_call = self._snap = self._pre = None
+        self._last_call = self._pre = None
+        self._snap.reset()
 
     def _add_new_params(self, first: bool = False) -> None:
         new = [(n, p) for n, p in self.model.named_parameters()
                if p.requires_grad and id(p) not in self._known]
-        self._n_model_params = sum(1 for _ in self.model.parameters())
+        self._shape = self._model_shape(rescan=True)
         if not new:
             return
         infos = []
@@ -151,6 +156,8 @@ class Recorder:
     # ---- hooks --------------------------------------------------------------------------
     def _on_forward(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         # a reference only: the batch is copied if (and when) the flight recorder fires
+        if not self.enabled:
+            return
         self._last_call = (args, kwargs)
         self._rng = torch.get_rng_state()
 
@@ -168,40 +175,29 @@ class Recorder:
         self._check_model()
         ids = [i for i, p in enumerate(self.params) if p.grad is not None]
         grads = [self.params[i].grad for i in ids]
-        stats = _by_device(grad_stats, grads)
+        stats = by_device(grad_stats, grads, 3)
         if self.flight and not self.flight_recorded and self._should_record(stats):
             self._record_flight()
-        pnorm = None
-        if self.update_ratio and ids:
-            live = [self.params[i].detach() for i in ids]
-            if is_small_cpu(live):
-                self._snap = flat_copy(live)
-                pnorm = segment_norms(self._snap, [t.numel() for t in live])
-            else:
-                self._snap_tensors(ids, live)
-                pnorm = _by_device(param_norms, live)
-        self._pre = (ids, stats, pnorm)
+        due = bool(ids) and self.update_ratio and self.step % self.ratio_every == 0
+        if due:
+            self._snap.take(ids, [self.params[i] for i in ids])
+        self._pre = (ids, stats, due)
 
     def _post_step(self, opt: Any, args: tuple, kwargs: dict) -> None:
         if self._pre is None:
             return
-        ids, stats, pnorm = self._pre
+        ids, stats, due = self._pre
         self._pre = None
-        dnorm = None
-        if pnorm is not None:
-            live = [self.params[i].detach() for i in ids]
-            if isinstance(self._snap, np.ndarray):
-                dnorm = segment_norms(flat_copy(live) - self._snap, [t.numel() for t in live])
-            else:
-                torch._foreach_sub_(self._snap[1], live)
-                dnorm = _by_device(param_norms, self._snap[1])
+        dnorm = pnorm = None
+        if due:
+            dnorm, pnorm = self._snap.measure([self.params[i] for i in ids])
         self.emit("step", _assemble(self.step, ids, stats, dnorm, pnorm))
         self.step += 1
 
     # ---- helpers ------------------------------------------------------------------------
     def _check_model(self) -> None:
         """New parameters join the watch; a move to another device or dtype resets buffers."""
-        if sum(1 for _ in self.model.parameters()) != self._n_model_params:
+        if self._model_shape() != self._shape:
             self._add_new_params()
         if not self.params:
             return
@@ -210,14 +206,16 @@ class Recorder:
             warnings.warn(f"GradWatch: the model moved from {self._where[0]} ({self._where[1]}) "
                           f"to {where[0]} ({where[1]}) at step {self.step}; recording goes on "
                           "there", stacklevel=3)
-            self._snap = None
+            self._snap.reset()
         self._where = where
 
-    def _snap_tensors(self, ids: list[int], live: list[torch.Tensor]) -> None:
-        """Copy the parameters into persistent buffers (one copy of the model's size)."""
-        if not (isinstance(self._snap, tuple) and self._snap[0] == ids):
-            self._snap = (ids, [torch.empty_like(t) for t in live])
-        torch._foreach_copy_(self._snap[1], live)
+    def _model_shape(self, rescan: bool = False) -> tuple[int, int]:
+        """How many parameters and submodules the model's modules hold: a few `len` calls per
+        step (a parameter or module added anywhere changes it) instead of a walk of the model."""
+        if rescan:
+            mods = list(self.model.modules())
+            self._dicts = [m._parameters for m in mods] + [m._modules for m in mods]
+        return sum(map(len, self._dicts)), len(self._dicts)
 
     def _should_record(self, stats: Any) -> bool:
         if isinstance(stats, torch.Tensor):  # on a device: decide only when asked (one sync)
@@ -239,10 +237,9 @@ class Recorder:
 
 
 def _trigger_array(stats: np.ndarray, flight: bool | float) -> bool:
-    bad = ~np.isfinite(stats[:, :2]).all(axis=1)
-    if flight is not True:
-        bad |= stats[:, 0] > float(flight)
-    return bool(bad.any())
+    if not np.isfinite(stats[:, :2]).all():
+        return True
+    return flight is not True and bool((stats[:, 0] > float(flight)).any())
 
 
 def _trigger_tensor(stats: torch.Tensor, flight: bool | float) -> torch.Tensor:
@@ -250,20 +247,6 @@ def _trigger_tensor(stats: torch.Tensor, flight: bool | float) -> torch.Tensor:
     if flight is not True:
         bad |= stats[:, 0] > float(flight)
     return bad.any()
-
-
-def _by_device(fn: Callable[[list[torch.Tensor]], Any], tensors: list[torch.Tensor]) -> Any:
-    """`fn` per device group, reassembled in order (one group, the usual case: no copy)."""
-    if not tensors:
-        return np.zeros((0, 3)) if fn is grad_stats else np.zeros(0)
-    devices = {t.device for t in tensors}
-    if len(devices) == 1:
-        return fn(tensors)
-    parts: dict[torch.device, Any] = {}
-    for d in devices:
-        part = fn([t for t in tensors if t.device == d])
-        parts[d] = iter(part.cpu().double().numpy() if isinstance(part, torch.Tensor) else part)
-    return np.array([next(parts[t.device]) for t in tensors])
 
 
 def _assemble(step: int, ids: list[int], stats: Any, dnorm: Any, pnorm: Any) -> StepRecord:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..stats import STATUSES, Thresholds, classify
+from ..stats import STATUSES, Thresholds
 from .anomalies import Tracker
 from .history import Overview
 from .recorder import StepRecord
@@ -76,17 +76,25 @@ class Writer(threading.Thread):
         while True:
             self._wake.wait(self.poll_s)
             self._wake.clear()
-            stop, waiting = False, []
+            stop, waiting, steps = False, [], []
             while self._items:
                 kind, item = self._items.popleft()
                 if kind == "step" and not item.ready() and not self._must_wait():
                     self._items.appendleft((kind, item))  # its device copy is still running:
                     break  # never block (and hold the GIL) while the training thread launches
+                if kind == "step":
+                    steps.append(item)
+                    continue
+                if steps:
+                    self._guard(self._add_steps, steps)
+                    steps = []
                 stop |= kind == "stop"
                 if kind == "flush":
                     waiting.append(item)
                 else:
                     self._guard(self._handle, kind, item)
+            if steps:
+                self._guard(self._add_steps, steps)
             if stop or waiting or time.monotonic() - self._last_flush >= self.flush_s:
                 self._guard(self._flush)
             for done in waiting:
@@ -103,7 +111,7 @@ class Writer(threading.Thread):
         if kind == "params":
             self._add_params(item)
         elif kind == "step":
-            self._add_step(item)
+            self._add_steps([item])
 
     def _guard(self, fn: Callable[..., None], *args: Any) -> None:
         try:
@@ -116,31 +124,33 @@ class Writer(threading.Thread):
             self.params += infos
         self._store_call(self.store.add_params, infos)
 
-    def _add_step(self, record: StepRecord) -> None:
-        values = record.resolve()
-        n = len(self.params)
-        norm = np.full(n, np.nan)
-        max_abs = np.full(n, np.nan)
-        zf = np.full(n, np.nan)
-        ratio = np.full(n, np.nan)
-        status = np.full(n, _NONE, dtype=np.uint8)
-        ids = record.ids
-        norm[ids], max_abs[ids] = values[:, 0], values[:, 1]
-        numel = np.array([self.params[i].numel for i in ids], dtype=np.float64)
+    def _add_steps(self, records: list[StepRecord]) -> None:
+        """Every step queued since the last wake-up at once: a few vectorised calls per batch
+        (statuses, anomalies, overview), not per step, so the thread holds the GIL briefly."""
+        n, k = len(self.params), len(records)
+        cols = np.full((4, k, n), np.nan)  # norm, max_abs, zero_fraction, update_ratio
+        status = np.full((k, n), _NONE, dtype=np.uint8)
+        numel = np.array([p.numel for p in self.params], dtype=np.float64)
+        for r, record in enumerate(records):
+            values, ids = record.resolve(), record.ids
+            cols[0, r, ids], cols[1, r, ids] = values[:, 0], values[:, 1]
+            cols[2, r, ids] = values[:, 2]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                cols[3, r, ids] = values[:, 3] / values[:, 4]
+            status[r, ids] = 255  # measured: classified below
+        measured = status == 255
         with np.errstate(invalid="ignore", divide="ignore"):
-            zf[ids] = np.where(numel > 0, 1.0 - values[:, 2] / np.maximum(numel, 1), 0.0)
-            ratio[ids] = values[:, 3] / values[:, 4]
-        th = self.thresholds
-        for i, (n_, m_) in zip(ids.tolist(), values[:, :2].tolist()):
-            status[i] = STATUSES.index(classify(n_, m_, th))
-        names = [p.name for p in self.params]
-        found = self.tracker.update(record.step, status, names)
+            zf = np.where(numel > 0, 1.0 - cols[2] / np.maximum(numel, 1), 0.0)
+        cols[2] = np.where(measured, zf, np.nan)
+        status[measured] = classify_many(cols[0][measured], cols[1][measured], self.thresholds)
+        steps = np.array([r.step for r in records], dtype=np.int64)
+        found = self.tracker.update_many(steps, status, [p.name for p in self.params])
         with self._lock:
             self.anomaly_rows += found
-            self.overview.add(record.step, norm, status)
-            self.last_step = record.step
+            self.overview.add_many(steps, cols[0], status)
+            self.last_step = records[-1].step
         self._new_anomalies += found
-        self._rows.append((record, np.stack([norm, max_abs, zf, ratio]), status))
+        self._rows += [(rec, cols[:, r], status[r]) for r, rec in enumerate(records)]
 
     def _flush(self) -> None:
         self._last_flush = time.monotonic()
@@ -208,6 +218,23 @@ class _Discard(MemoryStore):
 
     def write(self, chunk: Chunk, anomalies: list) -> None:
         pass
+
+
+def classify_many(norm: np.ndarray, max_abs: np.ndarray, th: Thresholds) -> np.ndarray:
+    """`stats.classify` on arrays: indices into STATUSES (same order of precedence).
+
+    Example:
+        >>> [STATUSES[i] for i in classify_many(np.array([np.nan, 0.0, 1e-9, 1e5, 1.0]),
+        ...                                      np.array([1.0, 0.0, 1e-9, 1e4, 0.5]), Thresholds())]
+        ['nonfinite', 'zero', 'vanishing', 'exploding', 'healthy']
+    """
+    out = np.full(norm.shape, STATUSES.index("healthy"), dtype=np.uint8)
+    with np.errstate(invalid="ignore"):
+        for name, hit in (("exploding", norm > th.exploding), ("vanishing", norm < th.vanishing),
+                          ("zero", max_abs == 0.0),
+                          ("nonfinite", ~np.isfinite(norm) | ~np.isfinite(max_abs))):
+            out[hit] = STATUSES.index(name)  # later rules win, as earlier returns in classify
+    return out
 
 
 def _pad(a: np.ndarray, width: int, value: float) -> np.ndarray:
