@@ -5,10 +5,10 @@ Three paths, chosen by where the tensors are and how big they are:
 - CPU, small models (fewer than `SMALL` elements in all): the tensors are viewed as numpy arrays
   (no copy), concatenated once in float64 and reduced per tensor with `reduceat`: exact, and a
   handful of calls whatever the number of parameters.
-- CPU, large models: per tensor, max |g| first (on the CPU reading it costs nothing), then the L2
-  norm from float32 norms of 1,024-element blocks combined in float64 (relative error ~1e-11,
-  ~10x cheaper than a float64 pass), or a float64 pass when max |g| says float32 squares would
-  underflow or overflow.
+- CPU, large models: per tensor one `aminmax` and one `count_nonzero`, all read back at once,
+  then the L2 norms from float32 norms of blocks of up to 1,024 elements combined in float64
+  (`block_sumsq`: relative error ~1e-9, ~5x cheaper than a float64 pass), or a float64 pass where
+  max |g| says float32 squares would underflow or overflow. About four Python calls per tensor.
 - accelerators: fused `_foreach_norm` kernels accumulating in float64 (float32 on MPS); the
   result stays on the device; nothing here synchronises with the host.
 
