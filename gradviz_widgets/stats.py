@@ -125,7 +125,7 @@ class NormBatch:
         small: list[tuple[int, torch.Tensor, int]] = []
         for i, g in enumerate(grads):
             if self._small(g):
-                small.append((i, *_distinct(g)) if not g.is_contiguous() else (i, g, 1))
+                small.append((i, g, 1))  # expanded / transposed: the cat copies them
                 slots.append(None)
                 continue
             key = _identity(g) if g.device.type != "cuda" else None  # fused there: no gain
@@ -196,15 +196,27 @@ class NormBatch:
 
     def add_nonzero_counts(self, grads: Sequence[torch.Tensor]) -> int:
         """Queue the number of non-zero elements of each gradient (exact: counted in int64);
-        returns the slot of the first count."""
+        returns the slot of the first count. Small CPU gradients are counted together."""
         if not grads:
             return self._size
+        small = {i for i, g in enumerate(grads) if self._small(g)}
+        small = small if len(small) > 1 else set()
         counts = []
-        for g in grads:
+        for i, g in enumerate(grads):
+            if i in small:
+                continue
             x, repeats = _distinct(g.coalesce().values() if g.is_sparse else g)
             counts.append(torch.count_nonzero(x) * repeats if repeats > 1 else
                           torch.count_nonzero(x))
-        return self.add_vector(torch.stack(counts))
+        if not small:
+            return self.add_vector(torch.stack(counts))
+        together = _segment_nonzeros([g for i, g in enumerate(grads) if i in small])
+        if not counts:
+            return self.add_vector(together)
+        out = torch.empty(len(grads), dtype=torch.int64)
+        out[sorted(small)] = together
+        out[[i for i in range(len(grads)) if i not in small]] = torch.stack(counts).cpu()
+        return self.add_vector(out)
 
     def add_scalar(self, value: torch.Tensor) -> int:
         """Queue any 0-d tensor (a loss value, a flag); returns its slot."""
@@ -234,6 +246,14 @@ class NormBatch:
     @staticmethod
     def pair(values: list[float], slot: int) -> tuple[float, float]:
         return values[slot], values[slot + 1]
+
+
+def _segment_nonzeros(xs: list[torch.Tensor]) -> torch.Tensor:
+    """Non-zero counts of small CPU tensors: one cat, one int64 cumsum (exact), two gathers."""
+    flat = torch._C._nn.flatten_dense_tensors(xs)
+    ends = torch.tensor([0] + [x.numel() for x in xs], dtype=torch.int64).cumsum(0)
+    running = torch.cat([ends[:1], (flat != 0).cumsum(0)])
+    return running[ends[1:]] - running[ends[:-1]]
 
 
 def _identity(g: torch.Tensor) -> tuple | None:

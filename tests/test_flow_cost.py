@@ -96,3 +96,15 @@ def test_tracker_does_not_flatten_plain_tensors(monkeypatch: pytest.MonkeyPatch)
         y = model(torch.randn(2, 16))
     assert flattened[0] == 0
     assert tracker.owner[y.grad_fn] == (("39", 0),)  # the last Tanh
+
+
+def test_nonzero_counts_small_and_large_together() -> None:
+    torch.manual_seed(0)
+    grads = [torch.tensor([0.0, 1.0, 2.0]), torch.zeros(0), torch.ones(1).expand(3, 4),
+             torch.randn(10_000).relu(), torch.tensor([[0.0, 1.0], [2.0, 0.0]]).t(),
+             torch.zeros(5, dtype=torch.float64)]
+    for chosen in (grads, grads[:3], grads[3:4], [grads[0], grads[3]]):
+        batch = NormBatch(torch.device("cpu"))
+        slot = batch.add_nonzero_counts(chosen)
+        values = batch.resolve()
+        assert values[slot: slot + len(chosen)] == [float(torch.count_nonzero(g)) for g in chosen]
