@@ -45,10 +45,10 @@ def fold(self: GradGraph, depth: int | None, expand: Iterable[str],
     edges = _merge_edges(self.edges, rep)
     new_nodes = [n for n in self.nodes if rep[n.id] == n.id]
     entering, leaving = _boundary_flow(self.edges, rep, self.by_id)
-    for gid, (path, call, scope) in groups.items():
+    for gid, (path, gcall, scope) in groups.items():
         inside = [self.by_id[m] for m in members[gid]]
         new_nodes.append(_module_node(
-            gid, path, call, scope, self.modules.get(path), inside,
+            gid, path, gcall, scope, self.modules.get(path), inside,
             entering.get(gid, []), leaving.get(gid, [])))
     return GradGraph(tuple(new_nodes), tuple(edges), self.modules, collapse)
 
@@ -61,7 +61,7 @@ def _module_node(gid: str, path: str, call: int | None, scope: Scope, info: Modu
     mtype = info.type if info else path
     norm, gmax = _combine(entering) if entering else (None, None)
     if norm is None:  # nothing left the group (e.g. it holds the loss): its largest inflow
-        best = max((m for m in inside if m.grad_norm is not None), key=lambda m: m.grad_norm,
+        best = max((m for m in inside if m.grad_norm is not None), key=lambda m: m.grad_norm or 0.0,
                    default=None)
         norm, gmax = (best.grad_norm, best.grad_max) if best else (None, None)
     suffix = "" if call is None else (" (params)" if call < 0 else f" [call {call}]")

@@ -131,7 +131,8 @@ def grad_slot(m: HookManager, p: _Pending, name: str, slot: int, size: int, batc
         if modifier is None:
             return None
         changed = modifier.apply([grad])[0]
-        put(name + "_modified", changed)
+        if changed is not None:
+            put(name + "_modified", changed)
         return changed
 
     return body

@@ -242,7 +242,8 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
         report = self.explorer.report
         # parameters the gradient never reached are drawn as ghosts where they live
         graph = add_ghosts(self.explorer.graph, report.none_reasons)
-        depth = graph.auto_depth(self.max_nodes) if self.depth == "auto" else self.depth
+        depth = graph.auto_depth(self.max_nodes) if self.depth == "auto" else \
+            (self.depth if isinstance(self.depth, int) else None)
         view = graph.view(depth, self.expand, self.collapse)
         hooked = hooked_ids(view, self.explorer.hooks, self.explorer.modifiers)
         drawn = render_dot(view, hooked=hooked, selected=self.selected)

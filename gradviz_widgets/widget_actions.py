@@ -22,6 +22,7 @@ class SettingsActions:
 
     explorer: Any
     controls: Any
+    selected_module: str | None
     runs: int
     last_error: str | None
     _modifier_value: float

@@ -114,7 +114,7 @@ class Recorder:
         self._handles.clear()
         for p in self._acc_hooks_were_none:
             if not p._post_accumulate_grad_hooks:
-                p._post_accumulate_grad_hooks = None
+                p._post_accumulate_grad_hooks = None  # type: ignore[assignment]  # torch's own default
         self._acc_hooks_were_none.clear()
         self.enabled = False
         self._last_call = self._pre = None
@@ -174,7 +174,7 @@ class Recorder:
     def _pre_step(self, opt: Any, args: tuple, kwargs: dict) -> None:
         self._check_model()
         ids = [i for i, p in enumerate(self.params) if p.grad is not None]
-        grads = [self.params[i].grad for i in ids]
+        grads = [g for g in (self.params[i].grad for i in ids) if g is not None]
         stats = by_device(grad_stats, grads, 3)
         if self.flight and not self.flight_recorded and self._should_record(stats):
             self._record_flight()

@@ -160,7 +160,7 @@ def _segment_reduce(ufunc: np.ufunc, values: np.ndarray, sizes: Sequence[int],
     present, starts = _starts(tuple(sizes))
     if present is None:
         return ufunc.reduceat(values, starts, dtype=dtype)
-    out = np.zeros(len(present), dtype=dtype)
+    out: np.ndarray = np.zeros(len(present), dtype=dtype)
     if len(starts):
         out[present] = ufunc.reduceat(values, starts, dtype=dtype)
     return out
@@ -188,7 +188,8 @@ def _cpu_large_stats(tensors: Sequence[torch.Tensor]) -> np.ndarray:
     float64 pass where max |g| says float32 squares would under/overflow (or for other dtypes)."""
     flat = [t.detach().reshape(-1) for t in tensors]
     flat = [x.abs() if x.is_complex() else x for x in flat]
-    minmax, counts = [], []
+    minmax: list[torch.Tensor] = []
+    counts: list[torch.Tensor] = []
     for x in flat:
         minmax += torch.aminmax(x) if x.numel() else [x.new_zeros(())] * 2
         counts.append(torch.count_nonzero(x))

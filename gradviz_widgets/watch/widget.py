@@ -106,7 +106,7 @@ def lines_figure(overview: Overview, params: list[ParamInfo], selected: list[str
         j = index.get(name)
         steps, vals = overview.series(j) if j is not None and j < overview.n_params else ([], [])
         data.append({"type": "scatter", "mode": "lines", "name": name,
-                     "x": list(map(int, steps)), "y": list(map(float, vals)),
+                     "x": [int(s) for s in steps], "y": [float(v) for v in vals],  # type: ignore[attr-defined]
                      "hovertemplate": f"{name}<br>step %{{x}}<br>‖g‖ = %{{y:.3g}}<extra></extra>"})
     th = thresholds
     layout = {"title": {"text": "gradient norm over steps (min and max of each bucket)",

@@ -30,7 +30,7 @@ class Writer(threading.Thread):
     """Background thread between the recorder and the store."""
 
     def __init__(self, store: Any, thresholds: Thresholds, *, flush_s: float = 0.5,
-                 listeners: list[Callable[[Writer], None]] | None = None) -> None:
+                 listeners: list[Callable[[Writer, Chunk | None], None]] | None = None) -> None:
         super().__init__(name="GradWatch-writer", daemon=True)
         self.store = store
         self.thresholds = thresholds
