@@ -98,7 +98,7 @@ export class GraphView {
     if (root.localName !== "svg" || doc.getElementsByTagName("parsererror").length) {
       throw new Error("Graphviz returned SVG the browser could not parse");
     }
-    const svg = /** @type {SVGSVGElement} */ (document.importNode(root, true));
+    const svg = /** @type {SVGSVGElement} */ (/** @type {unknown} */ (document.importNode(root, true)));
     const before = [...this.nodeEls.keys()].sort().join("\n");
     this.index(svg, keys);
     const keepView = this.svg !== null && before === [...this.nodeEls.keys()].sort().join("\n");

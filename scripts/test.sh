@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check .
-(cd js && npm test --silent)
+(cd js && npm test --silent && npm run typecheck --silent)   # node tests; tsc --checkJs
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
