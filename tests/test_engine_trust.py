@@ -331,3 +331,19 @@ def test_in_place_write_to_a_weight_never_reaches_the_model(device_run: str | No
     assert any("writes into lin.weight in place" in f and "copy" in f for f in report.findings)
     ref = twin.lin.weight.grad.double().norm().item()
     assert math.isclose(report.param_norms["lin.weight"], ref, rel_tol=1e-6)
+
+
+def test_garbage_collector_state_is_put_back() -> None:
+    """The run pauses the cyclic collector; afterwards it is as the user left it."""
+    import gc
+
+    model, x = nn.Linear(3, 1), torch.randn(2, 3)
+    assert gc.isenabled()
+    GradExplorer(model, x).run()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        GradExplorer(model, x).run()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
