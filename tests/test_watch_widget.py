@@ -82,8 +82,13 @@ def test_widget_figures_mark_nan_none_and_anomalies(tmp_path):
     first = view.updates
     train(3, bad=1)  # NaN from step 4 on
     watch.history()  # waits for the writer: the live view refreshes from its thread
-    deadline = time.monotonic() + 5
-    while view.updates == first and time.monotonic() < deadline:
+    def settled() -> bool:  # all 6 steps drawn and the NaN parameter picked for the lines
+        heat, lines = view.figures()
+        return (np.asarray(heat["data"][0]["z"]).shape[-1] == 6
+                and "fc1.weight" in [t["name"] for t in lines["data"]])
+
+    deadline = time.monotonic() + 10
+    while not (view.updates > first and settled()) and time.monotonic() < deadline:
         time.sleep(0.05)  # a redraw < 0.25 s after the last one waits for the next tick
     assert view.updates > first
     heat, lines = view.figures()
