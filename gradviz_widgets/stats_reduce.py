@@ -12,6 +12,7 @@ import functools
 import math
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -121,7 +122,7 @@ def _chunked(indices: list[int], flat: list[tuple[torch.Tensor, int]], acc: torc
     buf = scratch.get(0, min(step, max(flat[t][0].numel() for t in indices)), acc, device)
     zero = torch.zeros((), dtype=acc, device=device)
     one, no_scale = torch.ones((), dtype=acc, device=device), zero.to(torch.int32)
-    groups: dict[tuple, tuple[list[int], list[torch.Tensor], list[torch.Tensor]]] = {}
+    groups: dict[tuple, tuple[list[Any], list[Any], list[Any], list[Any]]] = {}
     for t in indices:
         x, repeats = flat[t]
         n = x.numel()
@@ -141,7 +142,7 @@ def _chunked(indices: list[int], flat: list[tuple[torch.Tensor, int]], acc: torc
             ends += torch.aminmax(chunk if fits else b)  # float32 chunks: cheaper than b
         group = groups.setdefault((len(sums), ends[0].dtype), ([], [], [], []))
         for have, more in zip(group, ([t], sums, ends, [exponent])):
-            have.extend(more)
+            have.extend(more)  # type: ignore[arg-type]
     out = []
     for (k, _), (members, sums, ends, exponents) in groups.items():
         total = torch.stack(sums).view(len(members), k).sum(1)

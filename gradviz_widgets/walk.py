@@ -123,7 +123,7 @@ def walk(
         if fn in found:
             continue
         found[fn] = None
-        todo.extend(nxt for nxt, _ in reversed(fn.next_functions) if nxt is not None)
+        todo.extend(nxt for nxt, _ in reversed(fn.next_functions) if nxt is not None)  # type: ignore[union-attr]
     # nodes our own hooks add are left out, so the graph (and its ids) is the same with
     # hooks on or off; edges run through them to what they wrap
     transparent = {fn for fn in found if _is_hook_node(fn)}
@@ -183,7 +183,7 @@ def walk(
     nodes["output"] = out
     last = loss.grad_fn
     while last in transparent:
-        last = last.next_functions[0][0]
+        last = last.next_functions[0][0]  # type: ignore[union-attr]
     edges.append(RawEdge(by_fn[last].id, "output"))
     return RawGraph(nodes, edges, leaves)
 
@@ -193,7 +193,7 @@ def _is_hook_node(fn: Any) -> bool:
     if type(fn).__name__ == "BackwardHookFunctionBackward":
         return True
     metadata = getattr(fn, "metadata", None)
-    return bool(metadata) and HOOK_NODE_MARK in metadata
+    return bool(metadata) and HOOK_NODE_MARK in metadata  # type: ignore[operator]
 
 
 def instrument(graph: RawGraph, batch: NormBatch, modified: Collection[str] = ()) -> None:
@@ -247,9 +247,9 @@ def _flow_hook(node: RawNode, edges: list[RawEdge], batch: NormBatch, order: lis
         # leaves along each edge
         reuse = same is not None and same.slot is not None and len(grad_outputs) == 1
         arrived = [] if reuse else [g for g in grad_outputs if g is not None]
-        leaving = [grad_inputs[i] for i in indices]
+        leaving = [grad_inputs[i] for i in indices]  # type: ignore[index]
         slots = batch.add(arrived + [g for g in leaving if g is not None])
-        node.inflow = [same.slot] if reuse else slots[:len(arrived)]  # type: ignore[union-attr]
+        node.inflow = [same.slot] if reuse else slots[:len(arrived)]  # type: ignore[list-item, union-attr]
         k = len(arrived)
         for e, g in zip(edges, leaving):
             if g is not None:
@@ -261,7 +261,7 @@ def _flow_hook(node: RawNode, edges: list[RawEdge], batch: NormBatch, order: lis
 
 def _through_hook(edges: list[RawEdge], batch: NormBatch):
     def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
-        present = [(e, grad_inputs[e.via[1]]) for e in edges if grad_inputs[e.via[1]] is not None]
+        present = [(e, grad_inputs[e.via[1]]) for e in edges if grad_inputs[e.via[1]] is not None]  # type: ignore[index]
         for (e, _), slot in zip(present, batch.add([g for _, g in present])):
             e.slot = slot
 
