@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -27,7 +26,14 @@ from torch import nn
 from .attribution import ScopeTracker, WritesParameter
 from .backward import REENTRANT_CHECKPOINT, gradients, summed
 from .capture_report import build_report, freeze_graph
-from .capture_state import StandIns, aliased_storages, forked_rng, make_stand_ins, swapped
+from .capture_state import (
+    StandIns,
+    aliased_storages,
+    forked_rng,
+    make_stand_ins,
+    no_cyclic_gc,
+    swapped,
+)
 from .checks import check_loss_args, check_model, check_seed, check_thresholds, unwrap_compiled
 from .devices import resolve_device
 from .errors import GradExplorerError
@@ -90,7 +96,7 @@ def capture(
     copied: frozenset[str] = frozenset()
     while True:  # each rerun copies one more parameter the forward writes into
         try:
-            with torch.inference_mode(False), torch.enable_grad(), _no_cyclic_gc():
+            with torch.inference_mode(False), torch.enable_grad(), no_cyclic_gc():
                 return _capture(model, runner, sample_input, loss_fn, target, run_device, seed,
                                 thresholds, track_flow, hooks, notes, copied)
         except WritesParameter as w:
@@ -98,19 +104,6 @@ def capture(
                 raise GradExplorerError(f"forward writes into parameter {w.name!r} in place "
                                         "even through a copy; please report this") from None
             copied = copied | {w.name}
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """The cyclic garbage collector paused for the run (deep graphs allocate many small Python
-    objects and it kept walking them: 15-35 % of a 1,000-layer run); its state is put back."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _capture(model, runner, sample_input, loss_fn, target, run_device, seed,  # noqa: ANN001
