@@ -82,10 +82,11 @@ class Overview:
         return self.hi.shape[1]
 
     def _grow(self, n_params: int) -> None:
-        old = (self.hi, self.lo, self.hi_step, self.lo_step, self.status)
+        old: tuple[np.ndarray, ...] = (self.hi, self.lo, self.hi_step, self.lo_step, self.status)
         k = self.n_params
         self._alloc(n_params)
-        for new, prev in zip((self.hi, self.lo, self.hi_step, self.lo_step, self.status), old):
+        fresh: tuple[np.ndarray, ...] = (self.hi, self.lo, self.hi_step, self.lo_step, self.status)
+        for new, prev in zip(fresh, old):
             new[:, :k] = prev
 
     def add(self, step: int, norm: np.ndarray, status: np.ndarray) -> None:
