@@ -122,3 +122,24 @@ def test_heatmap_rows_grouped_by_module():
     fig = heatmap_figure(ov, params, Thresholds())
     assert fig["data"][0]["y"] == ["a.w", "a.b", "b.w"]
     assert fig["data"][0]["z"][:, 0].tolist() == pytest.approx(np.log10([1.0, 3.0, 2.0]).tolist())
+
+
+def test_view_opened_before_any_step_follows_the_worst_parameters(tmp_path):
+    """A live view opened before the first flush has nothing to pick: once steps arrive, its
+    lines show the most alarming parameters (until the user picks some)."""
+    torch.manual_seed(0)
+    model = nan_mid_graph_net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", flush_s=0.05)
+    view = watch.show()  # nothing recorded yet
+    for step in range(4):
+        x = torch.randn(4, 8)
+        if step == 2:
+            x[1] = 0.0  # NaN from here on
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), torch.tensor([0, 1, 2, 0])).backward()
+        opt.step()
+    watch.history()  # waits for the writer
+    _, lines = view.figures()
+    assert "fc1.weight" in [t["name"] for t in lines["data"]]
+    watch.close()

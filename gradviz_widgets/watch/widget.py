@@ -178,6 +178,9 @@ class WatchWidget:
         self._overview = source.overview()
         params = self._params()
         self.selected = selected or default_selection(self._overview, params)
+        # until the user picks, the lines follow the most alarming parameters (a view opened
+        # before the first flush has no parameters yet to choose from)
+        self._picked = bool(selected)
         self.heatmap = go.FigureWidget()
         self.lines = go.FigureWidget()
         self.picker = w.SelectMultiple(options=[p.name for p in params], value=tuple(
@@ -205,6 +208,7 @@ class WatchWidget:
 
     def _on_pick(self, change: dict) -> None:
         self.selected = list(change["new"])
+        self._picked = True
         self.refresh(force=True)
 
     def _on_flush(self, writer: Any, chunk: Any) -> None:
@@ -218,6 +222,8 @@ class WatchWidget:
         params, anomalies = self._params(), self._anomalies()
         with lock:
             th = self.source.thresholds
+            if not self._picked:
+                self.selected = default_selection(self._overview, params)
             return (heatmap_figure(self._overview, params, th, anomalies),
                     lines_figure(self._overview, params, self.selected, th, anomalies))
 
