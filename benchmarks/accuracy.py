@@ -51,12 +51,18 @@ def norm_accuracy(sizes: list[int], device: str, repeats: int) -> list[dict[str,
         g = torch.randn(n, generator=gen).to(device)
         const = torch.full((n,), 0.1, device=device)
         ref = torch.linalg.vector_norm(g.double()).item()
-        ref_const = float(torch.tensor(0.1)) * n ** 0.5
+        ref_const = float(torch.tensor(0.1)) * n**0.5
         for name, fn in METHODS.items():
             ms, value = _timed(functools.partial(fn, g), repeats, device)
-            rows.append({"elements": n, "method": name, "ms": ms,
-                         "rel_err": abs(value - ref) / ref,
-                         "rel_err_const": abs(fn(const) - ref_const) / ref_const})
+            rows.append(
+                {
+                    "elements": n,
+                    "method": name,
+                    "ms": ms,
+                    "rel_err": abs(value - ref) / ref,
+                    "rel_err_const": abs(fn(const) - ref_const) / ref_const,
+                }
+            )
     return rows
 
 
@@ -84,16 +90,23 @@ def chain_row(layers: int, device: str, repeats: int) -> dict[str, Any]:
         f()
     samples: dict[str, list[float]] = {k: [] for k in steps}
     for r in range(repeats):
-        for k in (("bare", "run") if r % 2 == 0 else ("run", "bare")):
+        for k in ("bare", "run") if r % 2 == 0 else ("run", "bare"):
             sync(device)
             t0 = time.perf_counter()
             steps[k]()
             sync(device)
             samples[k].append(time.perf_counter() - t0)
     bare_ms, run_ms = median(samples["bare"]) * 1e3, median(samples["run"]) * 1e3
-    return {"layers": layers, "width": 16, "params": sum(p.numel() for p in model.parameters()),
-            "bare_ms": bare_ms, "run_ms": run_ms, "run_ratio": ratio(run_ms, bare_ms),
-            "host_syncs": ex.report.host_syncs, "repeats": repeats}
+    return {
+        "layers": layers,
+        "width": 16,
+        "params": sum(p.numel() for p in model.parameters()),
+        "bare_ms": bare_ms,
+        "run_ms": run_ms,
+        "run_ratio": ratio(run_ms, bare_ms),
+        "host_syncs": ex.report.host_syncs,
+        "repeats": repeats,
+    }
 
 
 def markdown_sections(result: dict[str, Any]) -> list[str]:
@@ -101,27 +114,39 @@ def markdown_sections(result: dict[str, Any]) -> list[str]:
     L: list[str] = []
     acc = result.get("norm_accuracy")
     if acc:
-        L += ["## Norm accuracy vs cost", "",
-              "One float32 tensor of N elements; median time of the norm (with the read-back); "
-              "relative error against `vector_norm(g.double())` on randn data, and on a "
-              "constant tensor (0.1 as float32: its square is not a float32, so float32 "
-              "squaring errs the same way everywhere and no blocking averages it out). *ours* "
-              "is what every gradient norm of a run goes through: squares summed in float64 "
-              "(chunks copied to a float64 buffer on the CPU, `_foreach_norm(dtype=float64)` "
-              "on CUDA), max |g| and the dedup of tensors seen twice included.", "",
-              "| elements | method | time | rel. error (randn) | rel. error (constant) |",
-              "|--:|---|--:|--:|--:|"]
+        L += [
+            "## Norm accuracy vs cost",
+            "",
+            "One float32 tensor of N elements; median time of the norm (with the read-back); "
+            "relative error against `vector_norm(g.double())` on randn data, and on a "
+            "constant tensor (0.1 as float32: its square is not a float32, so float32 "
+            "squaring errs the same way everywhere and no blocking averages it out). *ours* "
+            "is what every gradient norm of a run goes through: squares summed in float64 "
+            "(chunks copied to a float64 buffer on the CPU, `_foreach_norm(dtype=float64)` "
+            "on CUDA), max |g| and the dedup of tensors seen twice included.",
+            "",
+            "| elements | method | time | rel. error (randn) | rel. error (constant) |",
+            "|--:|---|--:|--:|--:|",
+        ]
         for r in acc:
-            L.append(f"| {r['elements']:,} | {r['method']} | {r['ms']:.1f} ms | "
-                     f"{r['rel_err']:.1e} | {r['rel_err_const']:.1e} |")
+            L.append(
+                f"| {r['elements']:,} | {r['method']} | {r['ms']:.1f} ms | "
+                f"{r['rel_err']:.1e} | {r['rel_err_const']:.1e} |"
+            )
         L.append("")
     ch = result.get("chain")
     if ch:
-        L += ["## Deep chain", "",
-              f"`nn.Sequential` of {ch['layers']:,} `Linear({ch['width']}, {ch['width']})` "
-              f"({ch['params']:,} parameters), batch 8: bare forward + backward against "
-              f"`ex.run()`, medians of {ch['repeats']} alternations.", "",
-              "| layers | bare | ex.run() | ratio | syncs |", "|--:|--:|--:|--:|--:|",
-              f"| {ch['layers']:,} | {ch['bare_ms']:.1f} ms | {ch['run_ms']:.1f} ms | "
-              f"**{ch['run_ratio']:.2f}x** | {ch['host_syncs']} |", ""]
+        L += [
+            "## Deep chain",
+            "",
+            f"`nn.Sequential` of {ch['layers']:,} `Linear({ch['width']}, {ch['width']})` "
+            f"({ch['params']:,} parameters), batch 8: bare forward + backward against "
+            f"`ex.run()`, medians of {ch['repeats']} alternations.",
+            "",
+            "| layers | bare | ex.run() | ratio | syncs |",
+            "|--:|--:|--:|--:|--:|",
+            f"| {ch['layers']:,} | {ch['bare_ms']:.1f} ms | {ch['run_ms']:.1f} ms | "
+            f"**{ch['run_ratio']:.2f}x** | {ch['host_syncs']} |",
+            "",
+        ]
     return L

@@ -94,8 +94,12 @@ def fallback_to_dot(view: Any) -> str:
     def q(s: str) -> str:
         return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
-    lines = ["digraph g {", "  graph [rankdir=TB];", '  node [shape=box, style="rounded,filled", '
-             'fillcolor="#eeeeee", fontname="Helvetica", fontsize=10];']
+    lines = [
+        "digraph g {",
+        "  graph [rankdir=TB];",
+        '  node [shape=box, style="rounded,filled", '
+        'fillcolor="#eeeeee", fontname="Helvetica", fontsize=10];',
+    ]
     for n in view.nodes:
         label = (n.label or n.op).lstrip("\n")
         if n.grad_norm is not None:

@@ -33,9 +33,13 @@ def time_dot(ex: Any, to_dot: Any, repeats: int) -> tuple[dict[str, Any], str, s
         dot_full = to_dot(full)
         t_full.append(time.perf_counter() - t0)
     row = {
-        "nodes_full": len(graph.nodes), "edges_full": len(graph.edges),
-        "default_depth": depth, "nodes_default": len(view.nodes), "edges_default": len(view.edges),
-        "dot_default_ms": median(t_default) * 1e3, "dot_full_ms": median(t_full) * 1e3,
+        "nodes_full": len(graph.nodes),
+        "edges_full": len(graph.edges),
+        "default_depth": depth,
+        "nodes_default": len(view.nodes),
+        "edges_default": len(view.edges),
+        "dot_default_ms": median(t_default) * 1e3,
+        "dot_full_ms": median(t_full) * 1e3,
     }
     return row, dot_default, dot_full
 
@@ -45,8 +49,15 @@ def wasm_layout(path: Path, cap_s: float, repeats: int) -> tuple[float | None, s
     node = shutil.which("node")
     if node is None:
         return None, "node not installed", {}
-    cmd = [node, str(LAYOUT_JS), "--repeats", str(repeats), "--budget-ms", str(cap_s * 250),
-           str(path)]
+    cmd = [
+        node,
+        str(LAYOUT_JS),
+        "--repeats",
+        str(repeats),
+        "--budget-ms",
+        str(cap_s * 250),
+        str(path),
+    ]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=cap_s + 10)
     except subprocess.TimeoutExpired:
@@ -62,8 +73,13 @@ def wasm_layout(path: Path, cap_s: float, repeats: int) -> tuple[float | None, s
         return None, f"error: {res['error'][:300]}", out
     if res["first_ms"] > cap_s * 1e3:
         return None, cap_text(cap_s), out
-    details = {"init_ms": out["init_ms"], "first_ms": res["first_ms"], "runs_ms": res["runs_ms"],
-               "viz_version": out["viz_version"], "graphviz_version": out["graphviz_version"]}
+    details = {
+        "init_ms": out["init_ms"],
+        "first_ms": res["first_ms"],
+        "runs_ms": res["runs_ms"],
+        "viz_version": out["viz_version"],
+        "graphviz_version": out["graphviz_version"],
+    }
     # warm: the widget's layout worker keeps its instance, so later layouts reuse it
     warm = res["runs_ms"][1:] or res["runs_ms"]
     return median(warm), "ok", details
@@ -77,8 +93,9 @@ def native_layout(path: Path, cap_s: float, repeats: int) -> tuple[float | None,
     for _ in range(max(1, repeats)):
         t0 = time.perf_counter()
         try:
-            done = subprocess.run([exe, "-Tsvg", str(path), "-o", os.devnull],
-                                  capture_output=True, timeout=cap_s)
+            done = subprocess.run(
+                [exe, "-Tsvg", str(path), "-o", os.devnull], capture_output=True, timeout=cap_s
+            )
         except subprocess.TimeoutExpired:
             return None, cap_text(cap_s)
         if done.returncode != 0:
@@ -108,16 +125,29 @@ def torchviz_time(model: Any, x: torch.Tensor, cap_s: float, workdir: Path) -> d
     path = workdir / "torchviz.dot"
     path.write_text(source)
     if exe is None:
-        return {"torchviz_nodes": nodes, "torchviz_ms": None, "torchviz_ms_status": "dot not installed"}
+        return {
+            "torchviz_nodes": nodes,
+            "torchviz_ms": None,
+            "torchviz_ms_status": "dot not installed",
+        }
     t1 = time.perf_counter()
     try:
-        done = subprocess.run([exe, "-Tsvg", str(path), "-o", os.devnull], capture_output=True,
-                              timeout=max(0.1, cap_s - made))
+        done = subprocess.run(
+            [exe, "-Tsvg", str(path), "-o", os.devnull],
+            capture_output=True,
+            timeout=max(0.1, cap_s - made),
+        )
     except subprocess.TimeoutExpired:
         return {"torchviz_nodes": nodes, "torchviz_ms": None, "torchviz_ms_status": cap_text(cap_s)}
     if done.returncode != 0:
-        return {"torchviz_nodes": nodes, "torchviz_ms": None,
-                "torchviz_ms_status": f"error: {done.stderr.decode(errors='replace')[-300:]}"}
-    return {"torchviz_nodes": nodes, "torchviz_ms": (made + time.perf_counter() - t1) * 1e3,
-            "torchviz_ms_status": "ok", "torchviz_make_dot_ms": made * 1e3}
-
+        return {
+            "torchviz_nodes": nodes,
+            "torchviz_ms": None,
+            "torchviz_ms_status": f"error: {done.stderr.decode(errors='replace')[-300:]}",
+        }
+    return {
+        "torchviz_nodes": nodes,
+        "torchviz_ms": (made + time.perf_counter() - t1) * 1e3,
+        "torchviz_ms_status": "ok",
+        "torchviz_make_dot_ms": made * 1e3,
+    }

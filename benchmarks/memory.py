@@ -45,8 +45,14 @@ def measure(name: str, size: str, device: str, mode: str) -> dict:
         step()
         peak = rss_kib()["VmHWM"] * 1024
         what = "process RSS high-water mark (VmHWM)"
-    out = {"model": name, "mode": mode, "base_mib": base / 2**20, "peak_mib": peak / 2**20,
-           "delta_mib": (peak - base) / 2**20, "measure": what}
+    out = {
+        "model": name,
+        "mode": mode,
+        "base_mib": base / 2**20,
+        "peak_mib": peak / 2**20,
+        "delta_mib": (peak - base) / 2**20,
+        "measure": what,
+    }
     if ex is not None:
         out["host_syncs"] = ex.report.host_syncs
     return out

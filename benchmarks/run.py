@@ -47,12 +47,7 @@ import torch  # noqa: E402
 
 from benchmarks.accuracy import chain_row, norm_accuracy  # noqa: E402
 from benchmarks.common import MODES, ROOT, to_dot_function  # noqa: E402
-from benchmarks.graphs import (  # noqa: E402
-    native_layout,
-    time_dot,
-    torchviz_time,
-    wasm_layout,
-)
+from benchmarks.graphs import native_layout, time_dot, torchviz_time, wasm_layout  # noqa: E402
 from benchmarks.memory_runs import memory, memory_columns  # noqa: E402
 from benchmarks.report_md import analysis_text, markdown  # noqa: E402
 from benchmarks.targets import COLUMNS, STATUS_COLUMNS, evaluate_targets  # noqa: E402
@@ -65,8 +60,10 @@ def bench_model(name: str, args: argparse.Namespace, to_dot: Any, workdir: Path)
     log(f"{name}: timing bare / ex.run() / hooks x{args.repeats}")
     timed = time_modes(name, args.size, args.device, args.repeats, args.warmup, args.model_budget)
     row = timed["row"]
-    log(f"  bare {row['bare_ms']:.1f} ms, run x{row['run_ratio']:.3f}, "
-        f"hooks x{row['hooks_ratio']:.3f}")
+    log(
+        f"  bare {row['bare_ms']:.1f} ms, run x{row['run_ratio']:.3f}, "
+        f"hooks x{row['hooks_ratio']:.3f}"
+    )
     dot_row, dot_default, dot_full = time_dot(timed["explorer"], to_dot, 3)
     row.update(dot_row)
     mdir = workdir / name
@@ -83,9 +80,11 @@ def bench_model(name: str, args: argparse.Namespace, to_dot: Any, workdir: Path)
         nms, nstatus = native_layout(path, cap, 3)
         row[f"native_{which}_ms"], row[f"native_{which}_ms_status"] = nms, nstatus
         row[f"run_to_svg_{which}_ms"] = None if ms is None else row[f"dot_{which}_ms"] + ms
-        log(f"  {which} view: {row['nodes_' + which]} nodes, DOT {row['dot_' + which + '_ms']:.1f}"
+        log(
+            f"  {which} view: {row['nodes_' + which]} nodes, DOT {row['dot_' + which + '_ms']:.1f}"
             f" ms, WASM {status if ms is None else f'{ms:.0f} ms'}, "
-            f"dot {nstatus if nms is None else f'{nms:.0f} ms'}")
+            f"dot {nstatus if nms is None else f'{nms:.0f} ms'}"
+        )
     row.update(torchviz_time(timed["model"], timed["x"], args.torchviz_cap, mdir))
     log(f"  torchviz: {row['torchviz_ms_status']} {row['torchviz_ms']}")
     return row
@@ -101,38 +100,68 @@ def tool_versions() -> dict[str, str]:
     else:
         info["dot"] = "native dot not installed"
     node = shutil.which("node")
-    info["node"] = subprocess.run([node, "--version"], capture_output=True, text=True
-                                  ).stdout.strip() if node else "not installed"
+    info["node"] = (
+        subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+        if node
+        else "not installed"
+    )
     return info
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--smoke", action="store_true",
-                    help="tiny zoo, 1 repeat, caps of a few seconds; writes to out/benchmarks_smoke")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny zoo, 1 repeat, caps of a few seconds; writes to out/benchmarks_smoke",
+    )
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda / cuda:N")
     ap.add_argument("--models", default=None, help="comma-separated zoo names (default: all)")
     ap.add_argument("--size", choices=("full", "tiny"), default=None)
     ap.add_argument("--repeats", type=int, default=None, help="timed repeats per mode (default 5)")
     ap.add_argument("--warmup", type=int, default=None, help="warm-up runs per mode (default 1)")
-    ap.add_argument("--torchviz-cap", type=float, default=None,
-                    help="seconds for torchviz.make_dot + dot -Tsvg (default 120)")
-    ap.add_argument("--layout-cap", type=float, default=None,
-                    help="seconds for one layout of our DOT (default 60)")
-    ap.add_argument("--model-budget", type=float, default=None,
-                    help="seconds of timing per model after which repeats stop at 3 (default 150)")
+    ap.add_argument(
+        "--torchviz-cap",
+        type=float,
+        default=None,
+        help="seconds for torchviz.make_dot + dot -Tsvg (default 120)",
+    )
+    ap.add_argument(
+        "--layout-cap",
+        type=float,
+        default=None,
+        help="seconds for one layout of our DOT (default 60)",
+    )
+    ap.add_argument(
+        "--model-budget",
+        type=float,
+        default=None,
+        help="seconds of timing per model after which repeats stop at 3 (default 150)",
+    )
     ap.add_argument("--no-memory", action="store_true", help="skip the memory child processes")
-    ap.add_argument("--accuracy-sizes", default=None,
-                    help="elements of the norm accuracy table, comma-separated "
-                         "(default 1000000,25000000,100000000; smoke: 1000000)")
-    ap.add_argument("--chain-layers", type=int, default=None,
-                    help="depth of the Linear chain row (default 1000; smoke: 100)")
+    ap.add_argument(
+        "--accuracy-sizes",
+        default=None,
+        help="elements of the norm accuracy table, comma-separated "
+        "(default 1000000,25000000,100000000; smoke: 1000000)",
+    )
+    ap.add_argument(
+        "--chain-layers",
+        type=int,
+        default=None,
+        help="depth of the Linear chain row (default 1000; smoke: 100)",
+    )
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
-    ap.add_argument("--render-only", action="store_true",
-                    help="re-write benchmarks.md from the benchmarks.json in --out-dir (no runs)")
-    ap.add_argument("--out-dir", default=None,
-                    help="where benchmarks.md / benchmarks.json go (default docs/)")
+    ap.add_argument(
+        "--render-only",
+        action="store_true",
+        help="re-write benchmarks.md from the benchmarks.json in --out-dir (no runs)",
+    )
+    ap.add_argument(
+        "--out-dir", default=None, help="where benchmarks.md / benchmarks.json go (default docs/)"
+    )
     args = ap.parse_args(argv)
     smoke = args.smoke
     args.size = args.size or ("tiny" if smoke else "full")
@@ -141,10 +170,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.torchviz_cap = args.torchviz_cap or (5.0 if smoke else 120.0)
     args.layout_cap = args.layout_cap or (5.0 if smoke else 60.0)
     args.model_budget = args.model_budget or (10.0 if smoke else 150.0)
-    args.accuracy_sizes = [int(v) for v in (args.accuracy_sizes or (
-        "1000000" if smoke else "1000000,25000000,100000000")).split(",")]
+    args.accuracy_sizes = [
+        int(v)
+        for v in (
+            args.accuracy_sizes or ("1000000" if smoke else "1000000,25000000,100000000")
+        ).split(",")
+    ]
     args.chain_layers = args.chain_layers or (100 if smoke else 1000)
-    args.out_dir = Path(args.out_dir or (ROOT / "out" / "benchmarks_smoke" if smoke else ROOT / "docs"))
+    args.out_dir = Path(
+        args.out_dir or (ROOT / "out" / "benchmarks_smoke" if smoke else ROOT / "docs")
+    )
     return args
 
 
@@ -187,8 +222,14 @@ def main(argv: list[str] | None = None) -> int:
     log(f"  bare {chain['bare_ms']:.1f} ms, run x{chain['run_ratio']:.2f}")
     if not args.no_memory:
         log("memory: fresh child process per " + ("mode" if args.smoke else "model and mode"))
-        mem = memory(names, args.size, args.device, per_model=not args.smoke,
-                     threads=args.threads, timeout=60 if args.smoke else 900)
+        mem = memory(
+            names,
+            args.size,
+            args.device,
+            per_model=not args.smoke,
+            threads=args.threads,
+            timeout=60 if args.smoke else 900,
+        )
     else:
         mem = {m: {n: {"model": n, "error": "skipped (--no-memory)"} for n in names} for m in MODES}
     for name, row in rows.items():
@@ -197,29 +238,50 @@ def main(argv: list[str] | None = None) -> int:
             row.setdefault(col, None)
         for col in STATUS_COLUMNS:
             row.setdefault(f"{col}_status", "ok" if row[col] is not None else "n/a")
-    viz = next((r["raw"]["layout"]["wasm_default"] for r in rows.values()
-                if r["raw"]["layout"].get("wasm_default")), {})
+    viz = next(
+        (
+            r["raw"]["layout"]["wasm_default"]
+            for r in rows.values()
+            if r["raw"]["layout"].get("wasm_default")
+        ),
+        {},
+    )
     meta = {
         "command": "python -m benchmarks.run" + ("" if argv is None else " " + " ".join(argv)),
         "date": _dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
-                   f"{platform.python_implementation()} {platform.python_version()}",
-        "torch": torch.__version__, "device": args.device, "threads": torch.get_num_threads(),
-        "size": args.size, "repeats": args.repeats, "warmup": args.warmup,
-        "torchviz_cap_s": args.torchviz_cap, "layout_cap_s": args.layout_cap,
-        "to_dot": to_dot_name, "load_start": load_start,
+        f"{platform.python_implementation()} {platform.python_version()}",
+        "torch": torch.__version__,
+        "device": args.device,
+        "threads": torch.get_num_threads(),
+        "size": args.size,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "torchviz_cap_s": args.torchviz_cap,
+        "layout_cap_s": args.layout_cap,
+        "to_dot": to_dot_name,
+        "load_start": load_start,
         "load_end": ", ".join(f"{x:.2f}" for x in os.getloadavg()),
-        "viz_version": viz.get("viz_version"), "graphviz_wasm_version": viz.get("graphviz_version"),
-        "elapsed_s": time.perf_counter() - started, "smoke": args.smoke,
+        "viz_version": viz.get("viz_version"),
+        "graphviz_wasm_version": viz.get("graphviz_version"),
+        "elapsed_s": time.perf_counter() - started,
+        "smoke": args.smoke,
         **tool_versions(),
     }
     if argv is None:
         meta["command"] = "python -m benchmarks.run " + " ".join(sys.argv[1:])
     meta["command"] = meta["command"].strip()
     targets = evaluate_targets(rows, args.size)
-    result = {"meta": meta, "columns": list(COLUMNS), "models": rows, "targets": targets,
-              "norm_accuracy": accuracy, "chain": chain,
-              "errors": errors, "analysis": analysis_text() if args.size == "full" else ""}
+    result = {
+        "meta": meta,
+        "columns": list(COLUMNS),
+        "models": rows,
+        "targets": targets,
+        "norm_accuracy": accuracy,
+        "chain": chain,
+        "errors": errors,
+        "analysis": analysis_text() if args.size == "full" else "",
+    }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "benchmarks.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
     (args.out_dir / "benchmarks.md").write_text(markdown(result))

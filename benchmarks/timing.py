@@ -13,8 +13,9 @@ from benchmarks.common import MODES, build, clear_grads, mode_step, sync
 from benchmarks.util import median, ratio
 
 
-def time_modes(name: str, size: str, device: str, repeats: int, warmup: int,
-               budget_s: float = math.inf) -> dict[str, Any]:
+def time_modes(
+    name: str, size: str, device: str, repeats: int, warmup: int, budget_s: float = math.inf
+) -> dict[str, Any]:
     """Medians over `repeats` alternations of the three modes; once `budget_s` is spent, stop
     after the third repeat (a slow mode must not eat the whole suite's time)."""
     model, x, description = build(name, size, device)
@@ -30,7 +31,7 @@ def time_modes(name: str, size: str, device: str, repeats: int, warmup: int,
     for r in range(repeats):
         if r >= min(3, repeats) and time.perf_counter() - started > budget_s:
             break
-        order = MODES[r % len(MODES):] + MODES[: r % len(MODES)]
+        order = MODES[r % len(MODES) :] + MODES[: r % len(MODES)]
         for mode in order:
             clear_grads(model)
             gc.collect()
@@ -57,7 +58,8 @@ def time_modes(name: str, size: str, device: str, repeats: int, warmup: int,
         "host_syncs": ex.report.host_syncs,
         "host_syncs_hooks": exh.report.host_syncs,
         "raw": {
-            "wall_s": wall, "cpu_s": cpu,
+            "wall_s": wall,
+            "cpu_s": cpu,
             "paired_run_ratio": median([r / b for r, b in zip(wall["run"], wall["bare"])]),
             "min_run_ratio": ratio(min(wall["run"]), min(wall["bare"])),
             "min_hooks_ratio": ratio(min(wall["hooks"]), min(wall["bare"])),
@@ -98,7 +100,7 @@ def time_norms(grads: list[torch.Tensor], device: str) -> dict[str, Any]:
     inner = max(1, min(200, int(0.05 / max(time.perf_counter() - t0, 1e-6))))
     samples: dict[str, list[float]] = {k: [] for k in fns}
     for r in range(5):
-        for k in (("fused", "loop") if r % 2 == 0 else ("loop", "fused")):
+        for k in ("fused", "loop") if r % 2 == 0 else ("loop", "fused"):
             sync(device)
             t0 = time.perf_counter()
             for _ in range(inner):
@@ -112,4 +114,3 @@ def time_norms(grads: list[torch.Tensor], device: str) -> dict[str, Any]:
         "norms_fused_syncs": syncs["fused"],
         "norms_loop_syncs": len(grads),
     }
-

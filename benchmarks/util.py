@@ -30,4 +30,3 @@ def child_env() -> dict[str, str]:
 
 def cap_text(seconds: float) -> str:
     return f"did not finish in {seconds:g} s"
-

@@ -43,8 +43,14 @@ def _models(device: str, quick: bool, only: str = "") -> list[tuple[str, nn.Modu
     net, x, y = dead_branch_example()
     out.append(("tiny seed net (dead branch, 8 tensors)", net, (x, y, "ce"), 200))
     side, batch = (64, 2) if quick else ((224, 32) if device == "cuda" else (160, 4))
-    out.append((f"ResNet-50 (25.6M params, batch {batch}x3x{side}x{side})", resnet50(10),
-                (torch.randn(batch, 3, side, side), torch.randint(0, 10, (batch,)), "ce"), 2))
+    out.append(
+        (
+            f"ResNet-50 (25.6M params, batch {batch}x3x{side}x{side})",
+            resnet50(10),
+            (torch.randn(batch, 3, side, side), torch.randint(0, 10, (batch,)), "ce"),
+            2,
+        )
+    )
     seq, gb = (128, 1) if quick else ((1024, 8) if device == "cuda" else (256, 1))
     gpt = gpt2_like(n_layer=12, d_model=768, n_head=12, vocab=50257, seq=seq)
     ids = torch.randint(0, 50257, (gb, seq))
@@ -66,6 +72,7 @@ def _step_fn(model: nn.Module, opt: torch.optim.Optimizer, data: tuple, device: 
             loss = nn.functional.cross_entropy(out, y)
         loss.backward()
         opt.step()
+
     return step
 
 
@@ -119,8 +126,11 @@ def overhead(device: str, quick: bool, rounds: int, models: str = "") -> list[di
     rows = []
     for name, model, data, n in _models(device, quick, models):
         model.to(device)
-        opt = torch.optim.Adam(model.parameters(), lr=1e-4) if "tiny" not in name else \
-            torch.optim.SGD(model.parameters(), lr=0.01)
+        opt = (
+            torch.optim.Adam(model.parameters(), lr=1e-4)
+            if "tiny" not in name
+            else torch.optim.SGD(model.parameters(), lr=0.01)
+        )
         step = _step_fn(model, opt, data, device)
         n = n * (10 if device == "cuda" else 1) if "tiny" not in name else n
         timer = _HookTimer(opt)
@@ -150,13 +160,19 @@ def overhead(device: str, quick: bool, rounds: int, models: str = "") -> list[di
         watch.close()
         off = statistics.median(times["off"])
         off_cpu = statistics.median(cpu["off"])
-        rows.append({"model": name, "off_ms": off * 1e3,
-                     "watch": statistics.median(times["watch"]) / off,
-                     "no_ratio": statistics.median(times["no ratio"]) / off, "steps": steps,
-                     "in_watch": statistics.median(inside["watch"]) / off_cpu,
-                     "in_no_ratio": statistics.median(inside["no ratio"]) / off_cpu,
-                     "writer": statistics.median(writer["watch"]) / off_cpu,
-                     "off_cpu_ms": off_cpu * 1e3})
+        rows.append(
+            {
+                "model": name,
+                "off_ms": off * 1e3,
+                "watch": statistics.median(times["watch"]) / off,
+                "no_ratio": statistics.median(times["no ratio"]) / off,
+                "steps": steps,
+                "in_watch": statistics.median(inside["watch"]) / off_cpu,
+                "in_no_ratio": statistics.median(inside["no ratio"]) / off_cpu,
+                "writer": statistics.median(writer["watch"]) / off_cpu,
+                "off_cpu_ms": off_cpu * 1e3,
+            }
+        )
         print(rows[-1], flush=True)
         del model, opt, step
     return rows
@@ -168,8 +184,19 @@ def store_scale(n_params: int = 1000, n_steps: int = 100_000, chunk: int = 50) -
 
     folder = Path(tempfile.mkdtemp(prefix="watchstore-"))
     store = SQLiteStore(folder)
-    store.add_params([ParamInfo(i, f"layer{i // 2}.{'weight' if i % 2 == 0 else 'bias'}",
-                                f"layer{i // 2}", (256, 256), 65536, 0) for i in range(n_params)])
+    store.add_params(
+        [
+            ParamInfo(
+                i,
+                f"layer{i // 2}.{'weight' if i % 2 == 0 else 'bias'}",
+                f"layer{i // 2}",
+                (256, 256),
+                65536,
+                0,
+            )
+            for i in range(n_params)
+        ]
+    )
     rng = np.random.default_rng(0)
     level = rng.normal(-2, 1, n_params)
     t0 = time.perf_counter()
@@ -177,10 +204,18 @@ def store_scale(n_params: int = 1000, n_steps: int = 100_000, chunk: int = 50) -
         walk = level + np.cumsum(rng.normal(0, 0.05, (chunk, n_params)), axis=0)
         level = walk[-1]
         norm = np.exp(walk)
-        store.write(Chunk(np.arange(start, start + chunk), time.time() + np.arange(chunk) * 0.01,
-                          norm, norm * rng.uniform(0.01, 0.1, (chunk, n_params)),
-                          np.zeros((chunk, n_params)), np.full((chunk, n_params), 3, np.uint8),
-                          np.exp(walk - 6 + rng.normal(0, 0.3, (chunk, n_params)))), [])
+        store.write(
+            Chunk(
+                np.arange(start, start + chunk),
+                time.time() + np.arange(chunk) * 0.01,
+                norm,
+                norm * rng.uniform(0.01, 0.1, (chunk, n_params)),
+                np.zeros((chunk, n_params)),
+                np.full((chunk, n_params), 3, np.uint8),
+                np.exp(walk - 6 + rng.normal(0, 0.3, (chunk, n_params))),
+            ),
+            [],
+        )
     write_s = time.perf_counter() - t0
     store.close()
     size = sum(p.stat().st_size for p in folder.iterdir())
@@ -195,37 +230,58 @@ def store_scale(n_params: int = 1000, n_steps: int = 100_000, chunk: int = 50) -
     run.overview()
     overview_s = time.perf_counter() - t0
     assert len(one) == n_steps
-    result = {"bytes": size, "per_value": size / (n_params * n_steps), "write_s": write_s,
-              "open_s": open_s, "read_one_s": read_s, "overview_s": overview_s}
+    result = {
+        "bytes": size,
+        "per_value": size / (n_params * n_steps),
+        "write_s": write_s,
+        "open_s": open_s,
+        "read_one_s": read_s,
+        "overview_s": overview_s,
+    }
     print(result, flush=True)
     return result
 
 
 def report(device: str, rows: list[dict], store: dict | None) -> str:
-    lines = ["# GradWatch benchmarks", "",
-             f"Generated by `python -m benchmarks.watch_bench` on {device} "
-             f"(torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
-             + (f", {torch.cuda.get_device_name()}" if device == "cuda" else "") + ").", "",
-             "## Training-step overhead (Adam; tiny net: SGD)", "",
-             "| model | step without watch | update_ratio=True (every step) | update_ratio=False "
-             "| CPU in the watch's hooks (full / no ratio) | writer thread CPU |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "# GradWatch benchmarks",
+        "",
+        f"Generated by `python -m benchmarks.watch_bench` on {device} "
+        f"(torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
+        + (f", {torch.cuda.get_device_name()}" if device == "cuda" else "")
+        + ").",
+        "",
+        "## Training-step overhead (Adam; tiny net: SGD)",
+        "",
+        "| model | step without watch | update_ratio=True (every step) | update_ratio=False "
+        "| CPU in the watch's hooks (full / no ratio) | writer thread CPU |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['off_ms']:.2f} ms | {r['watch']:.3f}x | "
-                     f"{r['no_ratio']:.3f}x | +{100 * r['in_watch']:.1f}% / "
-                     f"+{100 * r['in_no_ratio']:.1f}% | +{100 * r['writer']:.1f}% |")
-    lines += ["", "CPU columns: the training thread's CPU time inside the watch's optimizer hooks, "
-              "and the writer thread's CPU time, per step, as a fraction of the training thread's "
-              "CPU time for a step without the watch (`time.thread_time`: waiting for a core does "
-              "not count, so they hold on a busy machine where the wall-time ratios do not)."]
+        lines.append(
+            f"| {r['model']} | {r['off_ms']:.2f} ms | {r['watch']:.3f}x | "
+            f"{r['no_ratio']:.3f}x | +{100 * r['in_watch']:.1f}% / "
+            f"+{100 * r['in_no_ratio']:.1f}% | +{100 * r['writer']:.1f}% |"
+        )
+    lines += [
+        "",
+        "CPU columns: the training thread's CPU time inside the watch's optimizer hooks, "
+        "and the writer thread's CPU time, per step, as a fraction of the training thread's "
+        "CPU time for a step without the watch (`time.thread_time`: waiting for a core does "
+        "not count, so they hold on a busy machine where the wall-time ratios do not).",
+    ]
     if store:
-        lines += ["", "## Store: 1,000 parameters x 100,000 steps (synthetic)", "",
-                  f"- size on disk: {store['bytes'] / 1e9:.2f} GB "
-                  f"({store['per_value']:.1f} bytes per (step, parameter))",
-                  f"- write (encode + SQLite, 50-step chunks): {store['write_s']:.1f} s",
-                  f"- `GradWatch.open(path)` + params + anomalies: {store['open_s']:.3f} s",
-                  f"- `history(params=[one])` (decodes every chunk): {store['read_one_s']:.1f} s",
-                  f"- overview for the heat map (every chunk): {store['overview_s']:.1f} s"]
+        lines += [
+            "",
+            "## Store: 1,000 parameters x 100,000 steps (synthetic)",
+            "",
+            f"- size on disk: {store['bytes'] / 1e9:.2f} GB "
+            f"({store['per_value']:.1f} bytes per (step, parameter))",
+            f"- write (encode + SQLite, 50-step chunks): {store['write_s']:.1f} s",
+            f"- `GradWatch.open(path)` + params + anomalies: {store['open_s']:.3f} s",
+            f"- `history(params=[one])` (decodes every chunk): {store['read_one_s']:.1f} s",
+            f"- overview for the heat map (every chunk): {store['overview_s']:.1f} s",
+        ]
     return "\n".join(lines) + "\n"
 
 

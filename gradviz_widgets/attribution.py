@@ -26,10 +26,24 @@ Call = tuple[str, int]
 Scope = tuple[Call, ...]
 
 
-_INPLACE_DUNDERS = frozenset({
-    "__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
-    "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__",
-    "__imatmul__"})
+_INPLACE_DUNDERS = frozenset(
+    {
+        "__setitem__",
+        "__iadd__",
+        "__isub__",
+        "__imul__",
+        "__itruediv__",
+        "__ifloordiv__",
+        "__imod__",
+        "__ipow__",
+        "__iand__",
+        "__ior__",
+        "__ixor__",
+        "__ilshift__",
+        "__irshift__",
+        "__imatmul__",
+    }
+)
 
 
 class WritesParameter(BaseException):  # noqa: N818 - not an error: a signal to rerun
@@ -159,8 +173,11 @@ class ScopeTracker(TorchFunctionMode):
             flat = value  # the common cases, without tree_flatten
         else:
             flat, _ = tree_flatten(value)
-        todo = [fn for t in flat if isinstance(t, torch.Tensor)
-                and (fn := t.grad_fn) is not None and fn not in owner]
+        todo = [
+            fn
+            for t in flat
+            if isinstance(t, torch.Tensor) and (fn := t.grad_fn) is not None and fn not in owner
+        ]
         if not todo:
             return
         scope = self.current()

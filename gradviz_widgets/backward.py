@@ -19,8 +19,12 @@ from .errors import GradExplorerError
 REENTRANT_CHECKPOINT = "CheckpointFunctionBackward"
 
 
-def gradients(loss: torch.Tensor, wanted: Sequence[torch.Tensor], reentrant: bool,
-              protect: Sequence[torch.Tensor] = ()) -> tuple:
+def gradients(
+    loss: torch.Tensor,
+    wanted: Sequence[torch.Tensor],
+    reentrant: bool,
+    protect: Sequence[torch.Tensor] = (),
+) -> tuple:
     """d loss / d each of `wanted` (None where unused). `protect`: tensors whose `.grad` must
     come out as it went in (the model's Parameters, which reentrant backward may write)."""
     if not wanted:
@@ -38,8 +42,9 @@ def gradients(loss: torch.Tensor, wanted: Sequence[torch.Tensor], reentrant: boo
         ) from e
 
 
-def _grads_by_backward(loss: torch.Tensor, wanted: Sequence[torch.Tensor],
-                       protect: Sequence[torch.Tensor]) -> tuple:
+def _grads_by_backward(
+    loss: torch.Tensor, wanted: Sequence[torch.Tensor], protect: Sequence[torch.Tensor]
+) -> tuple:
     """`.backward()` for graphs that refuse `.grad()` (reentrant checkpoint).
 
     The checkpoint's recomputation runs its own backward during ours, which accumulates into
@@ -59,8 +64,9 @@ def _grads_by_backward(loss: torch.Tensor, wanted: Sequence[torch.Tensor],
             t.grad = g
 
 
-def summed(ids: Sequence[str], grads: Sequence[torch.Tensor | None]
-           ) -> dict[str, torch.Tensor | None]:
+def summed(
+    ids: Sequence[str], grads: Sequence[torch.Tensor | None]
+) -> dict[str, torch.Tensor | None]:
     """Gradients of leaves that share an id (a parameter's stand-in and the parameter itself)
     added up; None where no part got one."""
     out: dict[str, torch.Tensor | None] = {}

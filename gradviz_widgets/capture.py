@@ -97,17 +97,43 @@ def capture(
     while True:  # each rerun copies one more parameter the forward writes into
         try:
             with torch.inference_mode(False), torch.enable_grad(), no_cyclic_gc():
-                return _capture(model, runner, sample_input, loss_fn, target, run_device, seed,
-                                thresholds, track_flow, hooks, notes, copied)
+                return _capture(
+                    model,
+                    runner,
+                    sample_input,
+                    loss_fn,
+                    target,
+                    run_device,
+                    seed,
+                    thresholds,
+                    track_flow,
+                    hooks,
+                    notes,
+                    copied,
+                )
         except WritesParameter as w:
             if w.name in copied:
-                raise GradExplorerError(f"forward writes into parameter {w.name!r} in place "
-                                        "even through a copy; please report this") from None
+                raise GradExplorerError(
+                    f"forward writes into parameter {w.name!r} in place "
+                    "even through a copy; please report this"
+                ) from None
             copied = copied | {w.name}
 
 
-def _capture(model, runner, sample_input, loss_fn, target, run_device, seed,  # noqa: ANN001
-             thresholds, track_flow, hooks, notes, copied) -> Capture:
+def _capture(
+    model,
+    runner,
+    sample_input,
+    loss_fn,
+    target,
+    run_device,
+    seed,  # noqa: ANN001
+    thresholds,
+    track_flow,
+    hooks,
+    notes,
+    copied,
+) -> Capture:
     """One run; `runner` is the module called (the model, or what a wrapper wraps);
     `copied` names parameters that get a copy instead of an alias (the forward writes them)."""
     started = time.perf_counter()
@@ -118,8 +144,11 @@ def _capture(model, runner, sample_input, loss_fn, target, run_device, seed,  # 
     tracker = ScopeTracker(model)
     tracker.guard = aliased_storages(stand_ins)
     if copied:
-        notes = (*notes, f"the forward writes into {', '.join(sorted(copied))} in place (e.g. a "
-                 "weight constraint); the run used a copy, so the model was not changed")
+        notes = (
+            *notes,
+            f"the forward writes into {', '.join(sorted(copied))} in place (e.g. a "
+            "weight constraint); the run used a copy, so the model was not changed",
+        )
     batch = NormBatch(run_device)
     raw: RawGraph | None = None
     hook_ctx = hooks.attached(model, batch) if hooks else contextlib.nullcontext()
@@ -164,30 +193,58 @@ def _capture(model, runner, sample_input, loss_fn, target, run_device, seed,  # 
     del wanted, grads
     graph = freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds)
     if stand_ins.written:
-        notes = (*notes, "the forward wrote into parameter(s) "
-                 f"{', '.join(stand_ins.written[:4])} in place, so their values changed as in a "
-                 "plain forward; the explorer could not prevent it (an in-place op on a weight)")
+        notes = (
+            *notes,
+            "the forward wrote into parameter(s) "
+            f"{', '.join(stand_ins.written[:4])} in place, so their values changed as in a "
+            "plain forward; the explorer could not prevent it (an in-place op on a weight)",
+        )
     if cut_off:
-        notes = (*notes, "a torch.utils.checkpoint(use_reentrant=True) got no input that "
-                 "requires grad, so what it computes gets no gradient (as in plain backward); "
-                 "use checkpoint(..., use_reentrant=False)")
-    report = build_report(model, params, graph, leaf_pairs, zero_fractions, values[loss_slot],
-                          how, thresholds, run_device, tracker, 0.0,
-                          batch.syncs, notes=notes, checkpoint_without_grad=bool(cut_off))
+        notes = (
+            *notes,
+            "a torch.utils.checkpoint(use_reentrant=True) got no input that "
+            "requires grad, so what it computes gets no gradient (as in plain backward); "
+            "use checkpoint(..., use_reentrant=False)",
+        )
+    report = build_report(
+        model,
+        params,
+        graph,
+        leaf_pairs,
+        zero_fractions,
+        values[loss_slot],
+        how,
+        thresholds,
+        run_device,
+        tracker,
+        0.0,
+        batch.syncs,
+        notes=notes,
+        checkpoint_without_grad=bool(cut_off),
+    )
     # the whole run, the analysis included
     report = dataclasses.replace(report, duration_s=time.perf_counter() - started)
     return Capture(graph, report)
 
 
-def _leaf_numbers(grads: dict[str, torch.Tensor | None], values: list[float], slots: list[int],
-                  nonzero_at: int, numels: list[int]) -> tuple[dict, dict]:
+def _leaf_numbers(
+    grads: dict[str, torch.Tensor | None],
+    values: list[float],
+    slots: list[int],
+    nonzero_at: int,
+    numels: list[int],
+) -> tuple[dict, dict]:
     """leaf id -> (norm, max |g|) or None, and leaf id -> share of exactly-zero elements."""
     slot_iter = iter(slots)
-    pairs = {leaf_id: None if g is None else NormBatch.pair(values, next(slot_iter))
-             for leaf_id, g in grads.items()}
+    pairs = {
+        leaf_id: None if g is None else NormBatch.pair(values, next(slot_iter))
+        for leaf_id, g in grads.items()
+    }
     reached = [leaf_id for leaf_id, g in grads.items() if g is not None]
-    zero_fractions = {leaf_id: 1.0 - values[nonzero_at + i] / n if n else 0.0
-                      for i, (leaf_id, n) in enumerate(zip(reached, numels))}
+    zero_fractions = {
+        leaf_id: 1.0 - values[nonzero_at + i] / n if n else 0.0
+        for i, (leaf_id, n) in enumerate(zip(reached, numels))
+    }
     return pairs, zero_fractions
 
 
@@ -206,25 +263,39 @@ def _wanted(raw: RawGraph, stand_ins: StandIns) -> list[tuple[str, torch.Tensor]
     backward); entries sharing an id are summed."""
     wanted = [(leaf.id, leaf.tensor) for leaf in raw.leaves if leaf.tensor is not None]
     seen = {id(t) for _, t in wanted}
-    wanted += [(f"param:{n}", p) for n, p in stand_ins.params.items()
-               if p.requires_grad and id(p) not in seen]
-    wanted += [(f"param:{n}", p) for n, p in stand_ins.real_params.items()
-               if p.requires_grad and id(p) not in seen]
+    wanted += [
+        (f"param:{n}", p)
+        for n, p in stand_ins.params.items()
+        if p.requires_grad and id(p) not in seen
+    ]
+    wanted += [
+        (f"param:{n}", p)
+        for n, p in stand_ins.real_params.items()
+        if p.requires_grad and id(p) not in seen
+    ]
     return wanted
 
 
-def _direct_use_note(wanted: list[tuple[str, torch.Tensor]], parts: tuple,
-                     stand_ins: StandIns) -> tuple[str, ...]:
+def _direct_use_note(
+    wanted: list[tuple[str, torch.Tensor]], parts: tuple, stand_ins: StandIns
+) -> tuple[str, ...]:
     """A finding naming the parameters the graph reached as themselves, not via the model."""
-    names = sorted({stand_ins.real[id(t)][0] for (_, t), g in zip(wanted, parts)
-                    if g is not None and id(t) in stand_ins.real})
+    names = sorted(
+        {
+            stand_ins.real[id(t)][0]
+            for (_, t), g in zip(wanted, parts)
+            if g is not None and id(t) in stand_ins.real
+        }
+    )
     if not names:
         return ()
-    return (f"{len(names)} parameter{'s' if len(names) > 1 else ''} also used directly, not "
-            "through the model's attributes (a parameter list captured before the run, "
-            "optimizer.param_groups, a plain Python list in forward): that use is included in "
-            f"the gradient, as in plain backward: {', '.join(names[:4])}"
-            + ("…" if len(names) > 4 else ""),)
+    return (
+        f"{len(names)} parameter{'s' if len(names) > 1 else ''} also used directly, not "
+        "through the model's attributes (a parameter list captured before the run, "
+        "optimizer.param_groups, a plain Python list in forward): that use is included in "
+        f"the gradient, as in plain backward: {', '.join(names[:4])}"
+        + ("…" if len(names) > 4 else ""),
+    )
 
 
 def _leaf_loss(loss: torch.Tensor, names: dict[int, tuple[str, str]], how: str) -> torch.Tensor:
@@ -236,7 +307,8 @@ def _leaf_loss(loss: torch.Tensor, names: dict[int, tuple[str, str]], how: str) 
         raise GradExplorerError(
             f"The loss ({how}) is a leaf tensor that requires grad but was not computed from the "
             "model's output or parameters (e.g. torch.tensor(..., requires_grad=True)), so no "
-            "parameter can get a gradient from it. Compute the loss from the output.")
+            "parameter can get a gradient from it. Compute the loss from the output."
+        )
     alias = torch.ops.aten.alias.default(loss)
     alias.grad_fn.metadata[HOOK_NODE_MARK] = "leaf loss"
     return alias
@@ -275,7 +347,8 @@ def _to_device(value: Any, device: torch.device) -> Any:
     if value is None:
         return None
     return torch.utils._pytree.tree_map(
-        lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, value)
+        lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, value
+    )
 
 
 def _forward(model: nn.Module, call: CallArgs) -> Any:

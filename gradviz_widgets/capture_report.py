@@ -22,11 +22,13 @@ from .stats import NormBatch, classify, combine_norms
 CHECKPOINT_NO_GRAD = (
     "not reached from the loss: it ran inside torch.utils.checkpoint(use_reentrant=True) whose "
     "inputs need no grad, so the checkpoint output is cut off from the graph (plain backward "
-    "gives no gradient either); use checkpoint(..., use_reentrant=False)")
+    "gives no gradient either); use checkpoint(..., use_reentrant=False)"
+)
 
 
 def freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds) -> GradGraph:  # noqa: ANN001
     """The frozen graph: every node and edge with its norm pair and status."""
+
     def pair_of(slots: list[int]) -> tuple[float | None, float | None]:
         if not slots:
             return None, None
@@ -39,26 +41,42 @@ def freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds) -> GradGra
         if n.kind in ("param", "input", "tensor"):
             norm, gmax = leaf_by_id.get(n.id) or (None, None)
         elif n.kind == "accumulate":
-            norm, gmax = leaf_by_id.get(n.id[len("acc:"):]) or (None, None)
+            norm, gmax = leaf_by_id.get(n.id[len("acc:") :]) or (None, None)
         elif n.kind == "output":
             norm, gmax = 1.0, 1.0  # d loss / d loss
         else:
             norm, gmax = pair_of(n.inflow)
         label = _label(n)
-        nodes.append(GradNode(n.id, n.op, n.kind, n.module, label, n.scope, n.shape, norm, gmax,
-                              classify(norm, gmax, thresholds), n.order))
+        nodes.append(
+            GradNode(
+                n.id,
+                n.op,
+                n.kind,
+                n.module,
+                label,
+                n.scope,
+                n.shape,
+                norm,
+                gmax,
+                classify(norm, gmax, thresholds),
+                n.order,
+            )
+        )
     edges = []
     for e in raw.edges:
         if e.slot is not None:
             norm, gmax = NormBatch.pair(values, e.slot)
         elif e.dst.startswith("acc:") or e.dst == "output":
             src_node = raw.nodes[e.src]
-            norm, gmax = (leaf_by_id.get(e.src) or (None, None)) if src_node.kind != "op" \
-                else (1.0, 1.0)
+            norm, gmax = (
+                (leaf_by_id.get(e.src) or (None, None)) if src_node.kind != "op" else (1.0, 1.0)
+            )
         else:
             norm, gmax = None, None
         edges.append(GradEdge(e.src, e.dst, norm, gmax, classify(norm, gmax, thresholds)))
-    return GradGraph(tuple(nodes), tuple(edges), _module_tree(model, tracker.calls, canonical_names(model)))
+    return GradGraph(
+        tuple(nodes), tuple(edges), _module_tree(model, tracker.calls, canonical_names(model))
+    )
 
 
 def _label(n) -> str:
@@ -70,18 +88,27 @@ def _label(n) -> str:
     return n.op
 
 
-def _module_tree(model: nn.Module, calls: Mapping[str, int], canonical: Mapping[str, str]
-                 ) -> dict[str, ModuleScope]:
+def _module_tree(
+    model: nn.Module, calls: Mapping[str, int], canonical: Mapping[str, str]
+) -> dict[str, ModuleScope]:
     tree: dict[str, ModuleScope] = {}
     for path, module in model.named_modules():
         prefix = f"{path}." if path else ""
         children = tuple(f"{prefix}{c}" for c, _ in module.named_children())
         # a tied parameter is listed under the name the report uses for it
-        params = tuple(canonical.get(f"{prefix}{p}", f"{prefix}{p}")
-                       for p, _ in module.named_parameters(recurse=False))
+        params = tuple(
+            canonical.get(f"{prefix}{p}", f"{prefix}{p}")
+            for p, _ in module.named_parameters(recurse=False)
+        )
         parent = None if path == "" else path.rpartition(".")[0]
-        tree[path] = ModuleScope(path, type(module).__name__, calls.get(path, 1 if path == "" else 0),
-                                 parent, children, params)
+        tree[path] = ModuleScope(
+            path,
+            type(module).__name__,
+            calls.get(path, 1 if path == "" else 0),
+            parent,
+            children,
+            params,
+        )
     tree[LOSS_SCOPE] = ModuleScope(LOSS_SCOPE, "Loss", 1, "", (), ())
     return tree
 
@@ -96,13 +123,27 @@ def module_norms(model: nn.Module, norms: Mapping[str, float | None]) -> dict[st
             path = ".".join(parts[:i])
             if path in held:
                 held[path].add(name)
-    return {path: combine_norms([norms.get(n) for n in sorted(names)])
-            for path, names in held.items()}
+    return {
+        path: combine_norms([norms.get(n) for n in sorted(names)]) for path, names in held.items()
+    }
 
 
-def build_report(model, params, graph, leaf_pairs, zero_fractions, loss_value, how,  # noqa: ANN001
-                 thresholds, device, tracker, duration, syncs, notes=(),
-                 checkpoint_without_grad=False) -> GradReport:
+def build_report(
+    model,
+    params,
+    graph,
+    leaf_pairs,
+    zero_fractions,
+    loss_value,
+    how,  # noqa: ANN001
+    thresholds,
+    device,
+    tracker,
+    duration,
+    syncs,
+    notes=(),
+    checkpoint_without_grad=False,
+) -> GradReport:
     """The report; `notes` are extra findings of this run (appended after diagnose's).
     `checkpoint_without_grad`: a reentrant checkpoint got no input requiring grad, so modules
     that ran only without grad most likely ran inside it."""
@@ -113,23 +154,44 @@ def build_report(model, params, graph, leaf_pairs, zero_fractions, loss_value, h
         norm, gmax = pair if pair else (None, None)
         norms_by_name[name] = norm
         status = classify(norm, gmax, thresholds)
-        reason = None if pair else diagnose.none_reason(
-            name, p.requires_grad, tracker.calls, tracker.grad_enabled)
+        reason = (
+            None
+            if pair
+            else diagnose.none_reason(name, p.requires_grad, tracker.calls, tracker.grad_enabled)
+        )
         if reason and checkpoint_without_grad and p.requires_grad:
             flags = tracker.grad_enabled.get(name.rpartition(".")[0], [])
             if flags and not any(flags):
                 reason = CHECKPOINT_NO_GRAD
         origin = diagnose.zero_origin(graph, f"param:{name}") if status == "zero" else None
-        records.append(ParamRecord(
-            name, name.rpartition(".")[0], tuple(p.shape), str(p.dtype).replace("torch.", ""),
-            p.requires_grad, norm, gmax, status, reason, origin,
-            zero_fraction=zero_fractions.get(f"param:{name}")))
+        records.append(
+            ParamRecord(
+                name,
+                name.rpartition(".")[0],
+                tuple(p.shape),
+                str(p.dtype).replace("torch.", ""),
+                p.requires_grad,
+                norm,
+                gmax,
+                status,
+                reason,
+                origin,
+                zero_fraction=zero_fractions.get(f"param:{name}"),
+            )
+        )
     inputs = {n.id.split(":", 1)[1]: n.grad_norm for n in graph.nodes if n.kind == "input"}
     loss_value = float(loss_value)
     nan_at = diagnose.nonfinite_origin(graph, loss_value)
     return GradReport(
-        loss=loss_value, loss_description=how, params=tuple(records),
+        loss=loss_value,
+        loss_description=how,
+        params=tuple(records),
         module_norms=module_norms(model, norms_by_name),
-        thresholds=thresholds, device=str(device), duration_s=duration, nonfinite_origin=nan_at,
-        findings=(*diagnose.findings(records, nan_at, loss_value, graph), *notes), input_norms=inputs,
-        host_syncs=syncs)
+        thresholds=thresholds,
+        device=str(device),
+        duration_s=duration,
+        nonfinite_origin=nan_at,
+        findings=(*diagnose.findings(records, nan_at, loss_value, graph), *notes),
+        input_norms=inputs,
+        host_syncs=syncs,
+    )

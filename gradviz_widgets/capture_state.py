@@ -48,19 +48,25 @@ class StandIns:
         return {name: p for name, p in self.real.values()}
 
 
-def make_stand_ins(model: nn.Module, device: torch.device,
-                   copied: frozenset[str] = frozenset()) -> StandIns:
+def make_stand_ins(
+    model: nn.Module, device: torch.device, copied: frozenset[str] = frozenset()
+) -> StandIns:
     """Leaf aliases of the parameters (copies when on another device, and for the names in
     `copied`: parameters the forward writes into in place), copies of the buffers."""
     params: dict[str, torch.Tensor] = {}
     real: dict[int, tuple[str, torch.Tensor]] = {}
     # modules that write into their weight during forward get a copy, not an alias
-    renormed = {id(m.weight) for m in model.modules()
-                if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.max_norm is not None}
+    renormed = {
+        id(m.weight)
+        for m in model.modules()
+        if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.max_norm is not None
+    }
     for name, p in model.named_parameters():
-        alias = p.detach() if p.device == device and id(p) not in renormed \
-            and name not in copied \
+        alias = (
+            p.detach()
+            if p.device == device and id(p) not in renormed and name not in copied
             else p.detach().to(device, copy=True)
+        )
         params[name] = alias.requires_grad_(p.requires_grad)
         real[id(p)] = (name, p)
     buffers = {id(b): b.detach().to(device, copy=True) for b in model.buffers()}
@@ -112,14 +118,18 @@ def swapped(model: nn.Module, stand_ins: StandIns) -> Iterator[None]:
     versions = {key: p._version for key, (_, p) in stand_ins.real.items()}
     try:
         for d, key, original in saved.slots:
-            d[key] = stand_ins.params[stand_ins.real[id(original)][0]] \
-                if id(original) in stand_ins.real else stand_ins.buffers[id(original)]
+            d[key] = (
+                stand_ins.params[stand_ins.real[id(original)][0]]
+                if id(original) in stand_ins.real
+                else stand_ins.buffers[id(original)]
+            )
         parametrize._cache.clear()
         yield
     finally:
         _restore(saved)
-        stand_ins.written = [name for key, (name, p) in stand_ins.real.items()
-                             if p._version != versions[key]]
+        stand_ins.written = [
+            name for key, (name, p) in stand_ins.real.items() if p._version != versions[key]
+        ]
 
 
 def _save(model: nn.Module) -> _Saved:
@@ -129,10 +139,10 @@ def _save(model: nn.Module) -> _Saved:
     for module in model.modules():  # each module object once, whatever its names
         for d in (module._parameters, module._buffers):
             slots += [(d, k, v) for k, v in d.items() if v is not None]
-        attrs.append((module, {k: v for k, v in vars(module).items()
-                               if isinstance(v, _RESTORED)}))
-        generators += [(g, g.get_state()) for g in vars(module).values()
-                       if isinstance(g, torch.Generator)]
+        attrs.append((module, {k: v for k, v in vars(module).items() if isinstance(v, _RESTORED)}))
+        generators += [
+            (g, g.get_state()) for g in vars(module).values() if isinstance(g, torch.Generator)
+        ]
     return _Saved(slots, attrs, generators, dict(parametrize._cache))
 
 

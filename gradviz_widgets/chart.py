@@ -22,8 +22,14 @@ BASE_HEIGHT = 460
 PATTERN_INK = "#333"  # one colour for every pattern's strokes and outlines (plotly's
 # colour checks warn "Invalid color specifier: Array(n)" for per-bar arrays there; and the
 # default template's pattern fillmode "overlay" takes the per-bar fill array as one colour)
-PATTERNS = {"healthy": "", "vanishing": "/", "exploding": "\\", "nonfinite": "+", "zero": "x",
-            "none": "."}
+PATTERNS = {
+    "healthy": "",
+    "vanishing": "/",
+    "exploding": "\\",
+    "nonfinite": "+",
+    "zero": "x",
+    "none": ".",
+}
 
 
 def bar_rows(report: GradReport, mode: str = "param") -> list[dict[str, Any]]:
@@ -34,10 +40,18 @@ def bar_rows(report: GradReport, mode: str = "param") -> list[dict[str, Any]]:
         >>> rows = bar_rows(report, "module")        # doctest: +SKIP
     """
     if mode == "param":
-        return [{"name": p.name, "module": p.module, "norm": p.norm, "max_abs": p.max_abs,
-                 "status": p.status, "norm_before": p.norm_before,
-                 "reason": p.none_reason or _zero_share(p.zero_fraction)}
-                for p in report.params]
+        return [
+            {
+                "name": p.name,
+                "module": p.module,
+                "norm": p.norm,
+                "max_abs": p.max_abs,
+                "status": p.status,
+                "norm_before": p.norm_before,
+                "reason": p.none_reason or _zero_share(p.zero_fraction),
+            }
+            for p in report.params
+        ]
     if mode != "module":
         raise ValueError(f"mode must be 'param' or 'module', got {mode!r}")
     groups: dict[str, list] = {}
@@ -48,11 +62,17 @@ def bar_rows(report: GradReport, mode: str = "param") -> list[dict[str, Any]]:
         norm = combine_norms([p.norm for p in ps])
         maxes = [p.max_abs for p in ps if p.max_abs is not None]
         before = combine_norms([p.norm_before if p.norm_before is not None else p.norm for p in ps])
-        rows.append({"name": module or "(root)", "module": module, "norm": norm,
-                     "max_abs": max(maxes) if maxes else None,
-                     "status": classify(norm, max(maxes) if maxes else None, report.thresholds),
-                     "norm_before": before if any(p.norm_before is not None for p in ps) else None,
-                     "reason": None})
+        rows.append(
+            {
+                "name": module or "(root)",
+                "module": module,
+                "norm": norm,
+                "max_abs": max(maxes) if maxes else None,
+                "status": classify(norm, max(maxes) if maxes else None, report.thresholds),
+                "norm_before": before if any(p.norm_before is not None for p in ps) else None,
+                "reason": None,
+            }
+        )
     return rows
 
 
@@ -85,7 +105,9 @@ def chart_shape(count: int) -> dict[str, Any]:
     return {"orientation": "h", "height": max(BASE_HEIGHT, ROW_PX * count + 130)}
 
 
-def figure_dict(report: GradReport, mode: str = "param", selected_module: str | None = None) -> dict:
+def figure_dict(
+    report: GradReport, mode: str = "param", selected_module: str | None = None
+) -> dict:
     """The whole figure as a plain dict (data + layout), ready for go.FigureWidget."""
     rows = bar_rows(report, mode)
     lo, hi = axis_range(rows, report)
@@ -103,26 +125,56 @@ def figure_dict(report: GradReport, mode: str = "param", selected_module: str | 
         widths.append(3 if selected_module is not None and r["module"] == selected_module else 1)
     names = _names(rows, mode, flat)
     # [0] name and [1] module stay raw (a bar click looks them up); [3] and [4] are shown
-    custom = [[r["name"], r["module"], r["status"], plotly_text(r["reason"] or ""), plotly_text(r["name"])]
-              for r in rows]
+    custom = [
+        [
+            r["name"],
+            r["module"],
+            r["status"],
+            plotly_text(r["reason"] or ""),
+            plotly_text(r["name"]),
+        ]
+        for r in rows
+    ]
     bar = {
-        "type": "bar", "name": "gradient norm", "orientation": shape["orientation"],
-        "text": text, "textposition": "outside", "cliponaxis": False, "customdata": custom,
-        "marker": {"color": fills, "line": {"color": PATTERN_INK, "width": widths},
-                   "pattern": {"shape": patterns, "fgcolor": PATTERN_INK, "size": 6,
-                               "fillmode": "replace"}},
+        "type": "bar",
+        "name": "gradient norm",
+        "orientation": shape["orientation"],
+        "text": text,
+        "textposition": "outside",
+        "cliponaxis": False,
+        "customdata": custom,
+        "marker": {
+            "color": fills,
+            "line": {"color": PATTERN_INK, "width": widths},
+            "pattern": {
+                "shape": patterns,
+                "fgcolor": PATTERN_INK,
+                "size": 6,
+                "fillmode": "replace",
+            },
+        },
         "hovertemplate": "<b>%{customdata[4]}</b><br>‖g‖ = %{text}<br>status: %{customdata[2]}"
-                         "<br>%{customdata[3]}<extra></extra>",
+        "<br>%{customdata[3]}<extra></extra>",
     }
     data = [_placed(bar, names, values, flat)]
     if any(r["norm_before"] is not None for r in rows):
         before = [r["norm_before"] if r["norm_before"] else floor for r in rows]
-        data.append(_placed({"type": "bar", "name": "before modifiers",
-                             "orientation": shape["orientation"],
-                             "marker": {"color": "rgba(0,0,0,0)", "line": {"color": "#555", "width": 1.5}},
-                             "hovertemplate": "before modifiers: %{"
-                                              + ("x" if flat else "y") + ":.3g}<extra></extra>"},
-                            names, before, flat))
+        data.append(
+            _placed(
+                {
+                    "type": "bar",
+                    "name": "before modifiers",
+                    "orientation": shape["orientation"],
+                    "marker": {"color": "rgba(0,0,0,0)", "line": {"color": "#555", "width": 1.5}},
+                    "hovertemplate": "before modifiers: %{"
+                    + ("x" if flat else "y")
+                    + ":.3g}<extra></extra>",
+                },
+                names,
+                before,
+                flat,
+            )
+        )
     layout = _layout(report, mode, lo, hi, shape, multi=len(data) > 1)
     return {"data": data, "layout": layout}
 
@@ -131,8 +183,10 @@ def _names(rows: list[dict], mode: str, flat: bool) -> list:
     """Category labels; names are user text: Plotly renders <b>, <br>, <a> in ticks and
     hover, so they are escaped. Upright per-parameter bars get two levels (module, name)."""
     if mode == "param" and not flat:
-        return [[plotly_text(r["module"] or "(root)") for r in rows],
-                [plotly_text(_short(r["name"], r["module"])) for r in rows]]
+        return [
+            [plotly_text(r["module"] or "(root)") for r in rows],
+            [plotly_text(_short(r["name"], r["module"])) for r in rows],
+        ]
     return [plotly_text(r["name"]) for r in rows]
 
 
@@ -140,12 +194,15 @@ def _placed(trace: dict, names: list, values: list, flat: bool) -> dict:
     return {**trace, "y": names, "x": values} if flat else {**trace, "x": names, "y": values}
 
 
-def _layout(report: GradReport, mode: str, lo: float, hi: float, shape: dict,
-            multi: bool) -> dict:
+def _layout(report: GradReport, mode: str, lo: float, hi: float, shape: dict, multi: bool) -> dict:
     th = report.thresholds
     flat = shape["orientation"] == "h"
-    norm_axis = {"type": "log", "range": [lo, hi], "title": {"text": "gradient L2 norm (log)"},
-                 "exponentformat": "power"}
+    norm_axis = {
+        "type": "log",
+        "range": [lo, hi],
+        "title": {"text": "gradient L2 norm (log)"},
+        "exponentformat": "power",
+    }
     name_axis: dict[str, Any] = {"automargin": True, "tickfont": {"size": 11}}
     if flat:  # first row on top, every row labelled (no thinning: one row per name)
         name_axis.update(autorange="reversed", dtick=1, type="category")
@@ -156,17 +213,33 @@ def _layout(report: GradReport, mode: str, lo: float, hi: float, shape: dict,
         "barmode": "overlay" if multi else "relative",
         "xaxis": norm_axis if flat else name_axis,
         "yaxis": name_axis if flat else norm_axis,
-        "margin": {"l": 10 if flat else 60, "r": 40 if flat else 10, "t": 70 if flat else 30,
-                   "b": 10},
-        "height": shape["height"], "showlegend": multi, "bargap": 0.15,
-        "title": {"text": ("per-parameter gradient norms" if mode == "param"
-                           else "per-module gradient norms")
-                          + (f"<br><sub>dashed: vanishing < {th.vanishing:g}, exploding > "
-                             f"{th.exploding:g}</sub>" if flat else ""), "font": {"size": 13}},
+        "margin": {
+            "l": 10 if flat else 60,
+            "r": 40 if flat else 10,
+            "t": 70 if flat else 30,
+            "b": 10,
+        },
+        "height": shape["height"],
+        "showlegend": multi,
+        "bargap": 0.15,
+        "title": {
+            "text": (
+                "per-parameter gradient norms" if mode == "param" else "per-module gradient norms"
+            )
+            + (
+                f"<br><sub>dashed: vanishing < {th.vanishing:g}, exploding > {th.exploding:g}</sub>"
+                if flat
+                else ""
+            ),
+            "font": {"size": 13},
+        },
         "shapes": [_line(th.vanishing, "#0072b2", flat), _line(th.exploding, "#e69f00", flat)],
-        "annotations": [] if flat else
-        [_hlabel(th.vanishing, f"vanishing < {th.vanishing:g}", "#0072b2"),
-         _hlabel(th.exploding, f"exploding > {th.exploding:g}", "#e69f00")],
+        "annotations": []
+        if flat
+        else [
+            _hlabel(th.vanishing, f"vanishing < {th.vanishing:g}", "#0072b2"),
+            _hlabel(th.exploding, f"exploding > {th.exploding:g}", "#e69f00"),
+        ],
     }
 
 
@@ -182,7 +255,7 @@ def plotly_text(text: object) -> str:
 
 
 def _short(name: str, module: str) -> str:
-    return name[len(module) + 1:] if module and name.startswith(module + ".") else name
+    return name[len(module) + 1 :] if module and name.startswith(module + ".") else name
 
 
 def _line(v: float, color: str, flat: bool) -> dict:
@@ -194,5 +267,13 @@ def _line(v: float, color: str, flat: bool) -> dict:
 
 
 def _hlabel(y: float, text: str, color: str) -> dict:
-    return {"xref": "paper", "x": 1, "y": math.log10(y), "text": text, "showarrow": False,
-            "xanchor": "right", "yanchor": "bottom", "font": {"size": 10, "color": color}}
+    return {
+        "xref": "paper",
+        "x": 1,
+        "y": math.log10(y),
+        "text": text,
+        "showarrow": False,
+        "xanchor": "right",
+        "yanchor": "bottom",
+        "font": {"size": 10, "color": color},
+    }

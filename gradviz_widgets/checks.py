@@ -17,7 +17,7 @@ from torch import nn
 from .errors import GradExplorerError
 from .stats import Thresholds
 
-_SEED_RANGE = (-(2 ** 63), 2 ** 64 - 1)  # what torch.manual_seed accepts
+_SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed accepts
 _SHARDED = ("FSDPModule", "FullyShardedDataParallel")  # FSDP2 (fully_shard), FSDP1
 _WRAPPERS = ("DistributedDataParallel", "DataParallel")
 
@@ -33,14 +33,18 @@ def unwrap_compiled(model: nn.Module) -> tuple[nn.Module, str | None]:
         inner = getattr(model, "_orig_mod", None)
         kind = next((c.__name__ for c in type(model).__mro__ if c.__name__ in _WRAPPERS), None)
         if isinstance(inner, nn.Module) and type(model).__module__.startswith("torch._dynamo"):
-            notes.append("torch.compile'd model: explored its original module "
-                         "(compiled._orig_mod) run eagerly, names without the '_orig_mod.' prefix; "
-                         "the compiled code was not used")
+            notes.append(
+                "torch.compile'd model: explored its original module "
+                "(compiled._orig_mod) run eagerly, names without the '_orig_mod.' prefix; "
+                "the compiled code was not used"
+            )
             model = inner
         elif kind and isinstance(getattr(model, "module", None), nn.Module):
-            notes.append(f"{kind}: explored its module ({kind.lower()}.module) on this process "
-                         "alone (names without the 'module.' prefix); the gradients are this "
-                         "rank's local ones, before any averaging across ranks")
+            notes.append(
+                f"{kind}: explored its module ({kind.lower()}.module) on this process "
+                "alone (names without the 'module.' prefix); the gradients are this "
+                "rank's local ones, before any averaging across ranks"
+            )
             model = model.module  # type: ignore[assignment]  # checked: an nn.Module
         else:
             return model, "; ".join(notes) or None
@@ -63,32 +67,39 @@ def check_model(model: nn.Module) -> None:
                 "get_model_state_dict(..., options=StateDictOptions(full_state_dict=True))). "
                 "For the norms of the averaged gradients on every rank, call "
                 "gradviz_widgets.distributed_fsdp.fsdp_param_stats(fsdp_gradients(model, x, "
-                "loss_fn=...)) on every rank (see docs/distributed.md).")
-        if path and type(module).__module__.startswith("torch._dynamo") and \
-                isinstance(getattr(module, "_orig_mod", None), nn.Module):
+                "loss_fn=...)) on every rank (see docs/distributed.md)."
+            )
+        if (
+            path
+            and type(module).__module__.startswith("torch._dynamo")
+            and isinstance(getattr(module, "_orig_mod", None), nn.Module)
+        ):
             raise GradExplorerError(
                 f"{where} is torch.compile'd; explorer runs need eager modules. Explore a model "
                 f"whose {path!r} is the original module ({path}._orig_mod), or compile the "
-                "whole model instead (the explorer then runs compiled._orig_mod).")
+                "whole model instead (the explorer then runs compiled._orig_mod)."
+            )
         from torch.nn.modules.lazy import LazyModuleMixin
 
-        if isinstance(module, LazyModuleMixin) and \
-                module.has_uninitialized_params():  # type: ignore[misc]
+        if isinstance(module, LazyModuleMixin) and module.has_uninitialized_params():  # type: ignore[misc]
             raise GradExplorerError(
                 f"{where} ({kind}) has uninitialised lazy parameters. Call the model once on a "
                 "sample batch (model(x)) so lazy modules create their parameters, then explore "
-                "it; the explorer does not do that itself because it would change the model.")
+                "it; the explorer does not do that itself because it would change the model."
+            )
     for name, t in [*model.named_parameters(), *model.named_buffers()]:
         if _is_dtensor(t):
             raise GradExplorerError(
                 f"parameter or buffer {name!r} is a DTensor (tensor parallel / FSDP2 sharding): "
                 "per-parameter gradient norms would cover only this rank's shard. Explore an "
-                "unsharded copy of the model on one process.")
+                "unsharded copy of the model on one process."
+            )
         if t.is_meta:
             raise GradExplorerError(
                 f"{name!r} is on the meta device (it has a shape but no data), so no gradient "
                 "can be computed. Materialise the model first: model.to_empty(device='cpu') "
-                "and load or initialise its weights.")
+                "and load or initialise its weights."
+            )
 
 
 def _is_dtensor(t: torch.Tensor) -> bool:
@@ -102,11 +113,13 @@ def check_seed(seed: Any) -> int | None:
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise GradExplorerError(
             f"seed must be an int (or None to leave the RNG unseeded), got "
-            f"{type(seed).__name__} {seed!r}")
+            f"{type(seed).__name__} {seed!r}"
+        )
     value = operator.index(seed)
     if not _SEED_RANGE[0] <= value <= _SEED_RANGE[1]:
         raise GradExplorerError(
-            f"seed must fit in 64 bits ({_SEED_RANGE[0]} .. {_SEED_RANGE[1]}), got {value}")
+            f"seed must fit in 64 bits ({_SEED_RANGE[0]} .. {_SEED_RANGE[1]}), got {value}"
+        )
     return value
 
 
@@ -118,27 +131,33 @@ def check_thresholds(thresholds: Any) -> Thresholds:
         raise GradExplorerError(
             f"thresholds must be a gradviz_widgets.Thresholds, e.g. "
             f"Thresholds(vanishing=1e-6, exploding=1e3), got {type(thresholds).__name__} "
-            f"{thresholds!r}")
+            f"{thresholds!r}"
+        )
     for field in ("vanishing", "exploding"):
         value = getattr(thresholds, field)
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
             raise GradExplorerError(
-                f"thresholds.{field} must be a number, got {type(value).__name__} {value!r}")
+                f"thresholds.{field} must be a number, got {type(value).__name__} {value!r}"
+            )
     return thresholds
 
 
 def check_flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        raise GradExplorerError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+        raise GradExplorerError(
+            f"{name} must be True or False, got {type(value).__name__} {value!r}"
+        )
     return value
 
 
 def check_loss_args(loss_fn: Any, target: Any) -> None:
     if loss_fn is not None and not callable(loss_fn):
         raise GradExplorerError(
-            f"loss_fn must be callable (e.g. nn.CrossEntropyLoss()), got {type(loss_fn).__name__}")
+            f"loss_fn must be callable (e.g. nn.CrossEntropyLoss()), got {type(loss_fn).__name__}"
+        )
     if target is not None and loss_fn is None:
         raise GradExplorerError(
             "target= was given without loss_fn=: the default loss (the sum of the outputs) "
             "ignores the target. Pass loss_fn=..., e.g. loss_fn=nn.CrossEntropyLoss(), or drop "
-            "target.")
+            "target."
+        )

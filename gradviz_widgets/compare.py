@@ -46,11 +46,18 @@ def compare_rows(a: GradReport, b: GradReport) -> list[dict[str, Any]]:
         status_b = pb.status if pb else "absent"
         norm_a = pa.norm if pa else None
         norm_b = pb.norm if pb else None
-        rows.append({
-            "param": name, "module": (pa or pb).module,  # type: ignore[union-attr]
-            "norm_a": norm_a, "norm_b": norm_b, "ratio": norm_ratio(norm_a, norm_b),
-            "status_a": status_a, "status_b": status_b, "status_changed": status_a != status_b,
-        })
+        rows.append(
+            {
+                "param": name,
+                "module": (pa or pb).module,  # type: ignore[union-attr]
+                "norm_a": norm_a,
+                "norm_b": norm_b,
+                "ratio": norm_ratio(norm_a, norm_b),
+                "status_a": status_a,
+                "status_b": status_b,
+                "status_changed": status_a != status_b,
+            }
+        )
     return rows
 
 

@@ -46,10 +46,15 @@ def prepare_workdir(dest: str | Path = ".demo", lessons: str | Path = _NOTEBOOKS
         copy = dest / lesson.name
         if not copy.exists():
             shutil.copyfile(lesson, copy)
-        elif (lesson.stat().st_mtime > copy.stat().st_mtime
-              and lesson.read_bytes() != copy.read_bytes()):
-            print(f"note: {lesson.name} changed since your copy {copy} was made; delete the copy "
-                  "to get the new version", file=sys.stderr)
+        elif (
+            lesson.stat().st_mtime > copy.stat().st_mtime
+            and lesson.read_bytes() != copy.read_bytes()
+        ):
+            print(
+                f"note: {lesson.name} changed since your copy {copy} was made; delete the copy "
+                "to get the new version",
+                file=sys.stderr,
+            )
     return dest
 
 
@@ -59,15 +64,25 @@ def layout_svg(dot: str) -> str:
         return svg_with_dot(dot)
     viz = _JS_DIR / "node_modules" / "@viz-js" / "viz"
     if shutil.which("node") and viz.exists():
-        script = ("import {instance} from '@viz-js/viz';let s='';process.stdin.on('data',d=>s+=d);"
-                  "process.stdin.on('end',async()=>{process.stdout.write((await instance())"
-                  ".renderString(s,{format:'svg'}));});")
-        done = subprocess.run(["node", "--input-type=module", "-e", script], input=dot.encode(),
-                              capture_output=True, cwd=_JS_DIR, timeout=120, check=False)
+        script = (
+            "import {instance} from '@viz-js/viz';let s='';process.stdin.on('data',d=>s+=d);"
+            "process.stdin.on('end',async()=>{process.stdout.write((await instance())"
+            ".renderString(s,{format:'svg'}));});"
+        )
+        done = subprocess.run(
+            ["node", "--input-type=module", "-e", script],
+            input=dot.encode(),
+            capture_output=True,
+            cwd=_JS_DIR,
+            timeout=120,
+            check=False,
+        )
         if done.returncode == 0:
             return done.stdout.decode()
-    raise GradExplorerError("no Graphviz layout available: install graphviz (`dot`) or run "
-                            "`npm ci` in js/ so WASM Graphviz can run under Node.js")
+    raise GradExplorerError(
+        "no Graphviz layout available: install graphviz (`dot`) or run "
+        "`npm ci` in js/ so WASM Graphviz can run under Node.js"
+    )
 
 
 def write_demo(out_dir: str | Path) -> dict[str, Path]:
@@ -98,8 +113,11 @@ def write_demo(out_dir: str | Path) -> dict[str, Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out_dir", nargs="?", default="out", help="folder to write into")
-    parser.add_argument("--workdir", metavar="DIR",
-                        help="copy the lesson notebooks into DIR (kept if there) and print DIR")
+    parser.add_argument(
+        "--workdir",
+        metavar="DIR",
+        help="copy the lesson notebooks into DIR (kept if there) and print DIR",
+    )
     args = parser.parse_args(argv)
     if args.workdir:
         try:

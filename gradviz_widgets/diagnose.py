@@ -28,14 +28,20 @@ def none_reason(
     module = name.rpartition(".")[0]
     where = f"module '{module}'" if module else "the root module"
     if module and calls.get(module, 0) == 0:
-        return (f"not reached from the loss: {where} was never called in this forward "
-                "(an unused module, or a data-dependent branch that was not taken)")
+        return (
+            f"not reached from the loss: {where} was never called in this forward "
+            "(an unused module, or a data-dependent branch that was not taken)"
+        )
     flags = grad_enabled.get(module, [])
     if flags and not any(flags):
-        return (f"not reached from the loss: {where} ran under torch.no_grad() "
-                "(or inference_mode), so no graph was recorded")
-    return (f"not reached from the loss: {where} ran, but its result was detached "
-            "(.detach() / .data) or did not feed the loss")
+        return (
+            f"not reached from the loss: {where} ran under torch.no_grad() "
+            "(or inference_mode), so no graph was recorded"
+        )
+    return (
+        f"not reached from the loss: {where} ran, but its result was detached "
+        "(.detach() / .data) or did not feed the loss"
+    )
 
 
 def zero_origin(graph: GradGraph, leaf_id: str) -> str | None:
@@ -124,7 +130,9 @@ def nonfinite_origin(graph: GradGraph, loss: float | None = None) -> str | None:
 
 
 def findings(
-    params: Sequence[ParamRecord], nonfinite_at: str | None, loss: float,
+    params: Sequence[ParamRecord],
+    nonfinite_at: str | None,
+    loss: float,
     graph: GradGraph | None = None,
 ) -> tuple[str, ...]:
     """Short sentences for the status line, most severe first. With the run's `graph`,
@@ -132,32 +140,48 @@ def findings(
     are the rows this batch did not index, not dead units."""
     out: list[str] = []
     if loss != loss or loss in (float("inf"), float("-inf")):
-        out.append(f"the loss is {loss}: the forward pass produced non-finite values "
-                   "(check the inputs and ops like log, sqrt, division)")
+        out.append(
+            f"the loss is {loss}: the forward pass produced non-finite values "
+            "(check the inputs and ops like log, sqrt, division)"
+        )
     by: dict[str, list[ParamRecord]] = {}
     for p in params:
         by.setdefault(p.status, []).append(p)
     if by.get("nonfinite"):
         where = f", first at {nonfinite_at}" if nonfinite_at else ""
-        out.append(f"{_count(by['nonfinite'])} with NaN/Inf gradients{where}: {_names(by['nonfinite'])}")
+        out.append(
+            f"{_count(by['nonfinite'])} with NaN/Inf gradients{where}: {_names(by['nonfinite'])}"
+        )
     if by.get("exploding"):
         out.append(f"{_count(by['exploding'])} with exploding gradients: {_names(by['exploding'])}")
     if by.get("none"):
-        out.append(f"{_count(by['none'])} get no gradient: " + ", ".join(
-            f"{p.name} ({(p.none_reason or 'no reason').split(':')[0]})" for p in by["none"][:4])
-            + ("…" if len(by["none"]) > 4 else ""))
+        out.append(
+            f"{_count(by['none'])} get no gradient: "
+            + ", ".join(
+                f"{p.name} ({(p.none_reason or 'no reason').split(':')[0]})" for p in by["none"][:4]
+            )
+            + ("…" if len(by["none"]) > 4 else "")
+        )
     if by.get("zero"):
         origins = sorted({p.zero_origin for p in by["zero"] if p.zero_origin})
         where = f", the gradient dies at {', '.join(origins[:3])}" if origins else ""
         out.append(f"{_count(by['zero'])} with gradient exactly 0.0{where}: {_names(by['zero'])}")
-    sparse = [p for p in params if p.status not in ("zero", "none", "nonfinite")
-              and p.zero_fraction is not None and p.zero_fraction >= MOSTLY_DEAD]
+    sparse = [
+        p
+        for p in params
+        if p.status not in ("zero", "none", "nonfinite")
+        and p.zero_fraction is not None
+        and p.zero_fraction >= MOSTLY_DEAD
+    ]
     unindexed = [p for p in sparse if graph is not None and embedding_like(graph, p.name)]
     mostly = [p for p in sparse if p not in unindexed]
     if mostly:
-        out.append(f"{_count(mostly)} mostly dead (≥{MOSTLY_DEAD:.0%} of gradient elements exactly "
-                   "0.0): " + ", ".join(f"{p.name} {p.zero_fraction:.0%}" for p in mostly[:4])
-                   + ("…" if len(mostly) > 4 else ""))
+        out.append(
+            f"{_count(mostly)} mostly dead (≥{MOSTLY_DEAD:.0%} of gradient elements exactly "
+            "0.0): "
+            + ", ".join(f"{p.name} {p.zero_fraction:.0%}" for p in mostly[:4])
+            + ("…" if len(mostly) > 4 else "")
+        )
     if by.get("vanishing"):
         out.append(f"{_count(by['vanishing'])} with vanishing gradients: {_names(by['vanishing'])}")
     out.extend(unused_rows(p) for p in unindexed)
@@ -188,8 +212,10 @@ def unused_rows(p: ParamRecord) -> str:
     """
     rows = p.shape[0] if p.shape else 1
     unused = round((p.zero_fraction or 0.0) * rows)
-    return (f"{p.name}: {unused:,} of {rows:,} rows not used by this batch "
-            "(an embedding: only the rows it indexes get a gradient)")
+    return (
+        f"{p.name}: {unused:,} of {rows:,} rows not used by this batch "
+        "(an embedding: only the rows it indexes get a gradient)"
+    )
 
 
 def _count(items: Sequence) -> str:

@@ -55,8 +55,11 @@ class RanksSummary:
 
     def rows(self) -> list[dict]:
         """One plain dict per (rank, parameter), for tables and JSON."""
-        return [{"rank": r, "param": n, **p._asdict()}
-                for r, params in self.table.items() for n, p in params.items()]
+        return [
+            {"rank": r, "param": n, **p._asdict()}
+            for r, params in self.table.items()
+            for n, p in params.items()
+        ]
 
 
 def unwrap(model: nn.Module) -> tuple[nn.Module, str | None]:
@@ -78,8 +81,9 @@ def unwrap(model: nn.Module) -> tuple[nn.Module, str | None]:
         if isinstance(inner, nn.Module) and type(model).__module__.startswith("torch._dynamo"):
             kinds.append("torch.compile")
             model = inner
-        elif mro[0] in _WRAPPERS and isinstance(wrapped := getattr(model, "module", None),
-                                                nn.Module):
+        elif mro[0] in _WRAPPERS and isinstance(
+            wrapped := getattr(model, "module", None), nn.Module
+        ):
             kinds.append(mro[0])
             model = wrapped
         else:
@@ -99,8 +103,9 @@ def reason_code(none_reason: str | None) -> int:
     if not none_reason:
         return 0
     text = none_reason.lower()
-    for code, key in enumerate(("frozen", "never called", "no_grad", "detached",
-                                "torch.utils.checkpoint"), start=1):
+    for code, key in enumerate(
+        ("frozen", "never called", "no_grad", "detached", "torch.utils.checkpoint"), start=1
+    ):
         if key in text:
             return code
     return len(REASONS)
@@ -111,8 +116,14 @@ def encode(report: GradReport) -> torch.Tensor:
     (status code, reason code, norm; 0.0 where there is no gradient)."""
     names = [p.name for p in report.params]
     rows = [[float(zlib.crc32("\n".join(names).encode())), float(len(names)), 0.0]]
-    rows += [[float(STATUSES.index(p.status)), float(reason_code(p.none_reason)),
-              0.0 if p.norm is None else p.norm] for p in report.params]
+    rows += [
+        [
+            float(STATUSES.index(p.status)),
+            float(reason_code(p.none_reason)),
+            0.0 if p.norm is None else p.norm,
+        ]
+        for p in report.params
+    ]
     return torch.tensor(rows, dtype=torch.float64)
 
 
@@ -121,13 +132,15 @@ def decode(rows: torch.Tensor, names: list[str]) -> dict[str, RankParam]:
     out = {}
     for name, (status, reason, norm) in zip(names, rows[1:].tolist()):
         status = STATUSES[int(status)]
-        out[name] = RankParam(status, REASONS[int(reason) - 1] if reason else None,
-                              None if status == "none" else norm)
+        out[name] = RankParam(
+            status, REASONS[int(reason) - 1] if reason else None, None if status == "none" else norm
+        )
     return out
 
 
-def gather_ranks(report: GradReport, group: dist.ProcessGroup | None = None,
-                 ddp: nn.Module | None = None) -> RanksSummary:
+def gather_ranks(
+    report: GradReport, group: dist.ProcessGroup | None = None, ddp: nn.Module | None = None
+) -> RanksSummary:
     """Every rank's parameter statuses, with ONE collective (an all_gather of `encode(report)`).
 
     Every rank of `group` must call it with its own local report (of the same model). `ddp`,
@@ -144,12 +157,16 @@ def gather_ranks(report: GradReport, group: dist.ProcessGroup | None = None,
     dist.all_gather(gathered, local, group=group)
     names = [p.name for p in report.params]
     ranks = [dist.get_global_rank(group, i) if group is not None else i for i in range(world)]
-    different = [r for r, t in zip(ranks, gathered) if t.shape != local.shape
-                 or t[0, 0].item() != local[0, 0].item()]
+    different = [
+        r
+        for r, t in zip(ranks, gathered)
+        if t.shape != local.shape or t[0, 0].item() != local[0, 0].item()
+    ]
     if different:
         raise GradExplorerError(
             f"ranks {different} explored a model with other parameter names than rank "
-            f"{dist.get_rank()}: explore the same model on every rank (unwrap(model)[0])")
+            f"{dist.get_rank()}: explore the same model on every rank (unwrap(model)[0])"
+        )
     table = {r: decode(t.cpu(), names) for r, t in zip(ranks, gathered)}
     return RanksSummary(table, rank_findings(table, ddp_settings(ddp)))
 
@@ -158,12 +175,15 @@ def ddp_settings(ddp: nn.Module | None) -> dict[str, bool] | None:
     """find_unused_parameters and static_graph of a DDP model (None for anything else)."""
     if ddp is None or type(ddp).__name__ != "DistributedDataParallel":
         return None
-    return {"find_unused_parameters": bool(getattr(ddp, "find_unused_parameters", False)),
-            "static_graph": bool(getattr(ddp, "static_graph", False))}
+    return {
+        "find_unused_parameters": bool(getattr(ddp, "find_unused_parameters", False)),
+        "static_graph": bool(getattr(ddp, "static_graph", False)),
+    }
 
 
-def rank_findings(table: Mapping[int, Mapping[str, RankParam]],
-                  settings: dict[str, bool] | None = None) -> tuple[str, ...]:
+def rank_findings(
+    table: Mapping[int, Mapping[str, RankParam]], settings: dict[str, bool] | None = None
+) -> tuple[str, ...]:
     """Sentences naming parameters whose gradient exists on some ranks only (or on none), and
     parameters whose status differs across ranks.
 
@@ -186,48 +206,69 @@ def rank_findings(table: Mapping[int, Mapping[str, RankParam]],
             why = tuple(sorted({per[r].reason or "other" for r in without}))
             groups.setdefault((without, why), []).append(name)
         elif len({p.status for p in per.values()}) > 1:
-            other.append(f"{name} is " + ", ".join(
-                f"{s} on {_ranks([r for r in ranks if per[r].status == s])}"
-                for s in sorted({p.status for p in per.values()})))
-    out = [_missing_sentence(names_, without, why, ranks) for (without, why), names_ in groups.items()]
+            other.append(
+                f"{name} is "
+                + ", ".join(
+                    f"{s} on {_ranks([r for r in ranks if per[r].status == s])}"
+                    for s in sorted({p.status for p in per.values()})
+                )
+            )
+    out = [
+        _missing_sentence(names_, without, why, ranks) for (without, why), names_ in groups.items()
+    ]
     if groups:
-        out.append(_ddp_consequence(settings, all_ranks=all(
-            len(w) == len(ranks) for w, _ in groups)))
+        out.append(
+            _ddp_consequence(settings, all_ranks=all(len(w) == len(ranks) for w, _ in groups))
+        )
     if other:
-        out.append("statuses differ across ranks: " + "; ".join(other[:4])
-                   + ("…" if len(other) > 4 else ""))
+        out.append(
+            "statuses differ across ranks: "
+            + "; ".join(other[:4])
+            + ("…" if len(other) > 4 else "")
+        )
     return tuple(out)
 
 
-def _missing_sentence(names: list[str], without: tuple[int, ...], why: tuple[str, ...],
-                      ranks: list[int]) -> str:
+def _missing_sentence(
+    names: list[str], without: tuple[int, ...], why: tuple[str, ...], ranks: list[int]
+) -> str:
     shown = ", ".join(names[:4]) + ("…" if len(names) > 4 else "")
     verb = "gets" if len(names) == 1 else "get"
     having = [r for r in ranks if r not in without]
     where = f"on {_ranks(list(without))}" if having else "on any rank"
     tail = f", a gradient on {_ranks(having)}" if having else ""
-    hint = {"never called": "a data-dependent branch or an unused module",
-            "detached": "its output was detached or did not feed the loss",
-            "no_grad": "it ran under torch.no_grad()"}
+    hint = {
+        "never called": "a data-dependent branch or an unused module",
+        "detached": "its output was detached or did not feed the loss",
+        "no_grad": "it ran under torch.no_grad()",
+    }
     reasons = "; ".join(f"{w}: {hint[w]}" if w in hint else w for w in why)
     return f"{shown} {verb} no gradient {where} ({reasons}){tail}"
 
 
 def _ddp_consequence(settings: dict[str, bool] | None, all_ranks: bool) -> str:
-    raises = (f"raises \"{DDP_ERROR}\" at the next iteration (or hangs when a rank launches a "
-              "reduction the others never start)")
-    fix = ("pass find_unused_parameters=True (one graph traversal per iteration; the "
-           "average then counts 0 from ranks that did not use the parameter), or make every "
-           "parameter feed the loss on every rank")
+    raises = (
+        f'raises "{DDP_ERROR}" at the next iteration (or hangs when a rank launches a '
+        "reduction the others never start)"
+    )
+    fix = (
+        "pass find_unused_parameters=True (one graph traversal per iteration; the "
+        "average then counts 0 from ranks that did not use the parameter), or make every "
+        "parameter feed the loss on every rank"
+    )
     if settings is None:
         return f"under DDP(find_unused_parameters=False) training {raises}; {fix}"
     if settings["static_graph"]:
-        return ("DDP(static_graph=True) assumes the same parameters are used in every "
-                f"iteration on every rank, which is not the case here; {fix}")
+        return (
+            "DDP(static_graph=True) assumes the same parameters are used in every "
+            f"iteration on every rank, which is not the case here; {fix}"
+        )
     if settings["find_unused_parameters"]:
-        return ("this DDP model has find_unused_parameters=True: it handles this, "
-                + ("but these parameters never change (no rank gives them a gradient)"
-                   if all_ranks else "averaging in 0 from ranks that did not use them"))
+        return "this DDP model has find_unused_parameters=True: it handles this, " + (
+            "but these parameters never change (no rank gives them a gradient)"
+            if all_ranks
+            else "averaging in 0 from ranks that did not use them"
+        )
     return f"this DDP model has find_unused_parameters=False: it {raises}; {fix}"
 
 
@@ -235,8 +276,16 @@ def _ranks(ranks: list[int]) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
-__all__ = ["DDP_ERROR", "REASONS", "RankParam", "RanksSummary", "gather_ranks", "rank_findings",
-           "reason_code", "unwrap"]
+__all__ = [
+    "DDP_ERROR",
+    "REASONS",
+    "RankParam",
+    "RanksSummary",
+    "gather_ranks",
+    "rank_findings",
+    "reason_code",
+    "unwrap",
+]
 
 
 def gathers_ranks(model: nn.Module, ranks: bool | None) -> bool:
@@ -244,12 +293,17 @@ def gathers_ranks(model: nn.Module, ranks: bool | None) -> bool:
     initialised process group of more than one rank (every rank must then call run())."""
     if ranks is not None:
         return ranks
-    return (unwrap(model)[1] == "DistributedDataParallel" and dist.is_available()
-            and dist.is_initialized() and dist.get_world_size() > 1)
+    return (
+        unwrap(model)[1] == "DistributedDataParallel"
+        and dist.is_available()
+        and dist.is_initialized()
+        and dist.get_world_size() > 1
+    )
 
 
 def with_ranks(report: GradReport, model: nn.Module) -> GradReport:
     """`report` with `ranks` (rank -> parameter -> RankParam) and the cross-rank findings first."""
     summary = gather_ranks(report, ddp=model)
-    return dataclasses.replace(report, ranks=summary.table,
-                               findings=(*summary.findings, *report.findings))
+    return dataclasses.replace(
+        report, ranks=summary.table, findings=(*summary.findings, *report.findings)
+    )

@@ -48,8 +48,10 @@ def _local_and_weight(grad: torch.Tensor, world: int) -> tuple[torch.Tensor, flo
     if placements is None:
         return grad.detach(), 1.0 / world
     if any(p.is_partial() for p in placements):
-        raise GradExplorerError("a gradient DTensor is Partial (not reduced yet); call this "
-                                "after backward has finished (FSDP2 reduce-scatters it then)")
+        raise GradExplorerError(
+            "a gradient DTensor is Partial (not reduced yet); call this "
+            "after backward has finished (FSDP2 reduce-scatters it then)"
+        )
     weight = 1.0
     mesh = grad.device_mesh  # type: ignore[attr-defined]  # a DTensor
     for dim, p in enumerate(placements):
@@ -58,9 +60,11 @@ def _local_and_weight(grad: torch.Tensor, world: int) -> tuple[torch.Tensor, flo
     return grad.to_local().detach(), weight  # type: ignore[attr-defined]
 
 
-def fsdp_param_stats(named_grads: Mapping[str, torch.Tensor | None],
-                     group: dist.ProcessGroup | None = None,
-                     thresholds: Thresholds | None = None) -> dict[str, ShardedParamStat]:
+def fsdp_param_stats(
+    named_grads: Mapping[str, torch.Tensor | None],
+    group: dist.ProcessGroup | None = None,
+    thresholds: Thresholds | None = None,
+) -> dict[str, ShardedParamStat]:
     """Norm, zero share and status of each full gradient, with ONE all_reduce (every rank of
     `group`, the mesh's ranks, calls it with the same names). A name whose gradient is None on
     every rank gets status "none"."""
@@ -92,8 +96,9 @@ def fsdp_param_stats(named_grads: Mapping[str, torch.Tensor | None],
         total = _full_numel(grad)
         nonzero = round(values[len(names) + i])
         max_abs = 0.0 if nonzero == 0 else None
-        out[name] = ShardedParamStat(norm, 1.0 - nonzero / total if total else 0.0,
-                                     classify(norm, max_abs, thresholds))
+        out[name] = ShardedParamStat(
+            norm, 1.0 - nonzero / total if total else 0.0, classify(norm, max_abs, thresholds)
+        )
     return out
 
 
@@ -101,8 +106,9 @@ def _full_numel(grad: torch.Tensor | None) -> int:
     return 0 if grad is None else grad.numel()  # a DTensor's numel is the full tensor's
 
 
-def fsdp_param_norms(named_grads: Mapping[str, torch.Tensor | None],
-                     group: dist.ProcessGroup | None = None) -> dict[str, float | None]:
+def fsdp_param_norms(
+    named_grads: Mapping[str, torch.Tensor | None], group: dist.ProcessGroup | None = None
+) -> dict[str, float | None]:
     """name -> L2 norm of the full gradient (None: no gradient on any rank), from the local
     shards with ONE all_reduce of float64 squared sums; every rank calls it."""
     return {n: s.norm for n, s in fsdp_param_stats(named_grads, group).items()}
@@ -134,9 +140,14 @@ def _grads_set_aside(model: nn.Module, seed: int | None) -> Iterator[None]:
                 b.copy_(copy)
 
 
-def fsdp_gradients(model: nn.Module, sample_input: Any, *,
-                   loss_fn: Callable[..., torch.Tensor] | None = None, target: Any = None,
-                   seed: int | None = 0) -> dict[str, torch.Tensor | None]:
+def fsdp_gradients(
+    model: nn.Module,
+    sample_input: Any,
+    *,
+    loss_fn: Callable[..., torch.Tensor] | None = None,
+    target: Any = None,
+    seed: int | None = 0,
+) -> dict[str, torch.Tensor | None]:
     """name -> the gradient (a sharded DTensor) one forward + backward of the FSDP2 `model`
     gives, on every rank together (FSDP2's all-gathers and reduce-scatters run as in training).
 
@@ -167,8 +178,14 @@ def _check_syncing(model: nn.Module) -> None:
         if any(not getattr(g, "reduce_grads", True) for g in groups):
             raise GradExplorerError(
                 "gradient sync is off on this FSDP2 model (set_requires_gradient_sync(False), "
-                "gradient accumulation): run this after the optimizer step, with sync on")
+                "gradient accumulation): run this after the optimizer step, with sync on"
+            )
 
 
-__all__ = ["ShardedParamStat", "fsdp_gradients", "fsdp_param_norms", "fsdp_param_stats",
-           "total_norm"]
+__all__ = [
+    "ShardedParamStat",
+    "fsdp_gradients",
+    "fsdp_param_norms",
+    "fsdp_param_stats",
+    "total_norm",
+]

@@ -73,7 +73,9 @@ class GradExplorer:
         self.seed = check_seed(seed)
         self.thresholds = check_thresholds(thresholds)
         self.track_flow = check_flag("track_flow", track_flow)
-        self._hooks = HookManager(self._inner, keep_tensors=check_flag("keep_tensors", keep_tensors))
+        self._hooks = HookManager(
+            self._inner, keep_tensors=check_flag("keep_tensors", keep_tensors)
+        )
         self._last: Capture | None = None
         self._ran_with: tuple = ()
         self.history: list[GradReport] = []
@@ -114,8 +116,9 @@ class GradExplorer:
         if result is None:  # retried outside the except block: its errors stand on their own
             result = self._capture(with_hooks=True)
         if baseline is not None:
-            result = dataclasses.replace(result, report=mark_modified(
-                result.report, baseline.report, self._hooks.modifiers))
+            result = dataclasses.replace(
+                result, report=mark_modified(result.report, baseline.report, self._hooks.modifiers)
+            )
         if gathers_ranks(self.model, self._ranks):  # one all_gather: every rank runs this
             result = dataclasses.replace(result, report=with_ranks(result.report, self.model))
         self._last = result
@@ -126,9 +129,17 @@ class GradExplorer:
 
     def _settings(self) -> tuple:
         """What a run depends on besides the model: to tell whether the newest run is stale."""
-        return (tuple(self._hooks.active), tuple(self.modifiers.items()), self.device,
-                self.thresholds, self.seed, self.track_flow, id(self.sample_input),
-                id(self.loss_fn), id(self.target))
+        return (
+            tuple(self._hooks.active),
+            tuple(self.modifiers.items()),
+            self.device,
+            self.thresholds,
+            self.seed,
+            self.track_flow,
+            id(self.sample_input),
+            id(self.loss_fn),
+            id(self.target),
+        )
 
     @property
     def stale(self) -> bool:
@@ -138,9 +149,16 @@ class GradExplorer:
 
     def _capture(self, with_hooks: bool) -> Capture:
         return capture(
-            self.model, self.sample_input, loss_fn=self.loss_fn, target=self.target,
-            device=self.device, seed=self.seed, thresholds=self.thresholds,
-            track_flow=self.track_flow, hooks=self._hooks if with_hooks else None)
+            self.model,
+            self.sample_input,
+            loss_fn=self.loss_fn,
+            target=self.target,
+            device=self.device,
+            seed=self.seed,
+            thresholds=self.thresholds,
+            track_flow=self.track_flow,
+            hooks=self._hooks if with_hooks else None,
+        )
 
     @property
     def report(self) -> GradReport:
@@ -190,11 +208,13 @@ class GradExplorer:
         if target not in graph or graph.node(target).kind != "op":
             import difflib
 
-            close = difflib.get_close_matches(target, [n.id for n in graph.nodes
-                                                       if n.kind == "op"], n=5)
+            close = difflib.get_close_matches(
+                target, [n.id for n in graph.nodes if n.kind == "op"], n=5
+            )
             raise GradExplorerError(
                 f"no op node {target!r} in the newest graph; tensor hooks go on op nodes "
-                f"(parameter gradients are in the report). Did you mean {close}?")
+                f"(parameter gradients are in the report). Did you mean {close}?"
+            )
 
     def set_modifier(
         self,
@@ -206,9 +226,11 @@ class GradExplorer:
     ) -> None:
         """Modify the gradient flowing back through `target` in explorer runs (one of the three);
         call with none of them to remove it. The report marks the gradients this changed."""
-        given = {k: v for k, v in
-                 {"clip_norm": clip_norm, "clip_value": clip_value, "scale": scale}.items()
-                 if v is not None}
+        given = {
+            k: v
+            for k, v in {"clip_norm": clip_norm, "clip_value": clip_value, "scale": scale}.items()
+            if v is not None
+        }
         if len(given) > 1:
             raise GradExplorerError(f"give one modifier at a time, got {sorted(given)}")
         try:
@@ -246,8 +268,11 @@ class GradExplorer:
         """target -> how its backward hook is implemented (full backward hook or the fallback)."""
         # the fallback applies to every backward hook once one of them clashes with an
         # in-place op (torch does not say which module's output was modified)
-        return {t: ("tensor hooks (fallback)" if t in self._hooks.fallback else "full backward hook")
-                for t, k in self._hooks._wanted() if k == "backward"}
+        return {
+            t: ("tensor hooks (fallback)" if t in self._hooks.fallback else "full backward hook")
+            for t, k in self._hooks._wanted()
+            if k == "backward"
+        }
 
     @property
     def hook_seconds(self) -> float:
@@ -317,7 +342,9 @@ class GradExplorer:
 
     def __repr__(self) -> str:
         name = type(self._model).__name__ if self._model is not None else "<closed>"
-        return f"GradExplorer({name}, device={self.device or 'model device'}, hooks={len(self.hooks)})"
+        return (
+            f"GradExplorer({name}, device={self.device or 'model device'}, hooks={len(self.hooks)})"
+        )
 
 
 def _write(path: str | Path, text: str) -> Path:

@@ -11,8 +11,21 @@ from typing import Any
 from .graph import GradGraph
 from .report import GradReport
 
-CSV_COLUMNS = ("name", "module", "shape", "dtype", "requires_grad", "norm", "max_abs", "status",
-               "zero_fraction", "none_reason", "zero_origin", "modified_by", "norm_before")
+CSV_COLUMNS = (
+    "name",
+    "module",
+    "shape",
+    "dtype",
+    "requires_grad",
+    "norm",
+    "max_abs",
+    "status",
+    "zero_fraction",
+    "none_reason",
+    "zero_origin",
+    "modified_by",
+    "norm_before",
+)
 
 
 def report_csv(report: GradReport) -> str:
@@ -35,19 +48,36 @@ def report_csv(report: GradReport) -> str:
 def report_json(report: GradReport, graph: GradGraph | None = None) -> str:
     """The report (and optionally the graph's nodes and edges) as JSON; NaN/Inf become strings."""
     doc: dict[str, Any] = {
-        "loss": report.loss, "loss_description": report.loss_description,
-        "device": report.device, "duration_s": report.duration_s,
-        "thresholds": {"vanishing": report.thresholds.vanishing,
-                       "exploding": report.thresholds.exploding},
-        "findings": list(report.findings), "nonfinite_origin": report.nonfinite_origin,
-        "params": report.rows(), "module_norms": dict(report.module_norms),
+        "loss": report.loss,
+        "loss_description": report.loss_description,
+        "device": report.device,
+        "duration_s": report.duration_s,
+        "thresholds": {
+            "vanishing": report.thresholds.vanishing,
+            "exploding": report.thresholds.exploding,
+        },
+        "findings": list(report.findings),
+        "nonfinite_origin": report.nonfinite_origin,
+        "params": report.rows(),
+        "module_norms": dict(report.module_norms),
     }
     if graph is not None:
         doc["graph"] = {
-            "nodes": [{"id": n.id, "op": n.op, "kind": n.kind, "module": n.module,
-                       "grad_norm": n.grad_norm, "status": n.status} for n in graph.nodes],
-            "edges": [{"src": e.src, "dst": e.dst, "grad_norm": e.grad_norm, "status": e.status}
-                      for e in graph.edges],
+            "nodes": [
+                {
+                    "id": n.id,
+                    "op": n.op,
+                    "kind": n.kind,
+                    "module": n.module,
+                    "grad_norm": n.grad_norm,
+                    "status": n.status,
+                }
+                for n in graph.nodes
+            ],
+            "edges": [
+                {"src": e.src, "dst": e.dst, "grad_norm": e.grad_norm, "status": e.status}
+                for e in graph.edges
+            ],
         }
     return json.dumps(_clean(doc), indent=1)
 

@@ -134,9 +134,13 @@ class GradGraph:
     def nodes_of(self, module: str) -> list[GradNode]:
         """Nodes created inside `module` or its submodules (by call nesting or by path)."""
         prefix = module + "."
-        return [n for n in self.nodes
-                if any(p == module for p, _ in n.scope) or n.module == module
-                or n.module.startswith(prefix)]
+        return [
+            n
+            for n in self.nodes
+            if any(p == module for p, _ in n.scope)
+            or n.module == module
+            or n.module.startswith(prefix)
+        ]
 
     def view(
         self,

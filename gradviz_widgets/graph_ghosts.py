@@ -18,8 +18,12 @@ from .graph_scopes import aligned_scope, call_prefixes
 GHOST_PREFIX = "ghost:"
 
 #: words of a none reason (diagnose.none_reason) -> the cut shown on the ghost
-_CUTS = (("frozen", "frozen"), ("no_grad", "no_grad"), ("never called", "never called"),
-         ("detached", "detached"))
+_CUTS = (
+    ("frozen", "frozen"),
+    ("no_grad", "no_grad"),
+    ("never called", "never called"),
+    ("detached", "detached"),
+)
 
 
 def cut_of(reason: str | None) -> str:
@@ -51,7 +55,8 @@ def add_ghosts(graph: GradGraph, none_reasons: Mapping[str, str] | None = None) 
             if f"param:{name}" in graph or gid in graph:
                 continue
             reason = reasons.get(name) or (
-                "never called" if info.calls == 0 else "no gradient reached it")
+                "never called" if info.calls == 0 else "no gradient reached it"
+            )
             ghosts.append(_ghost(gid, name, path, reason, _scope(path, graph, prefixes)))
     if not ghosts:
         return graph
@@ -60,9 +65,13 @@ def add_ghosts(graph: GradGraph, none_reasons: Mapping[str, str] | None = None) 
 
 def _scope(path: str, graph: GradGraph, prefixes: Mapping[str, Scope]) -> Scope:
     parts = path.split(".") if path else []
-    chain = tuple((".".join(parts[: i + 1]),
-                   -1 if (m := graph.modules.get(".".join(parts[: i + 1]))) and m.calls > 1
-                   else 0) for i in range(len(parts)))
+    chain = tuple(
+        (
+            ".".join(parts[: i + 1]),
+            -1 if (m := graph.modules.get(".".join(parts[: i + 1]))) and m.calls > 1 else 0,
+        )
+        for i in range(len(parts))
+    )
     scope = aligned_scope(chain, prefixes, graph.modules)
     if path and (not scope or scope[-1][0] != path):
         scope = scope + ((path, 0),)  # its own cluster, even when the module never ran
@@ -71,8 +80,15 @@ def _scope(path: str, graph: GradGraph, prefixes: Mapping[str, Scope]) -> Scope:
 
 def _ghost(gid: str, name: str, module: str, reason: str, scope: Scope) -> GradNode:
     cut = cut_of(reason)
-    return GradNode(id=gid, op="Ghost", kind="ghost", module=module,
-                    label=f"{name}\n✂ {cut}", scope=scope, status="none")
+    return GradNode(
+        id=gid,
+        op="Ghost",
+        kind="ghost",
+        module=module,
+        label=f"{name}\n✂ {cut}",
+        scope=scope,
+        status="none",
+    )
 
 
 def is_ghost(node_id: str) -> bool:

@@ -16,18 +16,25 @@ from .graph_view import _merge_edges, _worst
 MAX_PERIOD = 4
 
 
-def signature(path: str, modules: Mapping[str, ModuleScope],
-              shapes: Mapping[str, tuple | None]) -> tuple:
+def signature(
+    path: str, modules: Mapping[str, ModuleScope], shapes: Mapping[str, tuple | None]
+) -> tuple:
     info = modules[path]
-    return (info.type, tuple(shapes.get(p) for p in info.params),
-            tuple(signature(c, modules, shapes) for c in info.children if c in modules))
+    return (
+        info.type,
+        tuple(shapes.get(p) for p in info.params),
+        tuple(signature(c, modules, shapes) for c in info.children if c in modules),
+    )
 
 
 def group_runs(view: GradGraph, expand: Collection[str] = (), min_run: int = 3) -> GradGraph:
     """`view` with runs of ≥ `min_run` repeats of identical sibling folded modules grouped."""
-    by_module = {n.module: n for n in view.nodes if n.kind == "module" and n.id.startswith(
-        "module:") and "@" not in n.id}
-    shapes = {n.id[len("param:"):]: n.shape for n in view.nodes if n.kind == "param"}
+    by_module = {
+        n.module: n
+        for n in view.nodes
+        if n.kind == "module" and n.id.startswith("module:") and "@" not in n.id
+    }
+    shapes = {n.id[len("param:") :]: n.shape for n in view.nodes if n.kind == "param"}
     rep: dict[str, str] = {n.id: n.id for n in view.nodes}
     new: list[GradNode] = []
     for info in view.modules.values():
@@ -57,11 +64,11 @@ def _run_at(sigs: list[tuple], i: int) -> tuple[int, int]:
     """(period, repeats) of the longest repeating run starting at `i`."""
     best = (1, 1)
     for p in range(1, MAX_PERIOD + 1):
-        unit = sigs[i:i + p]
+        unit = sigs[i : i + p]
         if len(unit) < p:
             break
         reps = 1
-        while sigs[i + reps * p:i + (reps + 1) * p] == unit:
+        while sigs[i + reps * p : i + (reps + 1) * p] == unit:
             reps += 1
         if reps * p > best[0] * best[1] and reps > 1:
             best = (p, reps)
@@ -76,8 +83,14 @@ def _group_node(first: str, last: str, reps: int, members: list[GradNode]) -> Gr
     span = f" · ‖g‖ {min(norms):.3g}–{max(norms):.3g}" if norms else ""
     kind = members[0].op
     return GradNode(
-        id=gid, op=kind, kind="module", module=gid,
-        label=f"{first}–{last} ×{reps}\n({kind}){span}", scope=members[0].scope,
-        grad_norm=max(norms) if norms else None, status=_worst(m.status for m in members),
+        id=gid,
+        op=kind,
+        kind="module",
+        module=gid,
+        label=f"{first}–{last} ×{reps}\n({kind}){span}",
+        scope=members[0].scope,
+        grad_norm=max(norms) if norms else None,
+        status=_worst(m.status for m in members),
         order=min((m.order for m in members if m.order is not None), default=None),
-        members=tuple(x for m in members for x in m.members))
+        members=tuple(x for m in members for x in m.members),
+    )

@@ -31,20 +31,21 @@ def call_prefixes(nodes: Sequence[GradNode]) -> dict[str, Scope]:
     return {path: next(iter(chains)) for path, chains in seen.items() if len(chains) == 1}
 
 
-def aligned_scope(scope: Scope, prefixes: Mapping[str, Scope],
-                  modules: Mapping[str, ModuleScope]) -> Scope:
+def aligned_scope(
+    scope: Scope, prefixes: Mapping[str, Scope], modules: Mapping[str, ModuleScope]
+) -> Scope:
     """`scope` (a parameter's, by name) rebased on the call chain of its deepest module that
     was called once; containers never called are left out of what remains."""
     for i in range(len(scope) - 1, -1, -1):
         path, call = scope[i]
         if call >= 0 and path in prefixes:
-            return prefixes[path] + scope[i + 1:]
-    return tuple((p, c) for p, c in scope
-                 if p not in modules or modules[p].calls > 0)
+            return prefixes[path] + scope[i + 1 :]
+    return tuple((p, c) for p, c in scope if p not in modules or modules[p].calls > 0)
 
 
-def align_param_scopes(nodes: tuple[GradNode, ...],
-                       modules: Mapping[str, ModuleScope]) -> tuple[GradNode, ...]:
+def align_param_scopes(
+    nodes: tuple[GradNode, ...], modules: Mapping[str, ModuleScope]
+) -> tuple[GradNode, ...]:
     """`nodes` with parameters (and their AccumulateGrad nodes) in their modules' call chains."""
     if not any(n.kind == "param" for n in nodes):
         return nodes

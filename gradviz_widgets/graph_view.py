@@ -10,8 +10,9 @@ from .graph import LEAF_KINDS, GradEdge, GradGraph, GradNode, ModuleScope
 from .stats import combine_norms
 
 
-def fold(self: GradGraph, depth: int | None, expand: Iterable[str],
-         collapse: Iterable[str]) -> GradGraph:
+def fold(
+    self: GradGraph, depth: int | None, expand: Iterable[str], collapse: Iterable[str]
+) -> GradGraph:
     """See `GradGraph.view`."""
     expand, collapse = frozenset(expand), frozenset(collapse)
 
@@ -29,8 +30,9 @@ def fold(self: GradGraph, depth: int | None, expand: Iterable[str],
             if folded(path, level):
                 calls = self.modules[path].calls if path in self.modules else 1
                 key_call = call if calls > 1 else None
-                gid = f"module:{path}" + ("" if key_call is None else
-                                          ("@params" if call < 0 else f"@{call}"))
+                gid = f"module:{path}" + (
+                    "" if key_call is None else ("@params" if call < 0 else f"@{call}")
+                )
                 rep[n.id] = gid
                 groups.setdefault(gid, (path, key_call, n.scope[: level + 1]))
                 break
@@ -47,34 +49,59 @@ def fold(self: GradGraph, depth: int | None, expand: Iterable[str],
     entering, leaving = _boundary_flow(self.edges, rep, self.by_id)
     for gid, (path, gcall, scope) in groups.items():
         inside = [self.by_id[m] for m in members[gid]]
-        new_nodes.append(_module_node(
-            gid, path, gcall, scope, self.modules.get(path), inside,
-            entering.get(gid, []), leaving.get(gid, [])))
+        new_nodes.append(
+            _module_node(
+                gid,
+                path,
+                gcall,
+                scope,
+                self.modules.get(path),
+                inside,
+                entering.get(gid, []),
+                leaving.get(gid, []),
+            )
+        )
     return GradGraph(tuple(new_nodes), tuple(edges), self.modules, collapse)
 
 
-def _module_node(gid: str, path: str, call: int | None, scope: Scope, info: ModuleScope | None,
-                 inside: list[GradNode], entering: list[GradEdge], leaving: list[str]
-                 ) -> GradNode:
+def _module_node(
+    gid: str,
+    path: str,
+    call: int | None,
+    scope: Scope,
+    info: ModuleScope | None,
+    inside: list[GradNode],
+    entering: list[GradEdge],
+    leaving: list[str],
+) -> GradNode:
     """The node standing for one folded module call; its norm is what entered it from the loss
     side (w.r.t. the module outputs), its status what crossed its boundary (`_status_of`)."""
     mtype = info.type if info else path
     norm, gmax = _combine(entering) if entering else (None, None)
     if norm is None:  # nothing left the group (e.g. it holds the loss): its largest inflow
-        best = max((m for m in inside if m.grad_norm is not None), key=lambda m: m.grad_norm or 0.0,
-                   default=None)
+        best = max(
+            (m for m in inside if m.grad_norm is not None),
+            key=lambda m: m.grad_norm or 0.0,
+            default=None,
+        )
         norm, gmax = (best.grad_norm, best.grad_max) if best else (None, None)
     suffix = "" if call is None else (" (params)" if call < 0 else f" [call {call}]")
     cuts = sorted({m.label.rpartition("\n")[2] for m in inside if m.kind == "ghost"})
     # a module no gradient reached shows its cut
     cut = " · " + " ".join(cuts) if inside and all(m.kind == "ghost" for m in inside) else ""
     return GradNode(
-        id=gid, op=mtype, kind="module", module=path,
-        label=f"{path}{suffix}\n{mtype} · {len(inside)} nodes{cut}", scope=scope,
-        grad_norm=norm, grad_max=gmax,
+        id=gid,
+        op=mtype,
+        kind="module",
+        module=path,
+        label=f"{path}{suffix}\n{mtype} · {len(inside)} nodes{cut}",
+        scope=scope,
+        grad_norm=norm,
+        grad_max=gmax,
         status=_status_of(inside, leaving, (e.status for e in entering)),
         order=min((m.order for m in inside if m.order is not None), default=None),
-        members=tuple(m.id for m in inside))
+        members=tuple(m.id for m in inside),
+    )
 
 
 def _merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> list[GradEdge]:
@@ -94,9 +121,9 @@ def _merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> list[Grad
     return out
 
 
-def _boundary_flow(edges: Iterable[GradEdge], rep: Mapping[str, str],
-                   by_id: Mapping[str, GradNode]) -> tuple[dict[str, list[GradEdge]],
-                                                           dict[str, list[str]]]:
+def _boundary_flow(
+    edges: Iterable[GradEdge], rep: Mapping[str, str], by_id: Mapping[str, GradNode]
+) -> tuple[dict[str, list[GradEdge]], dict[str, list[str]]]:
     """Per folded group: the edges its outputs feed (what enters it from the loss side), and
     the statuses of what leaves it toward its inputs (edges from producers outside, and the
     gradients of the leaves inside: its parameters)."""

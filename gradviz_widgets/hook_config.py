@@ -81,14 +81,15 @@ class HookConfig:
             if not _is_node_id(target):
                 raise GradExplorerError(
                     f"a tensor hook needs a graph node id (e.g. 'layer1/ReluBackward0#0'), got "
-                    f"{target!r}; for a module use kind='backward', 'forward' or 'forward_pre'")
+                    f"{target!r}; for a module use kind='backward', 'forward' or 'forward_pre'"
+                )
             return
         if target not in self._paths:
             close = difflib.get_close_matches(target, [p for p in self._paths if p], n=5)
             raise GradExplorerError(
                 f"no module {target!r} in the model; did you mean {close}? "
-                "Module paths are those of model.named_modules() ('' is the root).")
-
+                "Module paths are those of model.named_modules() ('' is the root)."
+            )
 
     # ---- fallback for modules whose output is modified in place ----------------------------
     def can_fall_back(self, error: BaseException) -> bool:
@@ -98,8 +99,11 @@ class HookConfig:
         backward = {t for t, k in self._wanted() if k == "backward"}
         # in-place on the hook's output, or on a view of it ("... created inside a custom
         # Function"); a model whose own custom Function does that fails again, unchanged
-        clash = ("BackwardHookFunction" in text or "created inside a custom Function" in text
-                 or isinstance(error, _Unhookable))
+        clash = (
+            "BackwardHookFunction" in text
+            or "created inside a custom Function" in text
+            or isinstance(error, _Unhookable)
+        )
         return clash and bool(backward - self.fallback)
 
     def fall_back(self) -> None:

@@ -38,17 +38,31 @@ if TYPE_CHECKING:
 class FallbackBackward:
     """The forward-pre (`pre`) and forward (`post`) hooks of one module's fallback, for one run."""
 
-    def __init__(self, manager: HookManager, target: str, batch: NormBatch, calls: Counter,
-                 tensor_handles: list[Any]) -> None:
+    def __init__(
+        self,
+        manager: HookManager,
+        target: str,
+        batch: NormBatch,
+        calls: Counter,
+        tensor_handles: list[Any],
+    ) -> None:
         self.m, self.target, self.batch, self.calls = manager, target, batch, calls
         self.handles = tensor_handles
         self.modifier = manager.modifiers.get(target)
         self.current: list[tuple[_Pending, list] | None] = []
 
-    def _hook(self, p: _Pending, name: str, slot: int, size: int, mod: Modifier | None,
-              active: list[bool] | None = None) -> Callable:
-        return self.m._guarded(self.target, "backward", grad_slot(
-            self.m, p, name, slot, size, self.batch, mod, active))
+    def _hook(
+        self,
+        p: _Pending,
+        name: str,
+        slot: int,
+        size: int,
+        mod: Modifier | None,
+        active: list[bool] | None = None,
+    ) -> Callable:
+        return self.m._guarded(
+            self.target, "backward", grad_slot(self.m, p, name, slot, size, self.batch, mod, active)
+        )
 
     def pre(self, module: nn.Module, args: tuple, kwargs: dict) -> tuple | None:
         call = self.m._next_call(self.calls, (self.target, "backward"))
@@ -60,8 +74,9 @@ class FallbackBackward:
         # the event joins the run's events when its first gradient arrives, so calls that
         # backward never reaches (a checkpoint's recomputation) leave no empty event
         reason = self.m.fallback_reasons.get(self.target, "tensor hooks asked for")
-        p = self.m._new(self.target, "backward", f"tensor hooks (fallback: {reason})", call,
-                        queue=False)
+        p = self.m._new(
+            self.target, "backward", f"tensor hooks (fallback: {reason})", call, queue=False
+        )
         flat, spec = tree_flatten((args, kwargs))
         where = slots(p, ("grad_output", "grad_input"), flat)
         direct = getattr(module, "inplace", False) is True or self.target in self.m.writes_args
@@ -71,16 +86,21 @@ class FallbackBackward:
             if not (t.requires_grad and t.layout == torch.strided):
                 continue
             if direct and t.grad_fn is not None:
-                self.handles.append(t.register_hook(
-                    self._hook(p, "grad_input", slot, len(where), self.modifier)))
+                self.handles.append(
+                    t.register_hook(self._hook(p, "grad_input", slot, len(where), self.modifier))
+                )
                 continue
             alias = _alias(t)
-            self.handles.append(alias.register_hook(
-                self._hook(p, "grad_input", slot, len(where), self.modifier)))
+            self.handles.append(
+                alias.register_hook(self._hook(p, "grad_input", slot, len(where), self.modifier))
+            )
             if t.grad_fn is not None:  # never a hook on a leaf (it may be the user's)
                 active = [False]
-                self.handles.append(t.register_hook(
-                    self._hook(p, "grad_input", slot, len(where), self.modifier, active)))
+                self.handles.append(
+                    t.register_hook(
+                        self._hook(p, "grad_input", slot, len(where), self.modifier, active)
+                    )
+                )
                 watch.append((alias, alias._version, active))
             flat[i] = alias
         self.current.append((p, watch))
@@ -101,8 +121,9 @@ class FallbackBackward:
         for slot, i in enumerate(where):
             t = flat[i]
             if t.requires_grad:
-                self.handles.append(t.register_hook(
-                    self._hook(p, "grad_output", slot, len(where), None)))
+                self.handles.append(
+                    t.register_hook(self._hook(p, "grad_output", slot, len(where), None))
+                )
 
 
 def slots(p: _Pending, names: tuple[str, ...], flat: list) -> list[int]:
@@ -115,9 +136,18 @@ def slots(p: _Pending, names: tuple[str, ...], flat: list) -> list[int]:
     return where
 
 
-def grad_slot(m: HookManager, p: _Pending, name: str, slot: int, size: int, batch: NormBatch,
-              modifier: Modifier | None, active: list[bool] | None) -> Callable:
+def grad_slot(
+    m: HookManager,
+    p: _Pending,
+    name: str,
+    slot: int,
+    size: int,
+    batch: NormBatch,
+    modifier: Modifier | None,
+    active: list[bool] | None,
+) -> Callable:
     """A tensor hook that records the gradient in slot `slot` of `name` (and applies `modifier`)."""
+
     def put(key: str, t: torch.Tensor) -> None:
         p.tensors.setdefault(key, [None] * size)[slot] = m._stats.get(t, batch)
         if p.raw is not None:

@@ -74,18 +74,25 @@ class HookManager(HookConfig):
                         continue
                     module = modules[target]
                     if kind == "forward_pre":
-                        handles.append(module.register_forward_pre_hook(
-                            self._forward_pre(target, batch, calls), with_kwargs=True))
+                        handles.append(
+                            module.register_forward_pre_hook(
+                                self._forward_pre(target, batch, calls), with_kwargs=True
+                            )
+                        )
                     elif kind == "forward":
-                        handles.append(module.register_forward_hook(
-                            self._forward(target, batch, calls), with_kwargs=True))
+                        handles.append(
+                            module.register_forward_hook(
+                                self._forward(target, batch, calls), with_kwargs=True
+                            )
+                        )
                     else:
                         if getattr(module, "_is_full_backward_hook", None) is False:
                             # the user has a register_backward_hook (non-full) hook here, and torch
                             # refuses full backward hooks next to it
                             self.fallback.add(target)
                             self.fallback_reasons[target] = (
-                                "the module has a non-full backward hook")
+                                "the module has a non-full backward hook"
+                            )
                         if target in self.fallback:
                             pre, post = self._fallback_backward(target, batch, calls, handles)
                             handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
@@ -120,32 +127,44 @@ class HookManager(HookConfig):
                     f"no op node {target!r} in this run's graph; did you mean {close}? Tensor "
                     "hooks go on op nodes (parameter gradients are in the report already); ids "
                     "change when the graph does, see ex.graph. Turn this hook off with "
-                    f"ex.set_hook({target!r}, kind='tensor', on=False).")
+                    f"ex.set_hook({target!r}, kind='tensor', on=False)."
+                )
             self._handles.append(node.fn.register_prehook(self._node_hook(target, batch, calls)))
 
     def finish(self, values: list[float]) -> None:
         """Turn the queued statistics of this run into HookEvents."""
         self._stats.clear()
         self.events = [
-            HookEvent(p.target, p.kind, p.call, p.phase, p.mechanism,
-                      {k: tuple(None if s is None else read_stats(s, values) for s in v)
-                       for k, v in p.tensors.items()},
-                      p.seconds, p.modifier,
-                      None if p.raw is None else {k: tuple(v) for k, v in p.raw.items()})
+            HookEvent(
+                p.target,
+                p.kind,
+                p.call,
+                p.phase,
+                p.mechanism,
+                {
+                    k: tuple(None if s is None else read_stats(s, values) for s in v)
+                    for k, v in p.tensors.items()
+                },
+                p.seconds,
+                p.modifier,
+                None if p.raw is None else {k: tuple(v) for k, v in p.raw.items()},
+            )
             for p in self._pending
         ]
         self._pending = []
 
     # ---- hook factories ----------------------------------------------------------------------
-    def _new(self, target: str, kind: str, mechanism: str, call: int, queue: bool = True
-             ) -> _Pending:
+    def _new(
+        self, target: str, kind: str, mechanism: str, call: int, queue: bool = True
+    ) -> _Pending:
         """A new event; `queue=False` leaves it out of this run's events until `_use(event)`."""
         if kind in ("forward_pre", "forward"):
             phase = "recompute" if self._phase == "backward" else "forward"
         else:
             phase = "backward"
-        p = _Pending(target, kind, call, phase, mechanism, {},
-                     modifier=self._modifier_text(target, kind))
+        p = _Pending(
+            target, kind, call, phase, mechanism, {}, modifier=self._modifier_text(target, kind)
+        )
         if self.keep_tensors:
             p.raw = {}
         return self._use(p) if queue else p
@@ -170,8 +189,11 @@ class HookManager(HookConfig):
 
     def _record(self, p: _Pending, name: str, tensors: Any, batch: NormBatch) -> None:
         flat = tensors if isinstance(tensors, (tuple, list)) else [tensors]
-        flat = [t if isinstance(t, torch.Tensor) or t is None else None for t in tree_flatten(flat)[0]
-                if t is None or isinstance(t, torch.Tensor)]
+        flat = [
+            t if isinstance(t, torch.Tensor) or t is None else None
+            for t in tree_flatten(flat)[0]
+            if t is None or isinstance(t, torch.Tensor)
+        ]
         slot = p.tensors.setdefault(name, [])
         for t in flat:
             slot.append(None if t is None else self._stats.get(t, batch))
@@ -181,9 +203,11 @@ class HookManager(HookConfig):
     def _guarded(self, target: str, kind: str, body: Callable) -> Callable:
         modifier = self.modifiers.get(target) if kind in ("backward", "tensor") else None
         what = f"the {kind} hook on {target!r}" + (
-            f" (modifier: {modifier.describe()})" if modifier else "")
+            f" (modifier: {modifier.describe()})" if modifier else ""
+        )
         off = f"ex.set_hook({target!r}, kind={kind!r}, on=False)" + (
-            f" / ex.set_modifier({target!r})" if modifier else "")
+            f" / ex.set_modifier({target!r})" if modifier else ""
+        )
 
         def hook(*args: Any) -> Any:
             start = time.perf_counter()
@@ -195,7 +219,8 @@ class HookManager(HookConfig):
             except Exception as e:
                 raise GradExplorerError(
                     f"{what} failed: {type(e).__name__}: {e}. The run was stopped and the model "
-                    f"is unchanged; turn it off with {off}.") from e
+                    f"is unchanged; turn it off with {off}."
+                ) from e
             finally:
                 spent = time.perf_counter() - start
                 self.hook_seconds += spent
@@ -207,23 +232,29 @@ class HookManager(HookConfig):
 
     def _forward_pre(self, target: str, batch: NormBatch, calls: Counter) -> Callable:
         def body(module: nn.Module, args: tuple, kwargs: dict) -> None:
-            p = self._new(target, "forward_pre", "forward pre hook",
-                          self._next_call(calls, (target, "forward_pre")))
+            p = self._new(
+                target,
+                "forward_pre",
+                "forward pre hook",
+                self._next_call(calls, (target, "forward_pre")),
+            )
             self._record(p, "input", (args, kwargs), batch)
 
         return self._guarded(target, "forward_pre", body)
 
     def _forward(self, target: str, batch: NormBatch, calls: Counter) -> Callable:
         def body(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-            p = self._new(target, "forward", "forward hook",
-                          self._next_call(calls, (target, "forward")))
+            p = self._new(
+                target, "forward", "forward hook", self._next_call(calls, (target, "forward"))
+            )
             self._record(p, "input", (args, kwargs), batch)
             self._record(p, "output", output, batch)
 
         return self._guarded(target, "forward", body)
 
-    def _full_backward(self, module: nn.Module, target: str, batch: NormBatch, calls: Counter
-                       ) -> list[Any]:
+    def _full_backward(
+        self, module: nn.Module, target: str, batch: NormBatch, calls: Counter
+    ) -> list[Any]:
         """register_full_backward_hook, with the hook of each call knowing that call's index.
 
         torch reads a module's backward hooks at the start of each call, before the forward
@@ -242,10 +273,12 @@ class HookManager(HookConfig):
                 self.fallback_reasons[target] = f"the module returns a {kind}"
                 raise _Unhookable(
                     f"{target!r} returns a {kind}, which register_full_backward_hook cannot see "
-                    "into; its backward hook is done with tensor hooks instead")
+                    "into; its backward hook is done with tensor hooks instead"
+                )
 
         pre = module.register_forward_pre_hook(
-            self._guarded(target, "backward", advance), with_kwargs=True)
+            self._guarded(target, "backward", advance), with_kwargs=True
+        )
         post = module.register_forward_hook(self._guarded(target, "backward", check))
         return [handle, pre, post]
 
@@ -260,15 +293,18 @@ class HookManager(HookConfig):
 
         return self._guarded(target, "backward", body)
 
-    def _fallback_backward(self, target: str, batch: NormBatch, calls: Counter,
-                           tensor_handles: list[Any]) -> tuple[Callable, Callable]:
+    def _fallback_backward(
+        self, target: str, batch: NormBatch, calls: Counter, tensor_handles: list[Any]
+    ) -> tuple[Callable, Callable]:
         """register_full_backward_hook done with tensor hooks (see hook_fallback.py)."""
         hooks = FallbackBackward(self, target, batch, calls, tensor_handles)
-        return self._guarded(target, "backward", hooks.pre), \
-            self._guarded(target, "backward", hooks.post)
+        return self._guarded(target, "backward", hooks.pre), self._guarded(
+            target, "backward", hooks.post
+        )
 
-    def _modified(self, p: _Pending, name: str, grads: tuple, modifier: Modifier | None,
-                  batch: NormBatch) -> tuple | None:
+    def _modified(
+        self, p: _Pending, name: str, grads: tuple, modifier: Modifier | None, batch: NormBatch
+    ) -> tuple | None:
         """The modifier's result (recorded as `<name>_modified`), or None to keep the grads."""
         if modifier is None:
             return None
@@ -280,8 +316,12 @@ class HookManager(HookConfig):
         modifier = self.modifiers.get(target)
 
         def body(grad_outputs: tuple) -> tuple | None:
-            p = self._new(target, "tensor", "autograd node pre-hook",
-                          self._next_call(calls, (target, "tensor")))
+            p = self._new(
+                target,
+                "tensor",
+                "autograd node pre-hook",
+                self._next_call(calls, (target, "tensor")),
+            )
             self._record(p, "grad_output", grad_outputs, batch)
             return self._modified(p, "grad_output", grad_outputs, modifier, batch)
 

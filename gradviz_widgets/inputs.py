@@ -57,8 +57,10 @@ class CallArgs:
 
     def describe(self) -> str:
         """Shapes of the input tensors, for error messages."""
-        parts = [f"{name}: {tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
-                 for name, t in self.leaves()]
+        parts = [
+            f"{name}: {tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
+            for name, t in self.leaves()
+        ]
         return ", ".join(parts) or "no tensors"
 
 
@@ -96,9 +98,7 @@ def output_tensors(output: Any) -> list[tuple[str, torch.Tensor]]:
 
 
 def make_loss(
-    output: Any,
-    loss_fn: Callable[..., torch.Tensor] | None,
-    target: Any,
+    output: Any, loss_fn: Callable[..., torch.Tensor] | None, target: Any
 ) -> tuple[torch.Tensor, str]:
     """The scalar to differentiate and a sentence saying which loss that is.
 
@@ -132,7 +132,8 @@ def make_loss(
             raise GradExplorerError(
                 f"loss_fn returned a complex tensor ({str(loss.dtype).replace('torch.', '')}); "
                 "gradients are taken of a real scalar. Return e.g. loss.abs(), loss.real or "
-                "loss.abs() ** 2.")
+                "loss.abs() ** 2."
+            )
         name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
         how = f"{name}(output{', target' if target is not None else ''})"
         return _require_grad(_as_scalar(loss), how, output), how
@@ -149,7 +150,8 @@ def _default_loss(output: Any) -> tuple[torch.Tensor, str]:
         raise GradExplorerError(
             f"The model returns complex outputs ({', '.join(complex_out[:4])}) and no loss_fn "
             "was given; gradients are taken of a real scalar. Pass loss_fn=..., e.g. "
-            "loss_fn=lambda out: out.abs().pow(2).sum().")
+            "loss_fn=lambda out: out.abs().pow(2).sum()."
+        )
     if len(tensors) == 1 and tensors[0][1].numel() == 1 and tensors[0][1].is_floating_point():
         return _require_grad(_as_scalar(tensors[0][1]), "the model's scalar output", output), (
             "the model's scalar output"

@@ -43,11 +43,15 @@ class Modifier:
         if self.kind == "scale" and not 0 <= value < math.inf:
             raise ValueError(
                 f"scale must be a finite factor >= 0 (0 silences the gradient), got {value}; "
-                "a negative factor would reverse it")
+                "a negative factor would reverse it"
+            )
 
     def describe(self) -> str:
-        return {"clip_norm": f"clip by norm {self.value:g}", "clip_value": f"clip by value {self.value:g}",
-                "scale": f"scale by {self.value:g}"}[self.kind]
+        return {
+            "clip_norm": f"clip by norm {self.value:g}",
+            "clip_value": f"clip by value {self.value:g}",
+            "scale": f"scale by {self.value:g}",
+        }[self.kind]
 
     def apply(self, grads: Sequence[torch.Tensor | None]) -> list[torch.Tensor | None]:
         """Modified copies of `grads` (None entries stay None); the inputs are not changed."""
@@ -59,8 +63,13 @@ class Modifier:
         if self.kind == "clip_value":
             return [None if g is None else g.clamp(-self.value, self.value) for g in grads]
         total = torch.linalg.vector_norm(
-            torch.stack([torch.linalg.vector_norm(g.abs() if g.is_complex() else g,
-                                                  dtype=torch.float32) for g in present]))
+            torch.stack(
+                [
+                    torch.linalg.vector_norm(g.abs() if g.is_complex() else g, dtype=torch.float32)
+                    for g in present
+                ]
+            )
+        )
         factor = (self.value / (total + 1e-6)).clamp(max=1.0)  # no host sync, as clip_grad_norm_
         return [None if g is None else g * factor.to(g.dtype) for g in grads]
 
@@ -71,8 +80,10 @@ def mark_modified(report: GradReport, baseline: GradReport, modifiers: dict) -> 
     before = baseline.param_norms
     params = tuple(
         dataclasses.replace(p, modified_by=what, norm_before=before.get(p.name))
-        if not _same_norm(p.norm, before.get(p.name)) else p
-        for p in report.params)
+        if not _same_norm(p.norm, before.get(p.name))
+        else p
+        for p in report.params
+    )
     changed = sum(p.modified_by is not None for p in params)
     note = f"{changed} parameter gradients changed by modifiers ({what})"
     return dataclasses.replace(report, params=params, findings=(*report.findings, note))

@@ -32,8 +32,10 @@ from .widget_controller import node_info
 
 BUNDLE = Path(__file__).parent / "static" / "graph_pane.js"
 #: the page's host script: copied next to the bundle by js/build.mjs (js/page_host.js in a checkout)
-_HOSTS = (Path(__file__).parent / "static" / "page_host.js",
-          Path(__file__).resolve().parent.parent / "js" / "page_host.js")
+_HOSTS = (
+    Path(__file__).parent / "static" / "page_host.js",
+    Path(__file__).resolve().parent.parent / "js" / "page_host.js",
+)
 
 
 def views(graph: GradGraph) -> list[dict[str, Any]]:
@@ -48,9 +50,15 @@ def views(graph: GradGraph) -> list[dict[str, Any]]:
         if drawn.dot in seen:
             continue
         seen.add(drawn.dot)
-        out.append({"label": "full" if depth is None else f"depth {depth}", "depth": depth,
-                    "dot": drawn.dot, "key_map": drawn.keys,
-                    "nodes": {n.id: node_info(n, False) for n in view.nodes}})
+        out.append(
+            {
+                "label": "full" if depth is None else f"depth {depth}",
+                "depth": depth,
+                "dot": drawn.dot,
+                "key_map": drawn.keys,
+                "nodes": {n.id: node_info(n, False) for n in view.nodes},
+            }
+        )
     return out
 
 
@@ -59,11 +67,17 @@ def page_html(graph: GradGraph, report: GradReport, title: str = "Gradient flow"
     if not BUNDLE.is_file():
         from .errors import GradExplorerError
 
-        raise GradExplorerError(f"the front-end bundle {BUNDLE} is missing: run pip install -e . "
-                                "(needs Node.js) or install the wheel, which ships it")
+        raise GradExplorerError(
+            f"the front-end bundle {BUNDLE} is missing: run pip install -e . "
+            "(needs Node.js) or install the wheel, which ships it"
+        )
     params = [p.name for p in report.params]
-    state = {"views": views(add_ghosts(graph, report.none_reasons)), "legend": legend(), "summary": plain_text(report.summary()),
-             "params": [f"param:{n}" for n in params]}
+    state = {
+        "views": views(add_ghosts(graph, report.none_reasons)),
+        "legend": legend(),
+        "summary": plain_text(report.summary()),
+        "params": [f"param:{n}" for n in params],
+    }
     findings = "".join(f"<li>{html.escape(plain_text(f))}</li>" for f in report.findings)
     return _TEMPLATE.format(
         title=html.escape(plain_text(title)),

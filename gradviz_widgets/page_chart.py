@@ -28,8 +28,11 @@ PAD = 28
 
 def _span(rows: list[dict[str, Any]], thresholds: Thresholds) -> tuple[float, float]:
     """log10 range of the axis: every finite positive norm and both thresholds, padded."""
-    logs = [math.log10(r["norm"]) for r in rows
-            if r.get("norm") is not None and math.isfinite(r["norm"]) and r["norm"] > 0]
+    logs = [
+        math.log10(r["norm"])
+        for r in rows
+        if r.get("norm") is not None and math.isfinite(r["norm"]) and r["norm"] > 0
+    ]
     logs += [math.log10(v) for v in (thresholds.vanishing, thresholds.exploding) if v > 0]
     lo, hi = math.floor(min(logs)) - 1, math.ceil(max(logs)) + 1
     return lo, hi
@@ -50,8 +53,11 @@ def _bar(i: int, row: dict[str, Any], lo: float, hi: float) -> str:
         width, text = float(BAR_W), label
     else:
         width, text = max(_x(norm, lo, hi) - LABEL_W, 1.0), format_norm(norm)
-    pattern = {"none": ' stroke-dasharray="3 2"', "zero": ' stroke-dasharray="1 2"',
-               "nonfinite": ' stroke-dasharray="6 2" stroke-width="2"'}.get(status, "")
+    pattern = {
+        "none": ' stroke-dasharray="3 2"',
+        "zero": ' stroke-dasharray="1 2"',
+        "nonfinite": ' stroke-dasharray="6 2" stroke-width="2"',
+    }.get(status, "")
     name = html.escape(plain_text(row.get("name", "")))
     why = f" ({html.escape(plain_text(row['reason']))})" if row.get("reason") else ""
     return (
@@ -71,26 +77,33 @@ def _bar(i: int, row: dict[str, Any], lo: float, hi: float) -> str:
 
 def _clip(escaped: str, limit: int = 34) -> str:
     text = html.unescape(escaped)
-    return html.escape(text if len(text) <= limit else "…" + text[-(limit - 1):])
+    return html.escape(text if len(text) <= limit else "…" + text[-(limit - 1) :])
 
 
 def _axis(lo: float, hi: float, height: float, thresholds: Thresholds) -> str:
     parts = []
     step = max(1, math.ceil((hi - lo) / 6))  # at most ~7 labels: they never overlap
     for e in range(int(lo), int(hi) + 1):
-        x = _x(10.0 ** e, lo, hi)
-        parts.append(f'<line x1="{x:.1f}" y1="{PAD - 6}" x2="{x:.1f}" y2="{height}" '
-                     'stroke="#eee"/>')
+        x = _x(10.0**e, lo, hi)
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{PAD - 6}" x2="{x:.1f}" y2="{height}" stroke="#eee"/>'
+        )
         if (e - int(lo)) % step == 0:
-            parts.append(f'<text x="{x:.1f}" y="{PAD - 10}" font-size="9" '
-                         f'text-anchor="middle" fill="#666">1e{e}</text>')
-    for value, color, name in ((thresholds.vanishing, "#0072b2", "vanishing"),
-                               (thresholds.exploding, "#e69f00", "exploding")):
+            parts.append(
+                f'<text x="{x:.1f}" y="{PAD - 10}" font-size="9" '
+                f'text-anchor="middle" fill="#666">1e{e}</text>'
+            )
+    for value, color, name in (
+        (thresholds.vanishing, "#0072b2", "vanishing"),
+        (thresholds.exploding, "#e69f00", "exploding"),
+    ):
         if value > 0:
             x = _x(value, lo, hi)
-            parts.append(f'<line x1="{x:.1f}" y1="{PAD - 6}" x2="{x:.1f}" y2="{height}" '
-                         f'stroke="{color}" stroke-dasharray="4 3"><title>{name} threshold '
-                         f"{format_norm(value)}</title></line>")
+            parts.append(
+                f'<line x1="{x:.1f}" y1="{PAD - 6}" x2="{x:.1f}" y2="{height}" '
+                f'stroke="{color}" stroke-dasharray="4 3"><title>{name} threshold '
+                f"{format_norm(value)}</title></line>"
+            )
     return "".join(parts)
 
 
@@ -100,9 +113,11 @@ def chart_svg(rows: list[dict[str, Any]], thresholds: Thresholds) -> str:
     height = PAD + len(rows) * ROW_H + 8
     width = LABEL_W + BAR_W + 90
     bars = "".join(_bar(i, r, lo, hi) for i, r in enumerate(rows))
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" role="img" aria-label="gradient norm per parameter, '
-            f'log scale">{_axis(lo, hi, height, thresholds)}{bars}</svg>')
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="gradient norm per parameter, '
+        f'log scale">{_axis(lo, hi, height, thresholds)}{bars}</svg>'
+    )
 
 
 __all__ = ["chart_svg"]

@@ -28,9 +28,16 @@ STATUS_STYLE: dict[str, tuple[str, str, str, str]] = {
     "none": ("#ffffff", "#9a9a9a", "dashed", "no gradient (None)"),
 }
 
-_SHAPES = {"op": "box", "accumulate": "box", "param": "box", "input": "invhouse",
-           "tensor": "box", "output": "doubleoctagon", "module": "box3d",
-           "ghost": "box"}
+_SHAPES = {
+    "op": "box",
+    "accumulate": "box",
+    "param": "box",
+    "input": "invhouse",
+    "tensor": "box",
+    "output": "doubleoctagon",
+    "module": "box3d",
+    "ghost": "box",
+}
 
 #: ghosts (graph_ghosts.py: parameters the gradient never reached) are grey and dashed
 GHOST_STYLE = {"style": "dashed,rounded", "color": "#9a9a9a", "fontcolor": "#7a7a7a"}
@@ -40,8 +47,18 @@ GHOST_STYLE = {"style": "dashed,rounded", "color": "#9a9a9a", "fontcolor": "#7a7
 # [U+XXXX] tag, lone surrogates U+FFFD. Nothing here adds markup.
 _PICTURES = {c: 0x2400 + c for c in range(0x20)} | {0x7F: 0x2421}
 _PICTURES |= {c: 0xFFFD for c in range(0x80, 0xA0)}
-_PICTURES |= {c: f"[U+{c:04X}]" for c in (0x061C, 0x200E, 0x200F, 0x2028, 0x2029,
-                                           *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+_PICTURES |= {
+    c: f"[U+{c:04X}]"
+    for c in (
+        0x061C,
+        0x200E,
+        0x200F,
+        0x2028,
+        0x2029,
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    )
+}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -81,8 +98,10 @@ def legend() -> list[dict]:
         >>> legend()[0]["status"]
         'healthy'
     """
-    return [{"status": s, "label": lab, "color": border, "fill": fill, "dash": style}
-            for s, (fill, border, style, lab) in STATUS_STYLE.items()]
+    return [
+        {"status": s, "label": lab, "color": border, "fill": fill, "dash": style}
+        for s, (fill, border, style, lab) in STATUS_STYLE.items()
+    ]
 
 
 def to_dot(
@@ -106,8 +125,9 @@ def to_dot(
         >>> "doubleoctagon" in to_dot(g)
         True
     """
-    return render_dot(graph, hooked=hooked, selected=selected,
-                      merge_accumulate=merge_accumulate, title=title).dot
+    return render_dot(
+        graph, hooked=hooked, selected=selected, merge_accumulate=merge_accumulate, title=title
+    ).dot
 
 
 def render_dot(
@@ -136,9 +156,9 @@ def render_dot(
     lines = [
         "digraph gradgraph {",
         '  graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.25, ranksep=0.35, '
-        'newrank=true' + (f', label="{_dot_text([title])}", labelloc=t' if title else "") + "];",
+        "newrank=true" + (f', label="{_dot_text([title])}", labelloc=t' if title else "") + "];",
         '  node [fontname="Helvetica", fontsize=10, height=0.3, margin="0.08,0.04"];',
-        '  edge [arrowsize=0.6];',
+        "  edge [arrowsize=0.6];",
     ]
     tree: dict[tuple, list[GradNode]] = {}
     for n in nodes:
@@ -152,8 +172,10 @@ def render_dot(
             continue
         _, border, style, _ = STATUS_STYLE.get(e.status, STATUS_STYLE["none"])
         width = _penwidth(e.grad_norm)
-        lines.append(f"  {emit.key_of[src]} -> {emit.key_of[e.dst]} [color={_q(border)}, "
-                     f"style={_q(style)}, penwidth={width}];")
+        lines.append(
+            f"  {emit.key_of[src]} -> {emit.key_of[e.dst]} [color={_q(border)}, "
+            f"style={_q(style)}, penwidth={width}];"
+        )
     lines.append("}")
     return DotGraph("\n".join(lines) + "\n", emit.keys)
 
@@ -161,8 +183,9 @@ def render_dot(
 class _Emitter:
     """Writes nodes and nested clusters, handing out the keys n0, n1, ... and c0, c1, ..."""
 
-    def __init__(self, graph: GradGraph, lines: list[str], hooked: set[str],
-                 selected: str | None) -> None:
+    def __init__(
+        self, graph: GradGraph, lines: list[str], hooked: set[str], selected: str | None
+    ) -> None:
         self.graph, self.lines, self.hooked, self.selected = graph, lines, hooked, selected
         self.keys: dict[str, str] = {}
         self.key_of: dict[str, str] = {}
@@ -174,8 +197,9 @@ class _Emitter:
             self.key_of[n.id] = key
             self.keys[key] = n.id
             self.lines.append(pad + _node_line(key, n, n.id in self.hooked, n.id == self.selected))
-        children = sorted({k[: len(scope) + 1] for k in tree
-                           if len(k) > len(scope) and k[: len(scope)] == scope})
+        children = sorted(
+            {k[: len(scope) + 1] for k in tree if len(k) > len(scope) and k[: len(scope)] == scope}
+        )
         for child in children:
             path, call = child[-1]
             info = self.graph.modules.get(path)
@@ -186,8 +210,10 @@ class _Emitter:
             self.clusters += 1
             self.keys[key] = path
             self.lines.append(f"{pad}subgraph cluster_{key} {{")
-            self.lines.append(f'{pad}  id="{key}"; label="{_dot_text([f"{path}{suffix} · {kind}"])}"; '
-                              'labeljust=l; style="rounded,dashed"; color="#8a8a8a"; fontsize=10;')
+            self.lines.append(
+                f'{pad}  id="{key}"; label="{_dot_text([f"{path}{suffix} · {kind}"])}"; '
+                'labeljust=l; style="rounded,dashed"; color="#8a8a8a"; fontsize=10;'
+            )
             self.cluster(child, tree, pad + "  ")
             self.lines.append(f"{pad}}}")
 
@@ -237,8 +263,10 @@ def _dot_text(lines: list[str]) -> str:
     """Lines of user text as the inside of a quoted DOT label: control characters shown as
     pictures, `\\` `"` escaped, `&` written as `&amp;` (Graphviz decodes entities in labels),
     lines joined with DOT's `\\n`; never starts with a line break (it crashes WASM Graphviz)."""
-    return "\\n".join(plain_text(line).replace("\\", "\\\\").replace('"', '\\"')
-                      .replace("&", "&amp;") for line in lines)
+    return "\\n".join(
+        plain_text(line).replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;")
+        for line in lines
+    )
 
 
 def format_norm(x: float | None) -> str:
@@ -281,16 +309,23 @@ def svg_with_dot(dot: str, timeout: float = 60.0) -> str:
     if exe is None:
         raise GradExplorerError(
             "the Graphviz `dot` program is not installed; export the SVG from the widget "
-            "(it lays the graph out in the browser) or install graphviz (apt/brew/conda).")
+            "(it lays the graph out in the browser) or install graphviz (apt/brew/conda)."
+        )
     try:
-        done = subprocess.run([exe, "-Tsvg"], input=dot.encode("utf-8", "replace"),
-                              capture_output=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            [exe, "-Tsvg"],
+            input=dot.encode("utf-8", "replace"),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         raise GradExplorerError(
             f"Graphviz `dot` did not lay this graph out within {timeout:g} s: it is too large "
             "or too tangled (long-range edges, e.g. an unrolled RNN). Export a folded view "
             "instead, e.g. ex.export_svg(path, depth=0) or depth=1, or fold modules in the "
-            "widget and use its SVG button.") from None
+            "widget and use its SVG button."
+        ) from None
     if done.returncode != 0:
         raise GradExplorerError(f"dot failed: {done.stderr.decode(errors='replace')[:500]}")
     return done.stdout.decode("utf-8", "replace")

@@ -104,4 +104,6 @@ class GradReport:
     def summary(self) -> str:
         """One line for a status bar."""
         head = f"loss {self.loss:.4g} ({self.loss_description}) on {self.device} in {self.duration_s * 1000:.0f} ms"
-        return "; ".join((head, *self.findings)) if self.findings else head + "; all gradients healthy"
+        return (
+            "; ".join((head, *self.findings)) if self.findings else head + "; all gradients healthy"
+        )

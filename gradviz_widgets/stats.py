@@ -115,8 +115,9 @@ class NormBatch:
         # [index in _chunks, pairs]: runs of consecutive slots the buffer fills at the flush
         self._runs: list[list[int]] = []
         self._open = False  # whether the last chunk is the last run (small tensors extend it)
-        self._exact = {d for d in (torch.float32, torch.float16, torch.bfloat16)
-                       if squares_fit(d, self.dtype)}
+        self._exact = {
+            d for d in (torch.float32, torch.float16, torch.bfloat16) if squares_fit(d, self.dtype)
+        }
 
     def add(self, grads: Sequence[torch.Tensor]) -> list[int]:
         """Queue (L2 norm, max |g|) of each gradient; returns the slot of each pair."""
@@ -150,8 +151,12 @@ class NormBatch:
 
     def _small(self, g: torch.Tensor) -> bool:
         """A dense CPU gradient small enough for the pending buffer, with squares exact in it."""
-        return (g.is_cpu and g.dtype in self._exact and g.layout is torch.strided
-                and g.numel() <= self.SMALL)
+        return (
+            g.is_cpu
+            and g.dtype in self._exact
+            and g.layout is torch.strided
+            and g.numel() <= self.SMALL
+        )
 
     def _add_small(self, xs: list[torch.Tensor], repeats: list[int]) -> int:
         """Copy small dense CPU tensors to the pending buffer (one cat and one copy per call,
@@ -169,9 +174,12 @@ class NormBatch:
             if end == start:  # full (any one tensor fits an empty buffer)
                 self._flush()
                 continue
-            flat = xs[start].reshape(-1) if end == start + 1 else \
-                torch._C._nn.flatten_dense_tensors(xs[start:end])
-            self._buf[self._used: self._used + total].copy_(flat)
+            flat = (
+                xs[start].reshape(-1)
+                if end == start + 1
+                else torch._C._nn.flatten_dense_tensors(xs[start:end])
+            )
+            self._buf[self._used : self._used + total].copy_(flat)
             self._used += total
             self._lengths += lengths[start:end]
             self._repeats += repeats[start:end]
@@ -206,8 +214,9 @@ class NormBatch:
             if i in small:
                 continue
             x, repeats = _distinct(g.coalesce().values() if g.is_sparse else g)
-            counts.append(torch.count_nonzero(x) * repeats if repeats > 1 else
-                          torch.count_nonzero(x))
+            counts.append(
+                torch.count_nonzero(x) * repeats if repeats > 1 else torch.count_nonzero(x)
+            )
         if not small:
             return self.add_vector(torch.stack(counts))
         together = _segment_nonzeros([g for i, g in enumerate(grads) if i in small])
@@ -261,8 +270,15 @@ def _identity(g: torch.Tensor) -> tuple | None:
     if g.layout != torch.strided or g.device.type == "meta":
         return None
     try:
-        return (g.data_ptr(), g.dtype, tuple(g.shape), g.stride(), g.storage_offset(),
-                g._version, g.device)
+        return (
+            g.data_ptr(),
+            g.dtype,
+            tuple(g.shape),
+            g.stride(),
+            g.storage_offset(),
+            g._version,
+            g.device,
+        )
     except RuntimeError:  # tensors without storage (fake, functorch wrappers)
         return None
 

@@ -44,8 +44,9 @@ class Scratch:
         key = (which, dtype, device)
         buf = bufs.get(key)
         if buf is None or buf.numel() < n:
-            buf = bufs[key] = torch.empty(max(n, min(chunk_size(device), 4 * n)),
-                                          dtype=dtype, device=device)
+            buf = bufs[key] = torch.empty(
+                max(n, min(chunk_size(device), 4 * n)), dtype=dtype, device=device
+            )
         return buf[:n]
 
 
@@ -62,8 +63,8 @@ def squares_fit(dtype: torch.dtype, acc: torch.dtype) -> bool:
         return True  # integers and bool: |x| <= 2^63
     f, a = torch.finfo(dtype), torch.finfo(acc)
     smallest = f.tiny * f.eps  # the smallest subnormal
-    exact = f.eps ** 2 >= 2 * a.eps  # twice the mantissa bits fit
-    return exact and f.max ** 2 * 2.0 ** 40 < a.max and smallest ** 2 >= a.tiny
+    exact = f.eps**2 >= 2 * a.eps  # twice the mantissa bits fit
+    return exact and f.max**2 * 2.0**40 < a.max and smallest**2 >= a.tiny
 
 
 def pow2_exponent(top: torch.Tensor) -> torch.Tensor:
@@ -75,8 +76,9 @@ def pow2_exponent(top: torch.Tensor) -> torch.Tensor:
     return e.clamp(-limit, limit)
 
 
-def norms_and_maxes(grads: Sequence[torch.Tensor], acc: torch.dtype,
-                    scratch: Scratch | None = None) -> list[tuple[list[int], torch.Tensor]]:
+def norms_and_maxes(
+    grads: Sequence[torch.Tensor], acc: torch.dtype, scratch: Scratch | None = None
+) -> list[tuple[list[int], torch.Tensor]]:
     """[L2 norm, max |g|] of dense tensors as `acc` numbers on their device, without a host sync:
     groups of (indices into `grads`, their pairs interleaved).
 
@@ -98,11 +100,13 @@ def norms_and_maxes(grads: Sequence[torch.Tensor], acc: torch.dtype,
     fused = [t for t, (x, _) in enumerate(flat) if x.numel() and squares_fit(x.dtype, acc)]
     rest = sorted(set(range(len(flat))) - set(fused))  # float64 and empty gradients
     return ([_fused(fused, flat, acc)] if fused else []) + (
-        _chunked(rest, flat, acc, scratch) if rest else [])
+        _chunked(rest, flat, acc, scratch) if rest else []
+    )
 
 
-def _fused(indices: list[int], flat: list[tuple[torch.Tensor, int]], acc: torch.dtype
-           ) -> tuple[list[int], torch.Tensor]:
+def _fused(
+    indices: list[int], flat: list[tuple[torch.Tensor, int]], acc: torch.dtype
+) -> tuple[list[int], torch.Tensor]:
     """Two fused kernels for all these tensors (float32/16/bf16 may be mixed)."""
     xs = [flat[t][0] for t in indices]
     l2 = torch._foreach_norm(xs, 2, dtype=acc)
@@ -113,8 +117,9 @@ def _fused(indices: list[int], flat: list[tuple[torch.Tensor, int]], acc: torch.
     return indices, torch.stack([torch.stack(l2), torch.stack(linf)], 1).reshape(-1)
 
 
-def _chunked(indices: list[int], flat: list[tuple[torch.Tensor, int]], acc: torch.dtype,
-             scratch: Scratch) -> list[tuple[list[int], torch.Tensor]]:
+def _chunked(
+    indices: list[int], flat: list[tuple[torch.Tensor, int]], acc: torch.dtype, scratch: Scratch
+) -> list[tuple[list[int], torch.Tensor]]:
     """Chunks copied to a reused `acc` buffer, one dot product and one min/max per chunk;
     tensors with the same chunk count are reduced together."""
     device = flat[0][0].device
@@ -134,7 +139,7 @@ def _chunked(indices: list[int], flat: list[tuple[torch.Tensor, int]], acc: torc
             exponent = pow2_exponent(torch.maximum(-lo, hi).to(acc))
             scale = torch.ldexp(one, -exponent)
         sums, ends = ([], []) if n else ([zero], [zero, zero])
-        for chunk in (x.split(step) if n > step else [x] if n else []):
+        for chunk in x.split(step) if n > step else [x] if n else []:
             b = buf[: chunk.numel()].copy_(chunk)
             if not fits:
                 b.mul_(scale)
@@ -161,8 +166,12 @@ def _distinct(g: torch.Tensor) -> tuple[torch.Tensor, int]:
     distinct ones and scale the norm by sqrt(repeats). Transposed gradients are read in memory
     order (reductions over a transposed view are several times slower)."""
     if any(st == 0 and sz > 1 for sz, st in zip(g.shape, g.stride())):
-        base = g[tuple(slice(0, 1) if st == 0 and sz > 1 else slice(None)
-                       for sz, st in zip(g.shape, g.stride()))]
+        base = g[
+            tuple(
+                slice(0, 1) if st == 0 and sz > 1 else slice(None)
+                for sz, st in zip(g.shape, g.stride())
+            )
+        ]
         return base, g.numel() // base.numel()
     if g.dim() >= 2 and not g.is_contiguous() and g.mT.is_contiguous():
         return g.mT, 1

@@ -62,8 +62,7 @@ def queue_stats(t: torch.Tensor, batch: NormBatch) -> PendingStats:
     return PendingStats(tuple(t.shape), str(t.dtype).replace("torch.", ""), slot)
 
 
-def stats_vector(x: torch.Tensor, acc: torch.dtype, scratch: Scratch | None = None
-                 ) -> torch.Tensor:
+def stats_vector(x: torch.Tensor, acc: torch.dtype, scratch: Scratch | None = None) -> torch.Tensor:
     """The _FIELDS + HIST_BINS numbers of a flat tensor, exact at any size and magnitude and
     without a host sync: chunks are copied to `acc` (float64; float64 tensors are divided by a
     power of two near their largest finite |x| first), counts are exact integers.
@@ -106,13 +105,22 @@ def stats_vector(x: torch.Tensor, acc: torch.dtype, scratch: Scratch | None = No
     for b, t in chunks():  # second pass: the bins need the finite range of the whole tensor
         torch.sub(b, lo, out=t).mul_(per_bin).nan_to_num_(-1.0, -1.0, -1.0)  # non-finite: -1
         idx = t.floor_().clamp_(max=HIST_BINS - 1).add_(1).long()  # 0: dropped, 1..: the bins
-        counts.scatter_add_(0, idx, torch.ones((), dtype=torch.int64, device=x.device
-                                               ).expand(idx.numel()))
+        counts.scatter_add_(
+            0, idx, torch.ones((), dtype=torch.int64, device=x.device).expand(idx.numel())
+        )
     unscale = torch.ldexp(one, exponent)
-    head = torch.stack([
-        p[:, 0].sum().sqrt() * unscale, lo * unscale, hi * unscale,
-        p[:, 1].sum() / n_finite.clamp(min=1) * unscale,
-        n_nan, n_bad - n_nan, n_finite, torch.full_like(one, float(n))])
+    head = torch.stack(
+        [
+            p[:, 0].sum().sqrt() * unscale,
+            lo * unscale,
+            hi * unscale,
+            p[:, 1].sum() / n_finite.clamp(min=1) * unscale,
+            n_nan,
+            n_bad - n_nan,
+            n_finite,
+            torch.full_like(one, float(n)),
+        ]
+    )
     return torch.cat([head, counts[1:].to(acc)])
 
 
@@ -126,8 +134,15 @@ class StatsCache:
         self._seen: dict[tuple, tuple[weakref.ref, PendingStats]] = {}
 
     def get(self, t: torch.Tensor, batch: NormBatch) -> PendingStats:
-        key = (t.data_ptr(), t.dtype, tuple(t.shape), t.stride(), t.storage_offset(),
-               t._version, t.device)
+        key = (
+            t.data_ptr(),
+            t.dtype,
+            tuple(t.shape),
+            t.stride(),
+            t.storage_offset(),
+            t._version,
+            t.device,
+        )
         hit = self._seen.get(key)
         if hit is not None and hit[0]() is not None:
             return hit[1]
@@ -140,11 +155,16 @@ class StatsCache:
 
 
 def read_stats(p: PendingStats, values: list[float]) -> TensorStats:
-    v = values[p.slot: p.slot + _FIELDS + HIST_BINS]
+    v = values[p.slot : p.slot + _FIELDS + HIST_BINS]
     empty = v[6] == 0
     return TensorStats(
-        shape=p.shape, dtype=p.dtype, norm=v[0],
-        min=math.nan if empty else v[1], max=math.nan if empty else v[2],
-        mean=math.nan if empty else v[3], nan=int(v[4]), inf=int(v[5]),
+        shape=p.shape,
+        dtype=p.dtype,
+        norm=v[0],
+        min=math.nan if empty else v[1],
+        max=math.nan if empty else v[2],
+        mean=math.nan if empty else v[3],
+        nan=int(v[4]),
+        inf=int(v[5]),
         histogram=tuple(int(c) for c in v[_FIELDS:]),
     )

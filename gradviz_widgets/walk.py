@@ -129,8 +129,9 @@ def walk(
     transparent = {fn for fn in found if _is_hook_node(fn)}
     # creation order (the order ops claimed their nodes) makes ids stable across runs
     rank = {fn: i for i, fn in enumerate(owner)}
-    ordered = sorted((fn for fn in found if fn not in transparent),
-                     key=lambda fn: rank.get(fn, len(rank)))
+    ordered = sorted(
+        (fn for fn in found if fn not in transparent), key=lambda fn: rank.get(fn, len(rank))
+    )
 
     nodes: dict[str, RawNode] = {}
     by_fn: dict[Any, RawNode] = {}
@@ -149,8 +150,9 @@ def walk(
             # inputs belong to the root; parameters and other leaves to their innermost module
             module = scope[-1][0] if scope and kind != "input" else ""
             leaf_id = f"{kind}:{name}"
-            leaf = RawNode(leaf_id, kind.capitalize(), kind, module, scope, tensor=var,
-                           shape=tuple(var.shape))
+            leaf = RawNode(
+                leaf_id, kind.capitalize(), kind, module, scope, tensor=var, shape=tuple(var.shape)
+            )
             nodes[leaf_id] = leaf
             leaves.append(leaf)
             node = RawNode(f"acc:{leaf_id}", op, "accumulate", module, scope, fn=fn)
@@ -167,7 +169,7 @@ def walk(
     edges: list[RawEdge] = []
     for fn, node in by_fn.items():
         if node.kind == "accumulate":
-            leaf_id = node.id[len("acc:"):]
+            leaf_id = node.id[len("acc:") :]
             edges.append(RawEdge(leaf_id, node.id))
         for index, (nxt, out_nr) in enumerate(fn.next_functions):
             if nxt is None:
@@ -178,8 +180,9 @@ def walk(
                 nxt, out_nr = nxt.next_functions[out_nr]
             if nxt is not None:
                 edges.append(RawEdge(by_fn[nxt].id, node.id, index=index, via=via))
-    out = RawNode("output", "Output", "output", LOSS_SCOPE, ((LOSS_SCOPE, 0),),
-                  shape=tuple(loss.shape))
+    out = RawNode(
+        "output", "Output", "output", LOSS_SCOPE, ((LOSS_SCOPE, 0),), shape=tuple(loss.shape)
+    )
     nodes["output"] = out
     last = loss.grad_fn
     while last in transparent:
@@ -229,15 +232,17 @@ def instrument(graph: RawGraph, batch: NormBatch, modified: Collection[str] = ()
             else:
                 direct.append(e)
         out = leaving.get(node.id, [])
-        same = out[0] if len(out) == 1 and out[0].dst != "output" and node.id not in modified \
-            else None
+        same = (
+            out[0] if len(out) == 1 and out[0].dst != "output" and node.id not in modified else None
+        )
         node.fn.register_hook(_flow_hook(node, direct, batch, order, same))
     for hook_fn, edges in through.items():
         hook_fn.register_hook(_through_hook(edges, batch))
 
 
-def _flow_hook(node: RawNode, edges: list[RawEdge], batch: NormBatch, order: list[int],
-               same: RawEdge | None):
+def _flow_hook(
+    node: RawNode, edges: list[RawEdge], batch: NormBatch, order: list[int], same: RawEdge | None
+):
     indices = [e.index for e in edges]
 
     def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
@@ -249,7 +254,7 @@ def _flow_hook(node: RawNode, edges: list[RawEdge], batch: NormBatch, order: lis
         arrived = [] if reuse else [g for g in grad_outputs if g is not None]
         leaving = [grad_inputs[i] for i in indices]  # type: ignore[index]
         slots = batch.add(arrived + [g for g in leaving if g is not None])
-        node.inflow = [same.slot] if reuse else slots[:len(arrived)]  # type: ignore[list-item, union-attr]
+        node.inflow = [same.slot] if reuse else slots[: len(arrived)]  # type: ignore[list-item, union-attr]
         k = len(arrived)
         for e, g in zip(edges, leaving):
             if g is not None:

@@ -99,13 +99,26 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
         # the chart has a fixed width (plotly cannot size itself from a flex box that has no
         # width yet at first draw) and scrolls vertically when it has many rows; the graph
         # takes the rest; narrow outputs stack them (flex wrap), so nothing scrolls sideways
-        chart_box = W.Box([self.chart], layout=W.Layout(
-            flex="0 1 auto", max_width="100%", max_height=CHART_MAX_HEIGHT,
-            overflow="hidden auto"))
+        chart_box = W.Box(
+            [self.chart],
+            layout=W.Layout(
+                flex="0 1 auto",
+                max_width="100%",
+                max_height=CHART_MAX_HEIGHT,
+                overflow="hidden auto",
+            ),
+        )
         chart_box.add_class("gv-chart-box")
-        body = W.HBox([W.Box([self.pane], layout=W.Layout(flex="1 1 340px", min_width="300px",
-                                                          max_width="100%")), chart_box],
-                      layout=W.Layout(width="100%", flex_flow="row wrap"))
+        body = W.HBox(
+            [
+                W.Box(
+                    [self.pane],
+                    layout=W.Layout(flex="1 1 340px", min_width="300px", max_width="100%"),
+                ),
+                chart_box,
+            ],
+            layout=W.Layout(width="100%", flex_flow="row wrap"),
+        )
         super().__init__([self.toolbar, body, self.readout])
         self.add_class("gv-explorer")
         self.toolbar.add_class("gv-toolbar")
@@ -133,8 +146,15 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
         ex = self.explorer
         current = self._device_in_force()
         devices = list(dict.fromkeys([current, *ex.available_devices()]))
-        c = self.controls = Controls(devices, current, hook_kind, chart_mode, ex.thresholds,
-                                     self._depth_options(), self._depth_value())
+        c = self.controls = Controls(
+            devices,
+            current,
+            hook_kind,
+            chart_mode,
+            ex.thresholds,
+            self._depth_options(),
+            self._depth_value(),
+        )
         g = self.guard.wrap
         c.run_button.on_click(g(lambda _: self.rerun()))
         c.clear_button.on_click(g(lambda _: self.clear_hooks()))
@@ -145,8 +165,9 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
         self._observe(c.exploding_box, lambda new: self.set_thresholds())
         self._observe(c.depth_box, self._set_depth)
         self._observe(c.kind_box, lambda new: self._update_readout())
-        for button, action in zip(c.export_buttons,
-                                  (self.download_svg, self.download_csv, self.download_json)):
+        for button, action in zip(
+            c.export_buttons, (self.download_svg, self.download_csv, self.download_json)
+        ):
             button.on_click(g(lambda _, act=action: act()))
         self._modifier_value = c.modifier_value.value
         self.toolbar = c.box
@@ -155,11 +176,14 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
         def changed(change: dict) -> None:
             if not self._quiet:
                 self.guard.call(action, change["new"])
+
         control.observe(changed, "value")
 
     def _depth_options(self) -> list[tuple[str, Any]]:
         deepest = self.explorer.graph.max_depth if self.explorer._last is not None else 1
-        return [("auto", "auto"), ("full", "full")] + [(str(d), d) for d in range(0, max(deepest, 1))]
+        return [("auto", "auto"), ("full", "full")] + [
+            (str(d), d) for d in range(0, max(deepest, 1))
+        ]
 
     def _depth_value(self) -> Any:
         return "full" if self.depth is None else self.depth
@@ -188,12 +212,16 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
             return
         target = node_id if kind == "tensor" else module_of(node)
         if kind == "tensor" and node.kind != "op":
-            self._fail(f"tensor hooks go on op nodes; {node_id} is a {node.kind} node. "
-                       "Pick a module hook kind to hook its module.")
+            self._fail(
+                f"tensor hooks go on op nodes; {node_id} is a {node.kind} node. "
+                "Pick a module hook kind to hook its module."
+            )
             return
         if target is None:
-            self._fail(f"{node_id} is not inside a module of the model (the loss or an input); "
-                       "click a node of the model to hook its module")
+            self._fail(
+                f"{node_id} is not inside a module of the model (the loss or an input); "
+                "click a node of the model to hook its module"
+            )
             return
         self.selected_module = target if kind != "tensor" else node.module
         state: dict[str, bool] = {}
@@ -204,15 +232,17 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
         where = target or "(root)"
         if self._apply(toggle, f"{kind} hook at {where}"):
             verb = "on" if state["on"] else "off"
-            self._set_status(f"{kind} hook {verb} at {where}; "
-                             + self.explorer.report.summary(), "info")
+            self._set_status(
+                f"{kind} hook {verb} at {where}; " + self.explorer.report.summary(), "info"
+            )
         else:
             self._update_readout()
 
     def toggle_scope(self, module: str) -> None:
         """Fold or unfold one module (a module path, as the page sends it) without a re-run."""
-        if self.view is not None and any(n.kind == "module" and n.module == module
-                                         for n in self.view.nodes):
+        if self.view is not None and any(
+            n.kind == "module" and n.module == module for n in self.view.nodes
+        ):
             self.expand.add(module)
             self.collapse.discard(module)
         else:
@@ -242,8 +272,11 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
         report = self.explorer.report
         # parameters the gradient never reached are drawn as ghosts where they live
         graph = add_ghosts(self.explorer.graph, report.none_reasons)
-        depth = graph.auto_depth(self.max_nodes) if self.depth == "auto" else \
-            (self.depth if isinstance(self.depth, int) else None)
+        depth = (
+            graph.auto_depth(self.max_nodes)
+            if self.depth == "auto"
+            else (self.depth if isinstance(self.depth, int) else None)
+        )
         view = graph.view(depth, self.expand, self.collapse)
         hooked = hooked_ids(view, self.explorer.hooks, self.explorer.modifiers)
         drawn = render_dot(view, hooked=hooked, selected=self.selected)
@@ -253,8 +286,9 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
         self.pane.set_graph(drawn.dot, info, legend(), keys=drawn.keys)
         self._update_chart()
         self._update_readout()
-        self.controls.loss_label.value = loss_line_html(report, len(drawn_ids), drawn_count(graph),
-                                                        depth)
+        self.controls.loss_label.value = loss_line_html(
+            report, len(drawn_ids), drawn_count(graph), depth
+        )
         self._set_status(report.summary(), "warning" if report.findings else "info")
 
     def _update_chart(self) -> None:
@@ -275,8 +309,9 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
 
     def _update_readout(self) -> None:
         target = self.selected if self.controls.kind_box.value == "tensor" else self.selected_module
-        self.readout.value = readout_html(self.explorer.events, target,
-                                          self.explorer.hook_mechanisms)
+        self.readout.value = readout_html(
+            self.explorer.events, target, self.explorer.hook_mechanisms
+        )
 
     def _bar_clicked(self, trace: Any, points: Any, state: Any) -> None:
         if not points.point_inds:
@@ -320,8 +355,10 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
     def _layout_failed(self, message: str) -> None:
         if self.depth != 0:
             self.depth = 0
-            self._fail(f"the browser could not lay out this graph ({message}); showing it folded "
-                       "to top-level modules")
+            self._fail(
+                f"the browser could not lay out this graph ({message}); showing it folded "
+                "to top-level modules"
+            )
             self.refresh()
 
     @property

@@ -86,8 +86,9 @@ class SettingsActions:
             self._set_quietly(self.controls.modifier_value, self._modifier_value)
             self._fail(f"{e}; kept {self._modifier_value:g}", e)
             return
-        if self._apply(lambda: self.explorer.set_modifier(target, **given),
-                       f"modifier at {target or '(root)'}"):
+        if self._apply(
+            lambda: self.explorer.set_modifier(target, **given), f"modifier at {target or '(root)'}"
+        ):
             self._modifier_value = value
 
     def _sync_controls(self) -> None:
@@ -134,13 +135,16 @@ class ExportActions:
 
     def download_json(self) -> None:
         """Let the browser save the report and graph as grad_report.json."""
-        self.pane.download("grad_report.json",
-                           report_json(self.explorer.report, self.explorer.graph),
-                           "application/json")
+        self.pane.download(
+            "grad_report.json",
+            report_json(self.explorer.report, self.explorer.graph),
+            "application/json",
+        )
         self._set_status("grad_report.json sent to the browser", "info")
 
-    def export_svg(self, folder: str | Path | None = None,
-                   done: Callable[[Path], Any] | None = None) -> None:
+    def export_svg(
+        self, folder: str | Path | None = None, done: Callable[[Path], Any] | None = None
+    ) -> None:
         """Save the graph as laid out in the browser to folder/graph.svg (on the server)."""
         path = Path(folder or self.export_dir) / "graph.svg"
 

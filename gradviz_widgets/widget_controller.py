@@ -44,8 +44,11 @@ class ActionGuard:
         ["ValueError: invalid literal for int() with base 10: 'x'"]
     """
 
-    def __init__(self, on_error: Callable[[BaseException], Any],
-                 on_queued: Callable[[int], Any] | None = None) -> None:
+    def __init__(
+        self,
+        on_error: Callable[[BaseException], Any],
+        on_queued: Callable[[int], Any] | None = None,
+    ) -> None:
         self.on_error = on_error
         self.on_queued = on_queued
         self.busy = False
@@ -92,8 +95,7 @@ class Settings:
     def of(cls, explorer: Any) -> Settings:
         # the Modifier objects themselves (kind, value): descriptions cannot be replayed
         mods = getattr(getattr(explorer, "_hooks", None), "modifiers", {}) or {}
-        return cls(tuple(explorer.hooks), tuple(mods.items()), explorer.device,
-                   explorer.thresholds)
+        return cls(tuple(explorer.hooks), tuple(mods.items()), explorer.device, explorer.thresholds)
 
     def restore(self, explorer: Any) -> None:
         """Put the explorer back to these settings (hooks, modifiers, device, thresholds)."""
@@ -119,11 +121,17 @@ def explain_click(node: GradNode) -> tuple[str, str] | None:
     """(status text, level) for a click on a node that hooks nothing: a ghost (a parameter the
     gradient never reached) or a ×N group of identical blocks; None for every other node."""
     if node.kind == "ghost":
-        return (f"{plain_text(node.label)}: no gradient reaches it (the cut is shown on the "
-                "node); nothing to hook", "warning")
+        return (
+            f"{plain_text(node.label)}: no gradient reaches it (the cut is shown on the "
+            "node); nothing to hook",
+            "warning",
+        )
     if node.module.startswith("group:"):
-        return (f"{plain_text(node.label)}: identical blocks folded together; double-click to "
-                "unfold them, then click one to hook it", "info")
+        return (
+            f"{plain_text(node.label)}: identical blocks folded together; double-click to "
+            "unfold them, then click one to hook it",
+            "info",
+        )
     return None
 
 
@@ -139,12 +147,17 @@ def node_info(n: GradNode, hooked: bool) -> dict[str, Any]:
     The page shows these strings as text only."""
     folded = n.kind == "module"
     return {
-        "label": "\n".join(plain_text(line) for line in label_lines(n)), "op": plain_text(n.op),
-        "module": plain_text(n.module or "(root)"), "kind": n.kind, "status": n.status,
+        "label": "\n".join(plain_text(line) for line in label_lines(n)),
+        "op": plain_text(n.op),
+        "module": plain_text(n.module or "(root)"),
+        "kind": n.kind,
+        "status": n.status,
         # JSON has no NaN/Inf: non-finite norms travel as their text
-        "grad_norm": n.grad_norm if n.grad_norm is None or math.isfinite(n.grad_norm)
+        "grad_norm": n.grad_norm
+        if n.grad_norm is None or math.isfinite(n.grad_norm)
         else format_norm(n.grad_norm),
-        "shape": list(n.shape) if n.shape is not None else None, "hooked": hooked,
+        "shape": list(n.shape) if n.shape is not None else None,
+        "hooked": hooked,
         # module paths travel raw: they come back in toggle_scope messages
         "expandable": n.module if folded else "",
         "collapsible": n.module if (not folded and n.module not in ("", "loss")) else "",
@@ -158,23 +171,32 @@ def drawn_count(graph: GradGraph) -> int:
 
 def loss_line_html(report: Any, drawn: int, total: int, depth: int | None) -> str:
     """The toolbar's loss line: one row (ellipsis, full text on hover), user text escaped."""
-    text = (f"loss {format_norm(report.loss)} = {report.loss_description} · {report.device} · "
-            f"{drawn} of {total} nodes shown"
-            + (f" (folded at depth {depth})" if depth is not None else ""))
-    rest = text[len("loss "):]
+    text = (
+        f"loss {format_norm(report.loss)} = {report.loss_description} · {report.device} · "
+        f"{drawn} of {total} nodes shown"
+        + (f" (folded at depth {depth})" if depth is not None else "")
+    )
+    rest = text[len("loss ") :]
     # width 0 + min-width 100%: a long line ends in an ellipsis instead of widening the widget
-    return ('<div class="gv-loss-line" style="white-space:nowrap;overflow:hidden;'
-            'text-overflow:ellipsis;width:0;min-width:100%" '
-            f'title="{html_text(text)}"><b>loss</b> {html_text(rest)}</div>')
+    return (
+        '<div class="gv-loss-line" style="white-space:nowrap;overflow:hidden;'
+        'text-overflow:ellipsis;width:0;min-width:100%" '
+        f'title="{html_text(text)}"><b>loss</b> {html_text(rest)}</div>'
+    )
 
 
-def hooked_ids(view: GradGraph, hooks: list[tuple[str, str]], modifiers: dict[str, str]) -> set[str]:
+def hooked_ids(
+    view: GradGraph, hooks: list[tuple[str, str]], modifiers: dict[str, str]
+) -> set[str]:
     """Node ids of `view` drawn with the hook marker: a tensor hook on the node, or a module
     hook or modifier on the module of an op or folded-module node."""
     targets = {t for t, k in hooks if k != "tensor"} | set(modifiers)
     nodes = {t for t, k in hooks if k == "tensor"}
-    return {n.id for n in view.nodes
-            if n.id in nodes or (n.kind in ("op", "module") and n.module in targets)}
+    return {
+        n.id
+        for n in view.nodes
+        if n.id in nodes or (n.kind in ("op", "module") and n.module in targets)
+    }
 
 
 def find_node(node_id: str, *graphs: GradGraph | None) -> GradNode | None:

@@ -27,7 +27,8 @@ def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The notebook without outputs or run-time state (changes `nb` in place and returns it)."""
     for cell in nb.cells:
         cell.metadata = nbformat.from_dict(
-            {k: v for k, v in cell.metadata.items() if k in CELL_METADATA_KEPT})
+            {k: v for k, v in cell.metadata.items() if k in CELL_METADATA_KEPT}
+        )
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
@@ -46,10 +47,17 @@ def text_of(nb: nbformat.NotebookNode) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="*", type=pathlib.Path,
-                        help="notebooks to strip (default: notebooks/*.ipynb)")
-    parser.add_argument("--check", action="store_true",
-                        help="change nothing; exit 1 if a notebook has outputs or run-time state")
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        type=pathlib.Path,
+        help="notebooks to strip (default: notebooks/*.ipynb)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 if a notebook has outputs or run-time state",
+    )
     args = parser.parse_args(argv)
     paths = args.paths or sorted((ROOT / "notebooks").glob("*.ipynb"))
     changed = []

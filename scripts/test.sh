@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .                               # one formatter (config: pyproject)
 .venv/bin/mypy                                                # type check (config: pyproject)
 (cd js && npm test --silent && npm run typecheck --silent)   # node tests; tsc --checkJs
 .venv/bin/python -m pytest -q -p no:cacheprovider --doctest-modules gradviz_widgets  # docstrings run

@@ -39,6 +39,7 @@ def snapshot():
             if os.environ.get("UPDATE_SNAPSHOTS") != "1":
                 pytest.fail(f"snapshot {name} did not exist and was written; re-run to compare")
         assert text == path.read_text(encoding="utf-8"), (
-            f"{name} changed; if intended, re-run with UPDATE_SNAPSHOTS=1")
+            f"{name} changed; if intended, re-run with UPDATE_SNAPSHOTS=1"
+        )
 
     return check

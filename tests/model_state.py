@@ -6,26 +6,44 @@ import torch
 from torch import nn
 from torch.nn.modules import module as module_mod
 
-HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-              "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
-              "_forward_hooks_always_called")
-GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
-                "_global_backward_pre_hooks", "_global_module_registration_hooks",
-                "_global_parameter_registration_hooks", "_global_buffer_registration_hooks")
+HOOK_DICTS = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_pre_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+)
+GLOBAL_HOOKS = (
+    "_global_forward_hooks",
+    "_global_forward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_backward_pre_hooks",
+    "_global_module_registration_hooks",
+    "_global_parameter_registration_hooks",
+    "_global_buffer_registration_hooks",
+)
 
 
 def model_state(model: nn.Module) -> dict:
     """Everything about the model a run could disturb, with tensors cloned and identities kept."""
     return {
-        "params": {n: (p, p.detach().clone(), p._version, p.requires_grad, p.device, p.dtype)
-                   for n, p in model.named_parameters(remove_duplicate=False)},
-        "grads": {n: (p.grad, None if p.grad is None else p.grad.clone())
-                  for n, p in model.named_parameters()},
-        "buffers": {n: (b, b.clone(), b._version, b.device, b.dtype)
-                    for n, b in model.named_buffers()},
+        "params": {
+            n: (p, p.detach().clone(), p._version, p.requires_grad, p.device, p.dtype)
+            for n, p in model.named_parameters(remove_duplicate=False)
+        },
+        "grads": {
+            n: (p.grad, None if p.grad is None else p.grad.clone())
+            for n, p in model.named_parameters()
+        },
+        "buffers": {
+            n: (b, b.clone(), b._version, b.device, b.dtype) for n, b in model.named_buffers()
+        },
         "training": {n: m.training for n, m in model.named_modules()},
-        "hooks": {n: {d: dict(getattr(m, d)) for d in HOOK_DICTS}
-                  for n, m in model.named_modules()},
+        "hooks": {
+            n: {d: dict(getattr(m, d)) for d in HOOK_DICTS} for n, m in model.named_modules()
+        },
         "global_hooks": {d: dict(getattr(module_mod, d)) for d in GLOBAL_HOOKS},
         "attrs": {n: sorted(vars(m)) for n, m in model.named_modules()},
         "state_keys": list(model.state_dict()),

@@ -27,7 +27,7 @@ def test_thresholds_set_later_are_checked_at_run() -> None:
         ex.run()
 
 
-@pytest.mark.parametrize("seed", [1.5, "0", True, 2 ** 70, -(2 ** 64), torch.tensor(3)])
+@pytest.mark.parametrize("seed", [1.5, "0", True, 2**70, -(2**64), torch.tensor(3)])
 def test_bad_seed(seed: object) -> None:
     model, (x, y) = mlp(), data()
     with pytest.raises(GradExplorerError, match="seed must"):
@@ -38,19 +38,22 @@ def test_good_seeds() -> None:
     import numpy as np
 
     model, (x, y) = mlp(), data()
-    for seed in (None, 0, 2 ** 64 - 1, np.int64(5)):
+    for seed in (None, 0, 2**64 - 1, np.int64(5)):
         GradExplorer(model, x, loss_fn=CE, target=y, seed=seed).run()
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"scale": math.nan}, "scale must be a number, got NaN"),
-    ({"scale": -1.0}, "scale must be a finite factor >= 0"),
-    ({"scale": math.inf}, "scale must be a finite factor >= 0"),
-    ({"scale": "2"}, "scale must be a number"),
-    ({"clip_norm": math.nan}, "clip_norm must be a number, got NaN"),
-    ({"clip_value": math.nan}, "clip_value must be a number, got NaN"),
-    ({"clip_value": -1.0}, "clip_value needs a positive value"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"scale": math.nan}, "scale must be a number, got NaN"),
+        ({"scale": -1.0}, "scale must be a finite factor >= 0"),
+        ({"scale": math.inf}, "scale must be a finite factor >= 0"),
+        ({"scale": "2"}, "scale must be a number"),
+        ({"clip_norm": math.nan}, "clip_norm must be a number, got NaN"),
+        ({"clip_value": math.nan}, "clip_value must be a number, got NaN"),
+        ({"clip_value": -1.0}, "clip_value needs a positive value"),
+    ],
+)
 def test_bad_modifier_values(kwargs: dict, message: str) -> None:
     model, (x, y) = mlp(), data()
     ex = GradExplorer(model, x, loss_fn=CE, target=y)
@@ -66,10 +69,15 @@ def test_zero_scale_is_allowed() -> None:
     assert ex.run().param_status["fc1.weight"] == "zero"
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    ({"track_flow": "yes"}, "track_flow"), ({"keep_tensors": 1}, "keep_tensors"),
-    ({"history": 0}, "history"), ({"loss_fn": "mse"}, "loss_fn"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"track_flow": "yes"}, "track_flow"),
+        ({"keep_tensors": 1}, "keep_tensors"),
+        ({"history": 0}, "history"),
+        ({"loss_fn": "mse"}, "loss_fn"),
+    ],
+)
 def test_other_arguments(kwargs: dict, name: str) -> None:
     model, (x, _) = mlp(), data()
     with pytest.raises(GradExplorerError, match=name):

@@ -25,7 +25,11 @@ def smoke(tmp_path_factory) -> tuple[dict, str]:
     out = tmp_path_factory.mktemp("bench")
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.run", "--smoke", "--out-dir", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=240)
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((out / "benchmarks.json").read_text())
     return result, (out / "benchmarks.md").read_text()
@@ -47,9 +51,19 @@ def test_every_model_and_column(smoke) -> None:
 def test_core_columns_are_measured(smoke) -> None:
     result, _ = smoke
     for name, row in result["models"].items():
-        for col in ("bare_ms", "run_ms", "hooks_ms", "run_ratio", "hooks_ratio",
-                    "norms_fused_ms", "norms_loop_ms", "nodes_full", "nodes_default",
-                    "dot_default_ms", "dot_full_ms"):
+        for col in (
+            "bare_ms",
+            "run_ms",
+            "hooks_ms",
+            "run_ratio",
+            "hooks_ratio",
+            "norms_fused_ms",
+            "norms_loop_ms",
+            "nodes_full",
+            "nodes_default",
+            "dot_default_ms",
+            "dot_full_ms",
+        ):
             assert isinstance(row[col], (int, float)) and row[col] > 0, (name, col, row[col])
         assert row["host_syncs"] == 1 and row["host_syncs_hooks"] == 1, name
         assert row["norms_fused_syncs"] == 1 and row["norms_loop_syncs"] == row["norms_n"], name
@@ -65,5 +79,11 @@ def test_markdown_table(smoke) -> None:
     for name in ZOO_NAMES:
         assert f"| {name} |" in text
     keys = {t["key"] for t in result["targets"]}
-    assert keys == {"run_ratio", "hooks_ratio", "host_syncs", "run_to_svg_default",
-                    "run_to_svg_full_resnet50", "mem_ratio"}
+    assert keys == {
+        "run_ratio",
+        "hooks_ratio",
+        "host_syncs",
+        "run_to_svg_default",
+        "run_to_svg_full_resnet50",
+        "mem_ratio",
+    }

@@ -21,7 +21,7 @@ def test_chart_has_a_bar_per_parameter_with_zero_pinned(dead_explorer):
     assert texts["gate.weight"] == "0.0" and texts["main1.weight"] == "0.279"
     lo, hi = fig["layout"]["yaxis"]["range"]
     zero_y = bar["y"][[c[0] for c in bar["customdata"]].index("gate.weight")]
-    assert 10 ** lo < zero_y < 1e-7  # pinned to the floor, visible, below the vanishing line
+    assert 10**lo < zero_y < 1e-7  # pinned to the floor, visible, below the vanishing line
     patterns = dict(zip([c[0] for c in bar["customdata"]], bar["marker"]["pattern"]["shape"]))
     assert patterns["gate.weight"] == "x" and patterns["main1.weight"] == ""
 
@@ -32,8 +32,9 @@ def test_none_and_nan_are_distinct_bars():
     rows = bar_rows(ex.report)
     assert {r["status"] for r in rows} >= {"none", "healthy"}
     fig = figure_dict(ex.report)
-    none_text = [t for t, c in zip(fig["data"][0]["text"], fig["data"][0]["customdata"])
-                 if c[2] == "none"]
+    none_text = [
+        t for t, c in zip(fig["data"][0]["text"], fig["data"][0]["customdata"]) if c[2] == "none"
+    ]
     assert none_text and set(none_text) == {"None"}
     model, xs = nan_mid_graph_example()[:2]
     fig = figure_dict(GradExplorer(model, xs).report)
@@ -43,7 +44,10 @@ def test_none_and_nan_are_distinct_bars():
 def test_module_mode_aggregates(dead_explorer):
     rows = {r["name"]: r for r in bar_rows(dead_explorer.report, "module")}
     assert rows["gate"]["status"] == "zero"
-    w, b = dead_explorer.report.param_norms["main1.weight"], dead_explorer.report.param_norms["main1.bias"]
+    w, b = (
+        dead_explorer.report.param_norms["main1.weight"],
+        dead_explorer.report.param_norms["main1.bias"],
+    )
     assert math.isclose(rows["main1"]["norm"], math.hypot(w, b))
 
 

@@ -13,12 +13,27 @@ TIMEOUT_S = 150
 
 
 def test_ddp_unused_example_names_parameters_ranks_and_reason() -> None:
-    cmd = [sys.executable, "-W", "ignore", "-m", "gradviz_widgets.examples.ddp_unused",
-           "--start-method", "forkserver", "--timeout", str(TIMEOUT_S - 30)]
+    cmd = [
+        sys.executable,
+        "-W",
+        "ignore",
+        "-m",
+        "gradviz_widgets.examples.ddp_unused",
+        "--start-method",
+        "forkserver",
+        "--timeout",
+        str(TIMEOUT_S - 30),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     # its own session: on a timeout the script and every rank it started are killed together
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -27,16 +42,23 @@ def test_ddp_unused_example_names_parameters_ranks_and_reason() -> None:
         pytest.fail(f"the example did not finish in {TIMEOUT_S} s")
     assert proc.returncode == 0, out[-3000:]
     for rank in (0, 1):
-        assert (f"rank {rank}, step 1: RuntimeError: Expected to have finished reduction in the "
-                "prior iteration") in out
+        assert (
+            f"rank {rank}, step 1: RuntimeError: Expected to have finished reduction in the "
+            "prior iteration"
+        ) in out
         assert f"did not receive grad for rank {rank}" in out
-    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()
-            if line.startswith("   ") and line.split()[0].endswith((".weight", ".bias"))}
+    rows = {
+        line.split()[0]: line.split()[1:]
+        for line in out.splitlines()
+        if line.startswith("   ") and line.split()[0].endswith((".weight", ".bias"))
+    }
     assert rows["pos_head.weight"][0] == "healthy"
     assert rows["pos_head.weight"][2:] == ["none", "(never", "called)"]
     assert rows["neg_head.weight"][:3] == ["none", "(never", "called)"]
     assert rows["stem.weight"][0] == rows["stem.weight"][2] == "healthy"
-    assert ("pos_head.weight, pos_head.bias get no gradient on rank 1 (never called: a "
-            "data-dependent branch") in out
+    assert (
+        "pos_head.weight, pos_head.bias get no gradient on rank 1 (never called: a "
+        "data-dependent branch"
+    ) in out
     assert "neg_head.weight, neg_head.bias get no gradient on rank 0 (never called" in out
     assert "find_unused_parameters=False: it raises" in out

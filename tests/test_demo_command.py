@@ -31,14 +31,20 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_demo import CLICK, run_notebook, with_cells_after  # noqa: E402
 
 needs_git = pytest.mark.skipif(
-    shutil.which("git") is None or not (ROOT / ".git").exists(), reason="not a git checkout")
+    shutil.which("git") is None or not (ROOT / ".git").exists(), reason="not a git checkout"
+)
 
 
 def footprint() -> set[str]:
     """`git status` entries the demo could cause: anything under notebooks/ (tracked or not) and
     untracked top-level entries. (Other edits elsewhere in the tree are not the demo's.)"""
-    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=normal"],
-                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=normal"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     entries = set()
     for line in out.splitlines():
         path = line[3:].strip('"')
@@ -51,8 +57,11 @@ def assert_lessons_stripped() -> None:
     """test_notebooks.py::test_notebook_has_no_outputs, for every tracked lesson."""
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
-                 and (c.get("outputs") or c.get("execution_count") is not None)]
+        dirty = [
+            i
+            for i, c in enumerate(nb.cells)
+            if c.cell_type == "code" and (c.get("outputs") or c.get("execution_count") is not None)
+        ]
         assert not dirty and "widgets" not in nb.metadata, f"{path.name} now has outputs"
     assert not (NOTEBOOKS / "gradviz_export").exists()
 
@@ -60,12 +69,21 @@ def assert_lessons_stripped() -> None:
 def isolated_env(tmp_path: Path) -> dict[str, str]:
     """HOME and Jupyter's folders in tmp_path; no display and no browser to open."""
     home = tmp_path / "home"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "JUPYTER_TOKEN", "GRADVIZ_DEMO_DIR")}
-    dirs = {"HOME": home, "IPYTHONDIR": home / ".ipython", "JUPYTER_CONFIG_DIR": home / ".jupyter",
-            "JUPYTER_DATA_DIR": home / "data", "JUPYTER_RUNTIME_DIR": home / "runtime",
-            "JUPYTERLAB_SETTINGS_DIR": home / "lab-settings",
-            "JUPYTERLAB_WORKSPACES_DIR": home / "lab-workspaces", "npm_config_cache": home / "npm"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DISPLAY", "WAYLAND_DISPLAY", "JUPYTER_TOKEN", "GRADVIZ_DEMO_DIR")
+    }
+    dirs = {
+        "HOME": home,
+        "IPYTHONDIR": home / ".ipython",
+        "JUPYTER_CONFIG_DIR": home / ".jupyter",
+        "JUPYTER_DATA_DIR": home / "data",
+        "JUPYTER_RUNTIME_DIR": home / "runtime",
+        "JUPYTERLAB_SETTINGS_DIR": home / "lab-settings",
+        "JUPYTERLAB_WORKSPACES_DIR": home / "lab-workspaces",
+        "npm_config_cache": home / "npm",
+    }
     for value in dirs.values():
         value.mkdir(parents=True, exist_ok=True)
     env.update({k: str(v) for k, v in dirs.items()})
@@ -76,7 +94,9 @@ def isolated_env(tmp_path: Path) -> dict[str, str]:
 def test_working_copy_is_made_once_and_kept(tmp_path, capsys):
     dest = prepare_workdir(tmp_path / "work")
     names = sorted(p.name for p in dest.glob("*.ipynb"))
-    assert names == sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) and "quickstart.ipynb" in names
+    assert (
+        names == sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) and "quickstart.ipynb" in names
+    )
     assert (dest / "quickstart.ipynb").read_bytes() == (NOTEBOOKS / "quickstart.ipynb").read_bytes()
     (dest / "quickstart.ipynb").write_text("the learner's edits")
     assert prepare_workdir(tmp_path / "work") == dest
@@ -92,8 +112,9 @@ def test_working_copy_is_made_once_and_kept(tmp_path, capsys):
 @needs_git
 def test_default_working_copy_is_ignored_by_git():
     paths = [".demo/quickstart.ipynb", ".demo/gradviz_export/grad_norms.csv"]
-    done = subprocess.run(["git", "check-ignore", *paths], cwd=ROOT, capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run(
+        ["git", "check-ignore", *paths], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     assert done.stdout.split() == paths, ".demo/ is not in .gitignore"
 
 
@@ -107,8 +128,9 @@ def test_using_the_demo_leaves_the_checkout_clean(tmp_path):
     dest = prepare_workdir(tmp_path / "work")
     copy = dest / "quickstart.ipynb"
     nb = nbformat.read(copy, as_version=4)
-    nb = with_cells_after(nb, {"quickstart-10": CLICK},
-                          end="paths = [widget.export_csv(), widget.export_json()]")
+    nb = with_cells_after(
+        nb, {"quickstart-10": CLICK}, end="paths = [widget.export_csv(), widget.export_json()]"
+    )
     run_notebook(nb, dest, tmp_path)  # the kernel starts in the copy's folder, as in JupyterLab
     nbformat.write(nb, copy)
     assert any(c.get("outputs") for c in nbformat.read(copy, as_version=4).cells)
@@ -125,8 +147,9 @@ def free_port() -> int:
 
 def get_json(url: str, method: str = "GET", data: object = None) -> object:
     body = None if data is None else json.dumps(data).encode()
-    req = urllib.request.Request(url, data=body, method=method,
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, data=body, method=method, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         answer = r.read()
     return json.loads(answer) if answer else None
@@ -150,8 +173,13 @@ def run_in_kernel(connection_file: Path, code: str) -> str:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(1)
-        reply = kc.execute_interactive(code, timeout=120, output_hook=lambda m: out.append(
-            m["content"].get("text", "") if m["msg_type"] == "stream" else ""))
+        reply = kc.execute_interactive(
+            code,
+            timeout=120,
+            output_hook=lambda m: out.append(
+                m["content"].get("text", "") if m["msg_type"] == "stream" else ""
+            ),
+        )
     finally:
         kc.stop_channels()
     assert reply["content"]["status"] == "ok", reply["content"]
@@ -169,16 +197,24 @@ def test_demo_command_serves_the_working_copy(tmp_path):
     before = footprint()
     log = tmp_path / "demo.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen(["bash", "scripts/demo.sh"], cwd=ROOT, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            ["bash", "scripts/demo.sh"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     api = f"http://127.0.0.1:{port}/api"
     try:
         started, status = time.monotonic(), None
         while status is None:
             elapsed = time.monotonic() - started
             if proc.poll() is not None or elapsed > SETUP_S + SERVER_UP_S:
-                pytest.fail(f"demo.sh {'exited ' + str(proc.returncode) if proc.poll() is not None else 'not up'}"
-                            f" after {elapsed:.0f} s:\n{log.read_text(errors='replace')[-3000:]}")
+                pytest.fail(
+                    f"demo.sh {'exited ' + str(proc.returncode) if proc.poll() is not None else 'not up'}"
+                    f" after {elapsed:.0f} s:\n{log.read_text(errors='replace')[-3000:]}"
+                )
             try:
                 status = get_json(f"{api}/status?token={token}")
             except OSError:
@@ -194,12 +230,21 @@ def test_demo_command_serves_the_working_copy(tmp_path):
         # opening the quickstart there: its kernel imports the package and works in the copy's
         # folder (so the widget's exports land in the copy too)
         assert get_json(f"{api}/contents/quickstart.ipynb?token={token}")["type"] == "notebook"
-        session = get_json(f"{api}/sessions?token={token}", "POST", {
-            "path": "quickstart.ipynb", "name": "quickstart.ipynb", "type": "notebook",
-            "kernel": {"name": specs["default"]}})
+        session = get_json(
+            f"{api}/sessions?token={token}",
+            "POST",
+            {
+                "path": "quickstart.ipynb",
+                "name": "quickstart.ipynb",
+                "type": "notebook",
+                "kernel": {"name": specs["default"]},
+            },
+        )
         connection = Path(env["JUPYTER_RUNTIME_DIR"]) / f"kernel-{session['kernel']['id']}.json"
-        cwd, module = run_in_kernel(connection, "import os, gradviz_widgets\n"
-                                    "print(os.getcwd()); print(gradviz_widgets.__file__)").split()
+        cwd, module = run_in_kernel(
+            connection,
+            "import os, gradviz_widgets\nprint(os.getcwd()); print(gradviz_widgets.__file__)",
+        ).split()
         assert Path(cwd) == ROOT / ".demo" and Path(module).is_relative_to(ROOT / "gradviz_widgets")
         get_json(f"{api}/shutdown?token={token}", method="POST")
         assert proc.wait(timeout=30) == 0
@@ -218,11 +263,22 @@ def test_demo_command_serves_the_working_copy(tmp_path):
 
 @pytest.mark.skipif(
     shutil.which("dot") is None and not (_JS_DIR / "node_modules" / "@viz-js" / "viz").exists(),
-    reason="neither system Graphviz nor js/node_modules for WASM Graphviz")
+    reason="neither system Graphviz nor js/node_modules for WASM Graphviz",
+)
 def test_headless_demo_command(tmp_path):
     env = isolated_env(tmp_path)
-    done = subprocess.run(["bash", "scripts/demo.sh", "--headless", str(tmp_path / "out")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=SETUP_S)
+    done = subprocess.run(
+        ["bash", "scripts/demo.sh", "--headless", str(tmp_path / "out")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SETUP_S,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert {p.name for p in (tmp_path / "out").iterdir()} == {
-        "index.html", "graph.svg", "grad_norms.csv", "grad_report.json"}
+        "index.html",
+        "graph.svg",
+        "grad_norms.csv",
+        "grad_report.json",
+    }

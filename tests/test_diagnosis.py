@@ -155,11 +155,11 @@ def test_thousand_layer_chain_analysis_walks_the_edges_a_fixed_number_of_times()
     report = ex.run()
     zero = [p.name for p in report.params if p.status == "zero"]
     # blocks 0..600 (weight and bias) and 601's weight (its input is all zeros)
-    assert sorted(zero) == sorted([f"{i}.0.{k}" for i in range(601) for k in ("weight", "bias")]
-                                  + ["601.0.weight"])
+    assert sorted(zero) == sorted(
+        [f"{i}.0.{k}" for i in range(601) for k in ("weight", "bias")] + ["601.0.weight"]
+    )
     assert set(report.zero_origins) == set(zero)
-    assert set(report.zero_origins.values()) == {"600.1/ReluBackward0#0",
-                                                 "601.0/AddmmBackward0#0"}
+    assert set(report.zero_origins.values()) == {"600.1/ReluBackward0#0", "601.0/AddmmBackward0#0"}
 
     CountingEdges.walks = 0
     graph = dataclasses.replace(ex.graph, edges=CountingEdges(ex.graph.edges))

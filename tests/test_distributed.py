@@ -33,8 +33,15 @@ from gradviz_widgets.distributed_fsdp import (
 
 DEADLINE_S = 120
 #: imported once in the forkserver (DDP's constructor alone imports torch._dynamo: seconds)
-PRELOAD = ["torch", "torch._dynamo", "torch.distributed.fsdp", "torch.distributed.device_mesh",
-           "torch.nn.parallel", "gradviz_widgets", "gradviz_widgets.distributed_fsdp"]
+PRELOAD = [
+    "torch",
+    "torch._dynamo",
+    "torch.distributed.fsdp",
+    "torch.distributed.device_mesh",
+    "torch.nn.parallel",
+    "gradviz_widgets",
+    "gradviz_widgets.distributed_fsdp",
+]
 
 
 class Branchy(nn.Module):
@@ -67,8 +74,10 @@ def _launch(scenario: str, world: int, tmp_path: Path) -> list[dict]:
     fresh interpreter per rank would import torch per rank: seconds each on a busy machine)."""
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD + [__name__])
-    procs = [ctx.Process(target=_main, args=(scenario, r, world, tmp_path), daemon=True)
-             for r in range(world)]
+    procs = [
+        ctx.Process(target=_main, args=(scenario, r, world, tmp_path), daemon=True)
+        for r in range(world)
+    ]
     for p in procs:
         p.start()
     deadline = time.monotonic() + DEADLINE_S
@@ -76,7 +85,9 @@ def _launch(scenario: str, world: int, tmp_path: Path) -> list[dict]:
         for p in procs:
             p.join(max(0.0, deadline - time.monotonic()))
         hung = [r for r, p in enumerate(procs) if p.is_alive()]
-        assert not hung, f"{scenario} world {world}: ranks {hung} still running after {DEADLINE_S} s"
+        assert not hung, (
+            f"{scenario} world {world}: ranks {hung} still running after {DEADLINE_S} s"
+        )
     finally:
         for p in procs:
             if p.is_alive():
@@ -91,16 +102,25 @@ def _launch(scenario: str, world: int, tmp_path: Path) -> list[dict]:
 class _Counter:
     """Counts calls of torch.distributed collectives (module attributes patched in place)."""
 
-    NAMES = ("all_gather", "all_gather_object", "all_gather_into_tensor", "all_reduce",
-             "broadcast", "reduce_scatter_tensor", "barrier")
+    NAMES = (
+        "all_gather",
+        "all_gather_object",
+        "all_gather_into_tensor",
+        "all_reduce",
+        "broadcast",
+        "reduce_scatter_tensor",
+        "barrier",
+    )
 
     def __enter__(self) -> dict[str, int]:
         self.calls: dict[str, int] = {}
         self.saved = {n: getattr(dist, n) for n in self.NAMES}
         for name, fn in self.saved.items():
+
             def counted(*a, _n=name, _f=fn, **k):  # noqa: ANN002, ANN003, ANN202
                 self.calls[_n] = self.calls.get(_n, 0) + 1
                 return _f(*a, **k)
+
             setattr(dist, name, counted)
         return self.calls
 
@@ -112,8 +132,10 @@ class _Counter:
 def _local_truth(module: nn.Module, x: torch.Tensor) -> dict[str, float | None]:
     twin = copy.deepcopy(module)
     twin(x).sum().backward()
-    return {n: None if p.grad is None else float(p.grad.double().norm())
-            for n, p in twin.named_parameters()}
+    return {
+        n: None if p.grad is None else float(p.grad.double().norm())
+        for n, p in twin.named_parameters()
+    }
 
 
 def _ddp_rank(rank: int, world: int) -> dict:
@@ -135,12 +157,18 @@ def _ddp_rank(rank: int, world: int) -> dict:
         explore_calls = dict(calls)
         summary = gather_ranks(report, ddp=ddp)
     result = {
-        "kind": kind, "explore_calls": explore_calls, "calls": dict(calls),
-        "norms": report.param_norms, "truth": _local_truth(inner, x),
+        "kind": kind,
+        "explore_calls": explore_calls,
+        "calls": dict(calls),
+        "norms": report.param_norms,
+        "truth": _local_truth(inner, x),
         "table": {str(r): {n: list(p) for n, p in t.items()} for r, t in summary.table.items()},
-        "findings": list(summary.findings), "node_ids": [n.id for n in ex.graph.nodes],
+        "findings": list(summary.findings),
+        "node_ids": [n.id for n in ex.graph.nodes],
         "grads_after_explore": [p.grad is not None for p in ddp.parameters()],
-        "same_reducer": ddp.reducer is reducer, "sync": ddp.require_backward_grad_sync}
+        "same_reducer": ddp.reducer is reducer,
+        "sync": ddp.require_backward_grad_sync,
+    }
     if world == 4:  # a subgroup: ranks 1 and 3 compare themselves (new_group: every rank calls)
         sub = dist.new_group([1, 3])
         if rank in (1, 3):
@@ -150,13 +178,18 @@ def _ddp_rank(rank: int, world: int) -> dict:
             model(x).sum().backward()
     result["train_equal"] = all(
         (p.grad is None and q.grad is None) or torch.equal(p.grad, q.grad)
-        for p, q in zip(ddp.parameters(), twin.parameters()))
+        for p, q in zip(ddp.parameters(), twin.parameters())
+    )
     wrapped = GradExplorer(ddp, x)  # the DDP model itself, as users pass it (every rank runs)
     direct = wrapped.run()
-    result["integrated"] = {"ranks": {str(r): {n: list(p) for n, p in t.items()}
-                                      for r, t in (getattr(direct, "ranks", None) or {}).items()},
-                            "findings": list(direct.findings),
-                            "node_ids": [n.id for n in wrapped.graph.nodes]}
+    result["integrated"] = {
+        "ranks": {
+            str(r): {n: list(p) for n, p in t.items()}
+            for r, t in (getattr(direct, "ranks", None) or {}).items()
+        },
+        "findings": list(direct.findings),
+        "node_ids": [n.id for n in wrapped.graph.nodes],
+    }
     return result
 
 
@@ -195,8 +228,9 @@ def _fsdp_rank(rank: int, world: int) -> dict:
     kept = all(torch.equal(p.grad.to_local(), users[n]) for n, p in model.named_parameters())
     model.zero_grad(set_to_none=True)  # the user's next step is as if fsdp_gradients never ran
     model(xs[rank]).square().mean().backward()
-    kept = kept and all(torch.equal(p.grad.to_local(), users[n])
-                        for n, p in model.named_parameters())
+    kept = kept and all(
+        torch.equal(p.grad.to_local(), users[n]) for n, p in model.named_parameters()
+    )
     model.set_requires_gradient_sync(False)  # gradient accumulation: refused, nothing mixed in
     try:
         fsdp_gradients(model, xs[rank], loss_fn=loss_fn, target=0)
@@ -208,19 +242,26 @@ def _fsdp_rank(rank: int, world: int) -> dict:
         norms = fsdp_param_norms(grads)
     stats = fsdp_param_stats(grads)
     clip_total = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
-    return {"truth": truth, "norms": norms, "calls": dict(calls), "kept_user_grads": kept,
-            "refused_without_sync": refused,
-            "total": total_norm(norms), "clip_total": float(clip_total.full_tensor()),
-            "stats": {n: [s.status, s.zero_fraction] for n, s in stats.items()},
-            "local_rows": {n: list(g.to_local().shape) for n, g in grads.items()}}
+    return {
+        "truth": truth,
+        "norms": norms,
+        "calls": dict(calls),
+        "kept_user_grads": kept,
+        "refused_without_sync": refused,
+        "total": total_norm(norms),
+        "clip_total": float(clip_total.full_tensor()),
+        "stats": {n: [s.status, s.zero_fraction] for n, s in stats.items()},
+        "local_rows": {n: list(g.to_local().shape) for n, g in grads.items()},
+    }
 
 
 def _main(scenario: str, rank: int, world: int, folder: Path) -> None:
     started = time.monotonic()
     torch.set_num_threads(1)
     store = dist.FileStore(str(folder / "store"), world)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group(
+        "gloo", store=store, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60)
+    )
     try:
         result: dict[str, object] = {"ddp": _ddp_rank(rank, world)}
         if scenario == "ddp+fsdp":
@@ -292,7 +333,11 @@ def test_ddp_world4_detached_on_one_rank(tmp_path: Path) -> None:
     _check_ddp(results)
     table, findings = results[0]["table"], results[0]["findings"]
     assert [table[str(r)]["c.weight"][:2] for r in range(4)] == [
-        ["healthy", None], ["healthy", None], ["healthy", None], ["none", "detached"]]
+        ["healthy", None],
+        ["healthy", None],
+        ["healthy", None],
+        ["none", "detached"],
+    ]
     assert "a.weight, a.bias get no gradient on ranks 1, 3 (never called" in findings[0]
     assert "c.weight, c.bias get no gradient on rank 3 (detached" in " ".join(findings)
     assert "a gradient on ranks 0, 1, 2" in " ".join(findings)
@@ -317,8 +362,10 @@ def test_fsdp2_norms_from_shards_world2(world2: list[dict]) -> None:
 def test_rank_findings_without_ddp_settings() -> None:
     from gradviz_widgets.distributed import RankParam
 
-    table = {0: {"w": RankParam("none", "no_grad", None), "f": RankParam("none", "frozen", None)},
-             1: {"w": RankParam("none", "no_grad", None), "f": RankParam("none", "frozen", None)}}
+    table = {
+        0: {"w": RankParam("none", "no_grad", None), "f": RankParam("none", "frozen", None)},
+        1: {"w": RankParam("none", "no_grad", None), "f": RankParam("none", "frozen", None)},
+    }
     found = rank_findings(table)
     assert found[0].startswith("w gets no gradient on any rank (no_grad")
     assert "find_unused_parameters=False" in found[1] and len(found) == 2  # frozen: no finding
@@ -327,10 +374,13 @@ def test_rank_findings_without_ddp_settings() -> None:
 def test_rank_findings_statuses_that_differ() -> None:
     from gradviz_widgets.distributed import RankParam
 
-    table = {0: {"w": RankParam("healthy", None, 1.0)},
-             1: {"w": RankParam("nonfinite", None, float("nan"))}}
+    table = {
+        0: {"w": RankParam("healthy", None, 1.0)},
+        1: {"w": RankParam("nonfinite", None, float("nan"))},
+    }
     assert rank_findings(table) == (
-        "statuses differ across ranks: w is healthy on rank 0, nonfinite on rank 1",)
+        "statuses differ across ranks: w is healthy on rank 0, nonfinite on rank 1",
+    )
 
 
 if __name__ == "__main__":

@@ -28,10 +28,18 @@ def full_state(model: nn.Module) -> dict:
     the global RNG."""
     state = model_state(model)
     state["all_buffers"] = [(n, b) for n, b in model.named_buffers(remove_duplicate=False)]
-    state["tensor_attrs"] = {(path, k): v for path, m in model.named_modules()
-                             for k, v in vars(m).items() if isinstance(v, torch.Tensor)}
-    state["generators"] = {(path, k): (g, g.get_state()) for path, m in model.named_modules()
-                           for k, g in vars(m).items() if isinstance(g, torch.Generator)}
+    state["tensor_attrs"] = {
+        (path, k): v
+        for path, m in model.named_modules()
+        for k, v in vars(m).items()
+        if isinstance(v, torch.Tensor)
+    }
+    state["generators"] = {
+        (path, k): (g, g.get_state())
+        for path, m in model.named_modules()
+        for k, g in vars(m).items()
+        if isinstance(g, torch.Generator)
+    }
     state["cache"] = dict(parametrize._cache)
     state["rng"] = torch.get_rng_state()
     return state
@@ -54,8 +62,9 @@ def assert_same_state(model: nn.Module, before: dict) -> None:
     assert torch.equal(torch.get_rng_state(), before["rng"])
 
 
-def plain_norms(model: nn.Module, run: Callable[[nn.Module], torch.Tensor],
-                twin: nn.Module | None = None) -> dict[str, float]:
+def plain_norms(
+    model: nn.Module, run: Callable[[nn.Module], torch.Tensor], twin: nn.Module | None = None
+) -> dict[str, float]:
     """Float64 norms of `.grad` after a plain backward of `run(copy)` on a deep copy (or on
     `twin`, for models deepcopy refuses), per parameter name (as named_parameters() gives it);
     None where .grad stays None."""
@@ -64,12 +73,15 @@ def plain_norms(model: nn.Module, run: Callable[[nn.Module], torch.Tensor],
         p.grad = None
     torch.manual_seed(0)
     run(twin).backward()
-    return {n: None if p.grad is None else torch.linalg.vector_norm(p.grad.double()).item()
-            for n, p in twin.named_parameters()}
+    return {
+        n: None if p.grad is None else torch.linalg.vector_norm(p.grad.double()).item()
+        for n, p in twin.named_parameters()
+    }
 
 
-def assert_norms_match(report: Any, reference: dict[str, float | None], rel: float = 1e-5,
-                       abs_tol: float = 1e-12) -> None:
+def assert_norms_match(
+    report: Any, reference: dict[str, float | None], rel: float = 1e-5, abs_tol: float = 1e-12
+) -> None:
     assert set(report.param_norms) == set(reference)
     for name, want in reference.items():
         got = report.param_norms[name]
@@ -79,8 +91,14 @@ def assert_norms_match(report: Any, reference: dict[str, float | None], rel: flo
             assert got == pytest.approx(want, rel=rel, abs=abs_tol), name
 
 
-def explore_and_check(model: nn.Module, x: Any, loss_fn: Callable | None = None, target: Any = None,
-                      runs: int = 2, device: str | None = None) -> tuple[GradExplorer, Any]:
+def explore_and_check(
+    model: nn.Module,
+    x: Any,
+    loss_fn: Callable | None = None,
+    target: Any = None,
+    runs: int = 2,
+    device: str | None = None,
+) -> tuple[GradExplorer, Any]:
     """Explore with a full state snapshot checked after the runs and after close()."""
     before = full_state(model)
     ex = GradExplorer(model, x, loss_fn=loss_fn, target=target, device=device)
@@ -95,8 +113,14 @@ def explore_and_check(model: nn.Module, x: Any, loss_fn: Callable | None = None,
 
 def small_cnn() -> nn.Module:
     torch.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))
+    return nn.Sequential(
+        nn.Conv2d(3, 4, 3),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4, 3),
+    )
 
 
 def images(n: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,7 +130,7 @@ def images(n: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
 
 # ---- item 3: parameters reached other than through module attributes -------------------------
 def l2_loss(params: list[torch.Tensor]) -> Callable:
-    return lambda out, y: CE(out, y) + 1e-2 * sum((p ** 2).sum() for p in params)
+    return lambda out, y: CE(out, y) + 1e-2 * sum((p**2).sum() for p in params)
 
 
 @pytest.mark.parametrize("source", ["parameters", "optimizer"])
@@ -239,8 +263,9 @@ def test_complex_input_gradient_is_reported() -> None:
     _, report = explore_and_check(wrapped, z, loss)
     z2 = z.detach().clone().requires_grad_(True)
     loss(wrapped(z2)).backward()
-    assert report.input_norms["0"] == pytest.approx(torch.linalg.vector_norm(z2.grad).item(),
-                                                    rel=1e-5)
+    assert report.input_norms["0"] == pytest.approx(
+        torch.linalg.vector_norm(z2.grad).item(), rel=1e-5
+    )
 
 
 @pytest.mark.parametrize("kind", ["weight_norm", "spectral_norm"])

@@ -56,21 +56,52 @@ def _model(kind: str) -> nn.Module:
 
 # (model kind, explorer kwargs, input, phrases the message must contain: what + what to do)
 CASES = {
-    "wrong_input_shape": ("mlp", {}, torch.randn(2, 5),
-                          ["raised RuntimeError during forward", "(2, 5)", "Check that sample_input"]),
-    "model_raises": ("raises", {}, torch.randn(2, 4),
-                     ["raised ValueError during forward", "forward exploded on purpose",
-                      "model was not changed"]),
-    "nothing_requires_grad": ("detached", {}, torch.randn(2, 4),
-                              ["Nothing to differentiate", "does not require grad", "detach"]),
-    "all_frozen": ("frozen", {}, torch.randn(2, 4),
-                   ["All 6 parameters have requires_grad=False", "requires_grad_(True)"]),
-    "non_scalar_loss": ("mlp", {"loss_fn": lambda out: out * 2}, torch.randn(2, 4),
-                        ["shape (2, 3)", "must be a scalar", ".mean()"]),
-    "loss_fn_raises": ("mlp", {"loss_fn": nn.CrossEntropyLoss(), "target": torch.tensor([0.5])},
-                       torch.randn(2, 4), ["loss_fn raised", "loss_fn(output, target)"]),
-    "integer_output": ("int_out", {}, torch.randn(2, 4),
-                       ["Nothing to differentiate", "int64", "loss_fn="]),
+    "wrong_input_shape": (
+        "mlp",
+        {},
+        torch.randn(2, 5),
+        ["raised RuntimeError during forward", "(2, 5)", "Check that sample_input"],
+    ),
+    "model_raises": (
+        "raises",
+        {},
+        torch.randn(2, 4),
+        [
+            "raised ValueError during forward",
+            "forward exploded on purpose",
+            "model was not changed",
+        ],
+    ),
+    "nothing_requires_grad": (
+        "detached",
+        {},
+        torch.randn(2, 4),
+        ["Nothing to differentiate", "does not require grad", "detach"],
+    ),
+    "all_frozen": (
+        "frozen",
+        {},
+        torch.randn(2, 4),
+        ["All 6 parameters have requires_grad=False", "requires_grad_(True)"],
+    ),
+    "non_scalar_loss": (
+        "mlp",
+        {"loss_fn": lambda out: out * 2},
+        torch.randn(2, 4),
+        ["shape (2, 3)", "must be a scalar", ".mean()"],
+    ),
+    "loss_fn_raises": (
+        "mlp",
+        {"loss_fn": nn.CrossEntropyLoss(), "target": torch.tensor([0.5])},
+        torch.randn(2, 4),
+        ["loss_fn raised", "loss_fn(output, target)"],
+    ),
+    "integer_output": (
+        "int_out",
+        {},
+        torch.randn(2, 4),
+        ["Nothing to differentiate", "int64", "loss_fn="],
+    ),
 }
 
 
@@ -93,11 +124,10 @@ def test_error_says_what_and_what_to_do(case: str) -> None:
     assert ex.history == []  # a failed run records nothing
 
 
-@pytest.mark.parametrize("device, phrase", [
-    ("cuda:7", "not available"),
-    ("banana", "not a device name"),
-    ("mps", "not available"),
-])
+@pytest.mark.parametrize(
+    "device, phrase",
+    [("cuda:7", "not available"), ("banana", "not a device name"), ("mps", "not available")],
+)
 def test_unavailable_device(device: str, phrase: str) -> None:
     if device == "mps" and "mps" in GradExplorer.available_devices():
         pytest.skip("mps exists here")

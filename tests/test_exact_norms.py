@@ -73,8 +73,11 @@ def test_norms_exact_at_every_magnitude(device: str) -> None:
     grads = [base * m for m in (1e-30, 1e-20, 1e-3, 1e10, 1e20, 1e30)]
     grads.append(torch.full((1000,), 3e38))  # finite float32, norm ~9.5e39 > float32 max
     grads.append((torch.rand(10_000, generator=gen) + 0.5) * 6e17)  # all < 1e18, norm > 1.8e19
-    nonfinite = [torch.tensor([1.0, math.nan, 2.0]), torch.tensor([1.0, math.inf]),
-                 torch.tensor([-math.inf, 1e-30])]
+    nonfinite = [
+        torch.tensor([1.0, math.nan, 2.0]),
+        torch.tensor([1.0, math.inf]),
+        torch.tensor([-math.inf, 1e-30]),
+    ]
     pairs, batch = measured([g.to(device) for g in grads + nonfinite], device)
     assert batch.syncs == 1
     for g, (norm, top) in zip(grads, pairs):
@@ -84,7 +87,7 @@ def test_norms_exact_at_every_magnitude(device: str) -> None:
     assert big[0] > torch.finfo(torch.float32).max
     assert classify(*big, Thresholds()) == "exploding"
     assert classify(*pairs[len(grads) - 1], Thresholds()) == "exploding"
-    for norm, top in pairs[len(grads):]:
+    for norm, top in pairs[len(grads) :]:
         assert classify(norm, top, Thresholds()) == "nonfinite"
     assert math.isnan(pairs[len(grads)][0]) and math.isinf(pairs[-1][0])
 
@@ -93,10 +96,16 @@ def test_norms_exact_at_every_magnitude(device: str) -> None:
 def test_norms_exact_for_float16_bfloat16_float64(device: str) -> None:
     gen = torch.Generator().manual_seed(2)
     r = torch.randn(300_001, generator=gen)
-    grads = [r.half(), r.bfloat16(), r.double() * 1e200, r.double() * 1e-200,
-             torch.tensor([1e308, -1.2e308, 1e-320], dtype=torch.float64),
-             torch.tensor([5e-324], dtype=torch.float64), torch.tensor([60000.0] * 5000).half(),
-             torch.complex(r, -r)]
+    grads = [
+        r.half(),
+        r.bfloat16(),
+        r.double() * 1e200,
+        r.double() * 1e-200,
+        torch.tensor([1e308, -1.2e308, 1e-320], dtype=torch.float64),
+        torch.tensor([5e-324], dtype=torch.float64),
+        torch.tensor([60000.0] * 5000).half(),
+        torch.complex(r, -r),
+    ]
     pairs, _ = measured([g.to(device) for g in grads], device)
     for g, (norm, top) in zip(grads, pairs):
         assert norm == pytest.approx(ref_norm(g.abs()), rel=REL), g.dtype
@@ -109,13 +118,16 @@ def test_zero_counts_exact_past_2_to_25(device: str) -> None:
     n, zeros = 40_000_000, torch.arange(7, 40_000_000, 3_333)  # 12,002 exact zeros
     g = torch.ones(n)
     g[zeros] = 0.0
-    grads = [g.to(device), g.to(device, torch.bfloat16),
-             torch.ones(1, device=device).expand(n)]  # stride 0: one value n times
+    grads = [
+        g.to(device),
+        g.to(device, torch.bfloat16),
+        torch.ones(1, device=device).expand(n),
+    ]  # stride 0: one value n times
     batch = NormBatch(torch.device(device))
     at = batch.add_nonzero_counts(grads)
     slots = batch.add(grads)
     values = batch.resolve()
-    assert values[at: at + 3] == [n - len(zeros), n - len(zeros), n]
+    assert values[at : at + 3] == [n - len(zeros), n - len(zeros), n]
     assert values[slots[0]] == pytest.approx(math.sqrt(n - len(zeros)), rel=REL)
     assert values[slots[2]] == pytest.approx(math.sqrt(n), rel=REL)
 

@@ -69,7 +69,7 @@ def test_modifier_objects_are_public(dead_branch) -> None:
     net, x, y = dead_branch
     ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
     ex.set_modifier("main2", clip_norm=1.0)
-    (target, modifier), = ex.modifier_objects.items()
+    ((target, modifier),) = ex.modifier_objects.items()
     assert target == "main2" and modifier.kind == "clip_norm" and modifier.value == 1.0
     ex.modifier_objects.clear()  # a copy: the explorer keeps its modifiers
     assert ex.modifiers == {"main2": modifier.describe()}

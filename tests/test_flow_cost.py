@@ -62,8 +62,11 @@ def test_deep_chain_flow_batched_exact_one_sync(monkeypatch: pytest.MonkeyPatch)
     # ~3 gradients per op node, hundreds of nodes: a bounded number of reductions
     assert per_tensor[0] <= 2 and 1 <= batched[0] <= 2
     ref = reference_flow(model, x)
-    flows = {e.src.split("/")[0]: e.grad_norm for e in ex.graph.edges
-             if e.src.endswith("/AddmmBackward0#0")}
+    flows = {
+        e.src.split("/")[0]: e.grad_norm
+        for e in ex.graph.edges
+        if e.src.endswith("/AddmmBackward0#0")
+    }
     assert set(flows) == set(ref)
     for name, norm in ref.items():
         assert flows[name] == pytest.approx(norm, rel=1e-12), name
@@ -73,10 +76,18 @@ def test_pending_buffer_flushes_when_full(monkeypatch: pytest.MonkeyPatch) -> No
     """A small buffer (40 elements) fills many times; every pair still lands in its slot."""
     monkeypatch.setattr(stats, "chunk_size", lambda device: 40)
     torch.manual_seed(0)
-    grads = [torch.randn(5, 3), torch.randn(3, 5).t(), torch.ones(1).expand(4, 7), torch.zeros(0),
-             torch.tensor([float("nan"), 1.0]), torch.randn(10, dtype=torch.float64),
-             torch.randn(7).half(), torch.randn(39), torch.randn(2, 3).bfloat16(),
-             torch.tensor([float("inf"), 0.0])]
+    grads = [
+        torch.randn(5, 3),
+        torch.randn(3, 5).t(),
+        torch.ones(1).expand(4, 7),
+        torch.zeros(0),
+        torch.tensor([float("nan"), 1.0]),
+        torch.randn(10, dtype=torch.float64),
+        torch.randn(7).half(),
+        torch.randn(39),
+        torch.randn(2, 3).bfloat16(),
+        torch.tensor([float("inf"), 0.0]),
+    ]
     batch = NormBatch(torch.device("cpu"))
     slots = batch.add(grads) + batch.add(grads[:3])
     scalar = batch.add_scalar(torch.tensor(7.0))
@@ -100,11 +111,16 @@ def test_tracker_does_not_flatten_plain_tensors(monkeypatch: pytest.MonkeyPatch)
 
 def test_nonzero_counts_small_and_large_together() -> None:
     torch.manual_seed(0)
-    grads = [torch.tensor([0.0, 1.0, 2.0]), torch.zeros(0), torch.ones(1).expand(3, 4),
-             torch.randn(10_000).relu(), torch.tensor([[0.0, 1.0], [2.0, 0.0]]).t(),
-             torch.zeros(5, dtype=torch.float64)]
+    grads = [
+        torch.tensor([0.0, 1.0, 2.0]),
+        torch.zeros(0),
+        torch.ones(1).expand(3, 4),
+        torch.randn(10_000).relu(),
+        torch.tensor([[0.0, 1.0], [2.0, 0.0]]).t(),
+        torch.zeros(5, dtype=torch.float64),
+    ]
     for chosen in (grads, grads[:3], grads[3:4], [grads[0], grads[3]]):
         batch = NormBatch(torch.device("cpu"))
         slot = batch.add_nonzero_counts(chosen)
         values = batch.resolve()
-        assert values[slot: slot + len(chosen)] == [float(torch.count_nonzero(g)) for g in chosen]
+        assert values[slot : slot + len(chosen)] == [float(torch.count_nonzero(g)) for g in chosen]

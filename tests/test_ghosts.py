@@ -9,8 +9,13 @@ from gradviz_widgets.examples.pathologies import frozen_and_detached_example
 from gradviz_widgets.graph_ghosts import add_ghosts, cut_of, is_ghost
 from gradviz_widgets.render import render_dot
 
-CUTS = {"frozen": "frozen", "detached": "detached", "no_grad_branch": "no_grad",
-        "unused": "never called", "maybe": "never called"}
+CUTS = {
+    "frozen": "frozen",
+    "detached": "detached",
+    "no_grad_branch": "no_grad",
+    "unused": "never called",
+    "maybe": "never called",
+}
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +64,7 @@ def test_folded_module_of_ghosts_shows_its_cut(run):
     view = add_ghosts(graph, report.none_reasons).view(0)
     node = view.node("module:no_grad_branch")
     assert node.label.endswith("✂ no_grad") and node.grad_norm is None
-    assert node.members == ("ghost:param:no_grad_branch.weight",
-                            "ghost:param:no_grad_branch.bias")
+    assert node.members == ("ghost:param:no_grad_branch.weight", "ghost:param:no_grad_branch.bias")
 
 
 def test_cut_names():

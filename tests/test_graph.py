@@ -19,7 +19,7 @@ from gradviz_widgets.examples import UnrolledLSTM, dead_branch_example, gpt2_lik
 
 CE = nn.CrossEntropyLoss()
 
-NODE_RE = re.compile(r'^\t(\d+) \[label=(.*?)(?: fillcolor=(\w+))?\]\s*$', re.S)
+NODE_RE = re.compile(r"^\t(\d+) \[label=(.*?)(?: fillcolor=(\w+))?\]\s*$", re.S)
 EDGE_RE = re.compile(r"^\t(\d+) -> (\d+)")
 
 
@@ -54,13 +54,21 @@ def _parity_cases():
 
     def resnet():
         torch.manual_seed(0)
-        return resnet18(num_classes=3, width=4).train(), torch.randn(2, 3, 32, 32), CE, \
-            torch.tensor([0, 2])
+        return (
+            resnet18(num_classes=3, width=4).train(),
+            torch.randn(2, 3, 32, 32),
+            CE,
+            torch.tensor([0, 2]),
+        )
 
     def gpt2():
         torch.manual_seed(0)
-        return gpt2_like(n_layer=1, d_model=8, n_head=2, vocab=16, seq=8), \
-            torch.randint(0, 16, (2, 6)), None, None
+        return (
+            gpt2_like(n_layer=1, d_model=8, n_head=2, vocab=16, seq=8),
+            torch.randint(0, 16, (2, 6)),
+            None,
+            None,
+        )
 
     def lstm():
         torch.manual_seed(0)
@@ -83,18 +91,21 @@ def test_node_and_edge_parity_with_torchviz(case: str) -> None:
     ours_ops = Counter(n.op for n in graph.nodes if n.kind in ("op", "accumulate"))
     assert ours_ops == tv_ops
     # parameters: torchviz labels "name\n (shape)"; ours are param:<name> with the same shape
-    tv_params = Counter(label.split("\n")[0] for label, color in tv_nodes.values()
-                        if color == "lightblue")
+    tv_params = Counter(
+        label.split("\n")[0] for label, color in tv_nodes.values() if color == "lightblue"
+    )
     ours_params = Counter(n.id.split(":", 1)[1] for n in graph.nodes if n.kind == "param")
     assert ours_params == tv_params
     named = dict(twin.named_parameters())
     for n in graph.nodes:
         if n.kind == "param":
-            assert n.shape == tuple(named[n.id[len("param:"):]].shape)
+            assert n.shape == tuple(named[n.id[len("param:") :]].shape)
     # exactly one output node, fed by the loss's grad_fn
     outputs = [n for n in graph.nodes if n.kind == "output"]
     assert len(outputs) == 1 and len([e for e in graph.edges if e.dst == "output"]) == 1
-    assert {e.src for e in graph.edges} | {e.dst for e in graph.edges} <= {n.id for n in graph.nodes}
+    assert {e.src for e in graph.edges} | {e.dst for e in graph.edges} <= {
+        n.id for n in graph.nodes
+    }
 
 
 def test_ids_are_stable_across_runs_and_inputs() -> None:
@@ -158,6 +169,7 @@ def test_deep_chain_no_recursion_error() -> None:
 
 # ---- attribution ---------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def resnet_graph() -> GradGraph:
     torch.manual_seed(0)
@@ -173,20 +185,29 @@ def test_ops_attributed_to_their_module(resnet_graph: GradGraph) -> None:
     assert conv.scope == (("layer1", 0), ("layer1.0", 0), ("layer1.0.conv1", 0))
     mine = [n for n in resnet_graph.nodes if n.module == "layer1.0.conv1"]
     assert {n.kind for n in mine} == {"op", "param", "accumulate"}
-    assert all(n.id.startswith(("layer1.0.conv1/", "param:layer1.0.conv1.",
-                                "acc:param:layer1.0.conv1.")) for n in mine)
+    assert all(
+        n.id.startswith(("layer1.0.conv1/", "param:layer1.0.conv1.", "acc:param:layer1.0.conv1."))
+        for n in mine
+    )
     # the residual add (`out += identity`) happens in the block's own forward
     assert resnet_graph.node("layer1.0/AddBackward0#0").module == "layer1.0"
     # nodes_of gathers the subtree
     assert {n.module for n in resnet_graph.nodes_of("layer1.0")} >= {
-        "layer1.0", "layer1.0.conv1", "layer1.0.bn1", "layer1.0.conv2", "layer1.0.bn2"}
+        "layer1.0",
+        "layer1.0.conv1",
+        "layer1.0.bn1",
+        "layer1.0.conv2",
+        "layer1.0.bn2",
+    }
 
 
 def test_leaves_attributed_to_owning_module(resnet_graph: GradGraph) -> None:
-    for node_id, module in [("param:layer1.0.conv1.weight", "layer1.0.conv1"),
-                            ("acc:param:layer1.0.conv1.weight", "layer1.0.conv1"),
-                            ("param:layer2.0.downsample.1.bias", "layer2.0.downsample.1"),
-                            ("acc:param:fc.weight", "fc")]:
+    for node_id, module in [
+        ("param:layer1.0.conv1.weight", "layer1.0.conv1"),
+        ("acc:param:layer1.0.conv1.weight", "layer1.0.conv1"),
+        ("param:layer2.0.downsample.1.bias", "layer2.0.downsample.1"),
+        ("acc:param:fc.weight", "fc"),
+    ]:
         assert resnet_graph.node(node_id).module == module
     for n in resnet_graph.nodes:
         if n.kind in ("param", "accumulate"):
@@ -213,8 +234,13 @@ def test_module_called_many_times_has_call_indices() -> None:
     ex.run()
     g = ex.graph
     assert g.modules["cell"].calls == steps
-    cell_calls = {c for n in g.nodes if n.module == "cell" and n.kind == "op"
-                  for p, c in n.scope if p == "cell"}
+    cell_calls = {
+        c
+        for n in g.nodes
+        if n.module == "cell" and n.kind == "op"
+        for p, c in n.scope
+        if p == "cell"
+    }
     assert cell_calls == set(range(steps))
     per_call = Counter(c for n in g.nodes if n.kind == "op" for p, c in n.scope if p == "cell")
     assert len(set(per_call.values())) == 1  # every step made the same ops
@@ -223,11 +249,16 @@ def test_module_called_many_times_has_call_indices() -> None:
 
     view = g.view(depth=0)
     ids = Counter(n.id for n in view.nodes)
-    assert set(ids) == {*(f"module:cell@{i}" for i in range(steps)), "module:cell@params",
-                        "module:head", "module:loss"}
+    assert set(ids) == {
+        *(f"module:cell@{i}" for i in range(steps)),
+        "module:cell@params",
+        "module:head",
+        "module:loss",
+    }
     assert all(v == 1 for v in ids.values())
     assert view.node("module:cell@params").members == tuple(
-        n.id for n in g.nodes if n.module == "cell" and n.kind in ("param", "accumulate"))
+        n.id for n in g.nodes if n.module == "cell" and n.kind in ("param", "accumulate")
+    )
     edges = {(e.src, e.dst) for e in view.edges}
     for i in range(steps):
         assert ("module:cell@params", f"module:cell@{i}") in edges
@@ -237,6 +268,7 @@ def test_module_called_many_times_has_call_indices() -> None:
 
 
 # ---- checkpoint and custom autograd Functions -------------------------------------------------
+
 
 class Checkpointed(nn.Module):
     def __init__(self, reentrant: bool) -> None:
@@ -347,6 +379,7 @@ def test_custom_function_inside_a_module_belongs_to_it() -> None:
 
 # ---- views ------------------------------------------------------------------------------------
 
+
 def _check_view(graph: GradGraph, view: GradGraph) -> None:
     rep = {n.id: n.id for n in view.nodes if n.kind != "module"}
     for n in view.nodes:
@@ -377,17 +410,20 @@ def test_view_keeps_and_merges_edges(resnet_graph: GradGraph) -> None:
     assert {"module:layer1", "module:layer2", "module:fc", "module:loss"} <= ids
     assert "ViewBackward0#0" in ids  # root-level op stays visible
     # layer2.0 reads layer1's output twice (conv1 and downsample): one merged edge
-    parallel = [e for e in resnet_graph.edges
-                if e.src.startswith("layer1.") and e.dst.startswith("layer2.")]
+    parallel = [
+        e for e in resnet_graph.edges if e.src.startswith("layer1.") and e.dst.startswith("layer2.")
+    ]
     assert len(parallel) == 2
     merged = [e for e in top.edges if (e.src, e.dst) == ("module:layer1", "module:layer2")]
     assert len(merged) == 1
     assert merged[0].grad_norm == pytest.approx(
-        math.hypot(parallel[0].grad_norm, parallel[1].grad_norm), rel=1e-12)
+        math.hypot(parallel[0].grad_norm, parallel[1].grad_norm), rel=1e-12
+    )
     layer1 = top.node("module:layer1")
     assert layer1.kind == "module" and layer1.op == "Sequential"
-    assert set(layer1.members) == {n.id for n in resnet_graph.nodes
-                                   if n.module == "layer1" or n.module.startswith("layer1.")}
+    assert set(layer1.members) == {
+        n.id for n in resnet_graph.nodes if n.module == "layer1" or n.module.startswith("layer1.")
+    }
 
 
 def test_view_expand_and_collapse(resnet_graph: GradGraph) -> None:
@@ -438,5 +474,9 @@ def test_folded_lstm_step_with_zero_initial_state_is_not_dead() -> None:
     # ...while a healthy gradient leaves the step for its parameters
     assert {view.node(f"module:cell@{i}").status for i in range(steps)} == {"healthy"}
     assert view.node("module:cell@params").status == "healthy"
-    assert graph.view(depth=0, expand=["cell"]).node(
-        next(m for m in first.members if graph.node(m).status == "zero")).status == "zero"
+    assert (
+        graph.view(depth=0, expand=["cell"])
+        .node(next(m for m in first.members if graph.node(m).status == "zero"))
+        .status
+        == "zero"
+    )

@@ -23,7 +23,7 @@ NODES = {
         "hooked": True,
         "expandable": "",
         "collapsible": "layer1",
-    },
+    }
 }
 
 
@@ -132,7 +132,9 @@ def test_missing_bundle_gives_clear_error(monkeypatch: pytest.MonkeyPatch) -> No
         GraphPane()
 
 
-def test_key_map_travels_with_the_dot_and_resolves_key_only_clicks(pane: tuple[GraphPane, list]) -> None:
+def test_key_map_travels_with_the_dot_and_resolves_key_only_clicks(
+    pane: tuple[GraphPane, list],
+) -> None:
     w, sent = pane
     clicks: list[str] = []
     w.on_node_click(clicks.append)
@@ -150,5 +152,12 @@ def test_downloads_are_messages_to_the_browser(pane: tuple[GraphPane, list]) -> 
     w, sent = pane
     w.download("grad_norms.csv", "a,b\n1,2\n", "text/csv")
     w.download_svg()
-    assert sent == [{"kind": "download", "filename": "grad_norms.csv", "text": "a,b\n1,2\n",
-                     "mime": "text/csv"}, {"kind": "download_svg"}]
+    assert sent == [
+        {
+            "kind": "download",
+            "filename": "grad_norms.csv",
+            "text": "a,b\n1,2\n",
+            "mime": "text/csv",
+        },
+        {"kind": "download_svg"},
+    ]

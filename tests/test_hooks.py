@@ -38,6 +38,7 @@ def manual(model: nn.Module, x, paths, loss_fn=CE, target=None, clone_output=(),
             seen[path]["outputs"].append(output)
             if path in clone_output or path in outside:
                 return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, output)
+
         return hook
 
     handles = [modules[p].register_forward_hook(fwd(p)) for p in paths]
@@ -128,6 +129,7 @@ def test_tensor_hook_equals_retain_grad() -> None:
         def hook(module, args, output):
             output.retain_grad()
             kept[name] = output
+
         return hook
 
     net.act1.register_forward_hook(keep("act1"))
@@ -197,7 +199,9 @@ def test_nan_inf_counts_and_histogram() -> None:
     finite = out.clone()
     finite[0, 0], finite[1, 1], finite[2, 2] = math.nan, math.inf, -math.inf
     values = finite[torch.isfinite(finite)].double()
-    assert s.min == pytest.approx(values.min().item()) and s.max == pytest.approx(values.max().item())
+    assert s.min == pytest.approx(values.min().item()) and s.max == pytest.approx(
+        values.max().item()
+    )
     assert s.mean == pytest.approx(values.mean().item())
     assert e.tensors["input"][0].nan == 0 and sum(e.tensors["input"][0].histogram) == 48
 
@@ -292,8 +296,12 @@ def test_resnet_inplace_relu_backward_hooks_fall_back(resnet_case) -> None:
     bn_out = seen["layer1.0.bn1"]["outputs"][0]
     conv_in, conv_out = seen["layer1.0.conv1"]["inputs"][0][0], seen["layer1.0.conv1"]["outputs"][0]
     blk_in, blk_out = seen["layer2.0"]["inputs"][0][0], seen["layer2.0"]["outputs"][0]
-    g = dict(zip(["bn_out", "conv_in", "conv_out", "blk_in", "blk_out"],
-                 grad_of(loss, [bn_out, conv_in, conv_out, blk_in, blk_out])))
+    g = dict(
+        zip(
+            ["bn_out", "conv_in", "conv_out", "blk_in", "blk_out"],
+            grad_of(loss, [bn_out, conv_in, conv_out, blk_in, blk_out]),
+        )
+    )
     by_target = {e.target: e for e in ex.events}
     bn = by_target["layer1.0.bn1"]
     torch.testing.assert_close(bn.raw["grad_output"][0], g["bn_out"])
@@ -362,7 +370,9 @@ def test_module_with_several_inputs_and_outputs() -> None:
     net = copy.deepcopy(model)
     seen = {}
     net.mix.register_forward_hook(
-        lambda m, args, kwargs, out: seen.update(args=args, kwargs=kwargs, out=out), with_kwargs=True)
+        lambda m, args, kwargs, out: seen.update(args=args, kwargs=kwargs, out=out),
+        with_kwargs=True,
+    )
     loss = CE(net(x), y)
     a, b = seen["args"]
     scale = seen["kwargs"]["scale"]
@@ -586,8 +596,10 @@ def test_fallback_inside_checkpoint_matches_no_checkpoint() -> None:
         ex.set_hook("block.bn1")
         ex.set_hook("block.relu")
         report = ex.run()
-        assert ex.hook_mechanisms == {"block.bn1": "tensor hooks (fallback)",
-                                      "block.relu": "tensor hooks (fallback)"}
+        assert ex.hook_mechanisms == {
+            "block.bn1": "tensor hooks (fallback)",
+            "block.relu": "tensor hooks (fallback)",
+        }
         runs[reentrant] = report, ex.events
     plain_report, plain_events = runs[None]
     for reentrant in (False, True):
@@ -595,12 +607,18 @@ def test_fallback_inside_checkpoint_matches_no_checkpoint() -> None:
         assert report.param_norms == pytest.approx(plain_report.param_norms, rel=1e-6)
         # the same firings (no empty events from the recomputation); reentrant numbers the calls
         # of the recomputation, which built the graph backward runs through
-        offset = {"block.bn1": 1, "block.relu": 2} if reentrant else {"block.bn1": 0, "block.relu": 0}
+        offset = (
+            {"block.bn1": 1, "block.relu": 2} if reentrant else {"block.bn1": 0, "block.relu": 0}
+        )
         assert sorted((e.target, e.call - offset[e.target]) for e in events) == sorted(
-            (e.target, e.call) for e in plain_events)
+            (e.target, e.call) for e in plain_events
+        )
         for e in events:
-            (twin,) = [p for p in plain_events
-                       if p.target == e.target and p.call == e.call - offset[e.target]]
+            (twin,) = [
+                p
+                for p in plain_events
+                if p.target == e.target and p.call == e.call - offset[e.target]
+            ]
             for key in ("grad_output", "grad_input"):
                 for a, b in zip(e.raw[key], twin.raw[key]):
                     torch.testing.assert_close(a, b)

@@ -22,9 +22,15 @@ stats_module = sys.modules["gradviz_widgets.tensor_stats"]
 modifiers_module = sys.modules["gradviz_widgets.modifiers"]
 
 HOOK_DICTS = (
-    "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-    "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
-    "_forward_hooks_always_called", "_state_dict_hooks", "_load_state_dict_pre_hooks",
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_pre_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_state_dict_hooks",
+    "_load_state_dict_pre_hooks",
 )
 
 
@@ -41,10 +47,6 @@ def snapshot(model: nn.Module) -> dict:
     for name, p in model.named_parameters():
         state[("param", name)] = (p._backward_hooks, p.grad, p.requires_grad)
     return state
-
-
-
-
 
 
 def all_kinds(ex: GradExplorer) -> None:
@@ -222,8 +224,11 @@ def test_unknown_module_path_lists_close_matches_and_registers_nothing() -> None
     model, (x, y) = mlp(), data()
     before = snapshot(model)
     ex = GradExplorer(model, x, loss_fn=CE, target=y)
-    for call in (lambda: ex.toggle_hook("fc_2"), lambda: ex.set_hook("fc22", "forward"),
-                 lambda: ex.set_modifier("fc_2", scale=2.0)):
+    for call in (
+        lambda: ex.toggle_hook("fc_2"),
+        lambda: ex.set_hook("fc22", "forward"),
+        lambda: ex.set_modifier("fc_2", scale=2.0),
+    ):
         with pytest.raises(GradExplorerError, match=r"no module 'fc_?22?'.*\['fc2'"):
             call()
     assert ex.hooks == [] and ex.modifiers == {}
@@ -317,5 +322,6 @@ def test_module_with_a_users_non_full_backward_hook() -> None:
         if k == 0:  # the zero initial state needs no grad either
             assert fallback[k].tensors["grad_input"][1:] == (None, None)
         else:  # what flows into h_{k-1} is the grad_output of h at call k-1
-            torch.testing.assert_close(fallback[k].raw["grad_input"][1],
-                                       fallback[k - 1].raw["grad_output"][0])
+            torch.testing.assert_close(
+                fallback[k].raw["grad_input"][1], fallback[k - 1].raw["grad_output"][0]
+            )

@@ -17,8 +17,23 @@ from gradviz_widgets.render import html_text, plain_text, render_dot, svg_with_d
 
 MARKUP = "<img src=x onerror=alert(1)>"
 # every name torch's add_module accepts (it refuses only "" and names with ".")
-HOSTILE = [MARKUP, 'q"uo\'te', "back\\slash", "new\nline", "cr\rret", "nul\x00x", "esc\x1bx",
-           "vt\x0bx", "&amp;lt;", "rtl\u202eevil", "at@1", "br{a}ce;", "中文", "\\N", "-->"]
+HOSTILE = [
+    MARKUP,
+    "q\"uo'te",
+    "back\\slash",
+    "new\nline",
+    "cr\rret",
+    "nul\x00x",
+    "esc\x1bx",
+    "vt\x0bx",
+    "&amp;lt;",
+    "rtl\u202eevil",
+    "at@1",
+    "br{a}ce;",
+    "中文",
+    "\\N",
+    "-->",
+]
 # names torch refuses in add_module, but a model can still hold (self._modules[name] = ...)
 FORCED = ["dot.ted"]
 OUT_KEY = "<b>out</b><script>alert(2)</script>"
@@ -72,8 +87,9 @@ def test_dot_parses_and_every_element_resolves_to_its_python_id(hostile, depth):
     assert {r.keys[gid] for gid, title in nodes} == drawn
     assert all(gid == title for gid, title in nodes)  # <title> is our key, never user text
     # a folded module's node sits in its parent's cluster: its own path is no cluster
-    scopes = {path for n in view.nodes
-              for path, _ in (n.scope[:-1] if n.kind == "module" else n.scope)}
+    scopes = {
+        path for n in view.nodes for path, _ in (n.scope[:-1] if n.kind == "module" else n.scope)
+    }
     assert {r.keys[gid] for gid, _ in clusters} == scopes
     assert all(title == f"cluster_{gid}" for gid, title in clusters)
     if depth is None:
@@ -124,8 +140,11 @@ def test_readout_escapes_target_and_names(hostile):
 
 
 def click(w, node_id=None, key=None):
-    msg = {"kind": "node_click", **({"id": node_id} if node_id is not None else {}),
-           **({"key": key} if key is not None else {})}
+    msg = {
+        "kind": "node_click",
+        **({"id": node_id} if node_id is not None else {}),
+        **({"key": key} if key is not None else {}),
+    }
     w.pane._on_frontend_msg(w.pane, msg, [])
 
 

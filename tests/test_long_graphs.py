@@ -81,20 +81,26 @@ CASES = [("chain", 20_000, 20_000), ("rnn_cell", 12_000, 4_000)]
 
 
 @pytest.mark.parametrize(("kind", "size", "flow_size"), CASES)
-def test_long_graph_survives_and_norms_match_backward(kind: str, size: int, flow_size: int
-                                                      ) -> None:
+def test_long_graph_survives_and_norms_match_backward(kind: str, size: int, flow_size: int) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, kind, str(size), str(flow_size)],
-                          capture_output=True, text=True, timeout=900, env=env,
-                          preexec_fn=_limit_stack)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, kind, str(size), str(flow_size)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        preexec_fn=_limit_stack,
+    )
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     users = [line for line in lines if "user" in line]
     runs = [line for line in lines if "norms" in line]
-    assert done.returncode == 0 or len(users) > len(runs), \
+    assert done.returncode == 0 or len(users) > len(runs), (
         f"the user's own backward did not complete (rc {done.returncode}): {done.stderr[-2000:]}"
+    )
     assert done.returncode == 0, (
         f"the run died (rc {done.returncode}, -11 is a segfault) on a graph the user's own "
-        f"backward survived, after {len(runs)} of 2 runs: {done.stderr[-2000:]}")
+        f"backward survived, after {len(runs)} of 2 runs: {done.stderr[-2000:]}"
+    )
     assert [r["flow"] for r in runs] == [False, True]
     for user, run, n in zip(users, runs, (size, flow_size)):
         assert run["nodes"] > n

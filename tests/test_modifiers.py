@@ -21,7 +21,8 @@ def grads_with(model: nn.Module, x, y, path: str | None = None, change=None) -> 
     net = copy.deepcopy(model)
     if path is not None:
         dict(net.named_modules())[path].register_full_backward_hook(
-            lambda m, gi, go: tuple(None if g is None else change(g) for g in gi))
+            lambda m, gi, go: tuple(None if g is None else change(g) for g in gi)
+        )
     CE(net(x), y).backward()
     return {n: p.grad for n, p in net.named_parameters()}
 
@@ -88,7 +89,12 @@ class Mix(nn.Module):
 class MixNet(nn.Module):
     def __init__(self):
         super().__init__()
-        self.fa, self.fb, self.mix, self.head = nn.Linear(4, 5), nn.Linear(4, 5), Mix(), nn.Linear(5, 3)
+        self.fa, self.fb, self.mix, self.head = (
+            nn.Linear(4, 5),
+            nn.Linear(4, 5),
+            Mix(),
+            nn.Linear(5, 3),
+        )
 
     def forward(self, x):
         return self.head(self.mix(self.fa(x), self.fb(x)))
@@ -106,7 +112,10 @@ def test_clip_norm_clips_the_grad_input_tuple_like_clip_grad_norm() -> None:
     total = torch.cat([g_a.flatten(), g_b.flatten()]).norm().item()
     assert total > 0.05  # so it clips
     # torch's own clip_grad_norm_ on stand-in parameters holding the same gradients
-    stand_ins = [torch.zeros_like(g_a, requires_grad=True), torch.zeros_like(g_b, requires_grad=True)]
+    stand_ins = [
+        torch.zeros_like(g_a, requires_grad=True),
+        torch.zeros_like(g_b, requires_grad=True),
+    ]
     for p, g in zip(stand_ins, (g_a, g_b)):
         p.grad = g.clone()
     returned = torch.nn.utils.clip_grad_norm_(stand_ins, max_norm=0.05)
@@ -117,8 +126,12 @@ def test_clip_norm_clips_the_grad_input_tuple_like_clip_grad_norm() -> None:
     assert sum(n * n for n in after) ** 0.5 == pytest.approx(0.05, rel=1e-4)
     # one factor for both inputs: their ratio is kept
     assert after[0] / after[1] == pytest.approx(g_a.norm().item() / g_b.norm().item(), rel=1e-5)
-    assert {p.name for p in report.params if p.modified_by} == {"fa.weight", "fa.bias", "fb.weight",
-                                                                  "fb.bias"}
+    assert {p.name for p in report.params if p.modified_by} == {
+        "fa.weight",
+        "fa.bias",
+        "fb.weight",
+        "fb.bias",
+    }
     for name in ("head.weight", "head.bias"):
         assert report.param_norms[name] == plain.param_norms[name]
 
@@ -138,7 +151,9 @@ def test_modifier_on_a_graph_node() -> None:
     report = ex.run()
     (event,) = ex.events
     assert event.kind == "tensor" and event.modifier == "scale by 2"
-    torch.testing.assert_close(event.raw["grad_output_modified"][0], 2 * event.raw["grad_output"][0])
+    torch.testing.assert_close(
+        event.raw["grad_output_modified"][0], 2 * event.raw["grad_output"][0]
+    )
     flagged = {p.name: p for p in report.params if p.modified_by}
     assert set(flagged) == {"fc1.weight", "fc1.bias"}
     for name, p in flagged.items():
@@ -149,9 +164,16 @@ def test_modifier_on_a_graph_node() -> None:
 def test_modifiers_change_only_explorer_runs() -> None:
     model, (x, y) = mlp(), data()
     original = grads_with(model, x, y)
-    hooks_before = {(path, name): dict(getattr(m, name)) for path, m in model.named_modules()
-                    for name in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
-                                 "_backward_pre_hooks")}
+    hooks_before = {
+        (path, name): dict(getattr(m, name))
+        for path, m in model.named_modules()
+        for name in (
+            "_forward_hooks",
+            "_forward_pre_hooks",
+            "_backward_hooks",
+            "_backward_pre_hooks",
+        )
+    }
     ex = GradExplorer(model, x, loss_fn=CE, target=y)
     ex.set_modifier("fc2", scale=0.0)
     ex.set_modifier("act2/ReluBackward0#0", clip_norm=1e-3)
@@ -163,9 +185,16 @@ def test_modifiers_change_only_explorer_runs() -> None:
     CE(model(x), y).backward()
     for name, p in model.named_parameters():
         assert torch.equal(p.grad, original[name]), name
-    assert {(path, name): dict(getattr(m, name)) for path, m in model.named_modules()
-            for name in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
-                         "_backward_pre_hooks")} == hooks_before
+    assert {
+        (path, name): dict(getattr(m, name))
+        for path, m in model.named_modules()
+        for name in (
+            "_forward_hooks",
+            "_forward_pre_hooks",
+            "_backward_hooks",
+            "_backward_pre_hooks",
+        )
+    } == hooks_before
     # removing the modifiers gives unmodified reports again
     ex.set_modifier("fc2")
     ex.set_modifier("act2/ReluBackward0#0")
@@ -186,8 +215,7 @@ def test_modifier_through_the_fallback_on_resnet() -> None:
     ex.set_modifier("layer2.0", scale=0.5)
     report = ex.run()
     assert ex.hook_mechanisms["layer1.0.bn1"] == "tensor hooks (fallback)"
-    upstream = {n for n in plain.param_norms
-                if n.startswith(("conv1.", "bn1.", "layer1."))}
+    upstream = {n for n in plain.param_norms if n.startswith(("conv1.", "bn1.", "layer1."))}
     flagged = {p.name for p in report.params if p.modified_by}
     assert flagged == upstream
     for name in upstream:
@@ -223,7 +251,9 @@ def test_modifier_apply() -> None:
     assert Modifier("scale", 2.0).apply(g)[0].tolist() == [6.0, 8.0]
     assert Modifier("scale", 2.0).apply([None, None]) == [None, None]
     half = Modifier("clip_norm", 1.0).apply([torch.tensor([300.0, 400.0], dtype=torch.float16)])[0]
-    assert half.dtype == torch.float16 and half.float().norm().item() == pytest.approx(1.0, rel=1e-3)
+    assert half.dtype == torch.float16 and half.float().norm().item() == pytest.approx(
+        1.0, rel=1e-3
+    )
     assert Modifier("clip_value", 0.25).describe() == "clip by value 0.25"
     # complex gradients are clipped by their modulus, as clip_grad_norm_ does
     z = Modifier("clip_norm", 1.0).apply([torch.tensor([3 + 4j, 0j], dtype=torch.complex64)])[0]

@@ -38,7 +38,8 @@ def test_live_path_is_healthy(not_taken) -> None:
     twin = copy.deepcopy(model)
     CE(twin(x), y).backward()
     assert report.param_norms["live.weight"] == pytest.approx(
-        twin.live.weight.grad.double().norm().item(), rel=1e-6)
+        twin.live.weight.grad.double().norm().item(), rel=1e-6
+    )
 
 
 @pytest.mark.parametrize("module", sorted(KINDS))

@@ -29,16 +29,22 @@ def _call(model, sample):
 def reference(model, sample, loss_fn=None, target=None, default_loss=None):
     """(norms, loss) from the textbook recipe on a deep copy of the model."""
     twin = copy.deepcopy(model)
-    sample = tree_map(lambda t: t.detach().clone().requires_grad_(t.requires_grad)
-                      if isinstance(t, torch.Tensor) else t, sample)
+    sample = tree_map(
+        lambda t: (
+            t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
+        ),
+        sample,
+    )
     out = _call(twin, sample)
     if loss_fn is not None:
         loss = loss_fn(out, target) if target is not None else loss_fn(out)
     else:
         loss = default_loss(out) if default_loss else out.sum()
     loss.backward()
-    norms = {n: None if p.grad is None else p.grad.double().norm().item()
-             for n, p in twin.named_parameters()}
+    norms = {
+        n: None if p.grad is None else p.grad.double().norm().item()
+        for n, p in twin.named_parameters()
+    }
     return norms, loss.item()
 
 
@@ -56,8 +62,9 @@ def assert_same_norms(report, ref) -> None:
 
 
 def check(model, sample, **kw):
-    ref, ref_loss = reference(model, sample, kw.get("loss_fn"), kw.get("target"),
-                              kw.pop("default_loss", None))
+    ref, ref_loss = reference(
+        model, sample, kw.get("loss_fn"), kw.get("target"), kw.pop("default_loss", None)
+    )
     report = GradExplorer(model, sample, **kw).run()
     assert_same_norms(report, ref)
     assert math.isclose(report.loss, ref_loss, rel_tol=1e-6, abs_tol=1e-7)
@@ -105,13 +112,17 @@ def test_gpt2_like_weight_tying() -> None:
 def test_nn_lstm() -> None:
     torch.manual_seed(0)
     model = lstm_model(input_size=4, hidden=8, num_layers=2, num_classes=3)
-    check(model, torch.randn(3, 5, 4), loss_fn=nn.CrossEntropyLoss(), target=torch.tensor([0, 1, 2]))
+    check(
+        model, torch.randn(3, 5, 4), loss_fn=nn.CrossEntropyLoss(), target=torch.tensor([0, 1, 2])
+    )
 
 
 def test_unrolled_lstm() -> None:
     torch.manual_seed(0)
     model = UnrolledLSTM(4, 8, steps=6, num_classes=3)
-    check(model, torch.randn(3, 6, 4), loss_fn=nn.CrossEntropyLoss(), target=torch.tensor([2, 0, 1]))
+    check(
+        model, torch.randn(3, 6, 4), loss_fn=nn.CrossEntropyLoss(), target=torch.tensor([2, 0, 1])
+    )
 
 
 # ---- random MLP / conv nets ----------------------------------------------------------------
@@ -144,7 +155,9 @@ def nets(draw):
     f = draw(st.integers(1, 4))
     in_f = f
     for w, act, bias in zip(widths, acts, biases):
-        layers.append(nn.Conv2d(f, w, 3, padding=1, bias=bias) if conv else nn.Linear(f, w, bias=bias))
+        layers.append(
+            nn.Conv2d(f, w, 3, padding=1, bias=bias) if conv else nn.Linear(f, w, bias=bias)
+        )
         layers.append(ACTIVATIONS[act]())
         f = w
     if conv:
@@ -170,6 +183,7 @@ def test_random_nets_match_backward(net_and_input) -> None:
 
 
 # ---- input and output structures -------------------------------------------------------------
+
 
 class TwoInputs(nn.Module):
     def __init__(self) -> None:
@@ -203,7 +217,9 @@ def test_sample_input_dict_is_keywords() -> None:
     check(model, sample)
     # scale really reached forward: a different scale gives different norms
     other = GradExplorer(model, {**sample, "scale": 2.0}).run()
-    assert other.param_norms["b.weight"] != GradExplorer(model, sample).run().param_norms["b.weight"]
+    assert (
+        other.param_norms["b.weight"] != GradExplorer(model, sample).run().param_norms["b.weight"]
+    )
 
 
 class TupleOut(nn.Module):
@@ -248,8 +264,9 @@ def test_tuple_output_default_loss_sums_float_outputs() -> None:
 def test_dict_output_default_loss_sums_float_outputs() -> None:
     torch.manual_seed(0)
     model = DictOut()
-    report = check(model, torch.randn(4, 4),
-                   default_loss=lambda o: o["logits"].sum() + o["aux"].sum())
+    report = check(
+        model, torch.randn(4, 4), default_loss=lambda o: o["logits"].sum() + o["aux"].sum()
+    )
     assert "output.logits" in report.loss_description and "output.aux" in report.loss_description
     assert "pred" not in report.loss_description
 
@@ -306,10 +323,13 @@ def test_loss_fn_reading_model_parameters() -> None:
         def loss_fn(out, target):
             decay = sum(p.pow(2).sum() for p in on.parameters())
             return nn.functional.cross_entropy(out, target) + 0.1 * decay
+
         return loss_fn
 
     twin = copy.deepcopy(model)
     regularised(twin)(twin(x), y).backward()
     report = GradExplorer(model, x, loss_fn=regularised(model), target=y).run()
-    assert_same_norms(report, {n: p.grad.double().norm().item() for n, p in twin.named_parameters()})
+    assert_same_norms(
+        report, {n: p.grad.double().norm().item() for n, p in twin.named_parameters()}
+    )
     assert all(p.grad is None for p in model.parameters())

@@ -68,12 +68,10 @@ def test_there_are_lessons() -> None:
 def test_notebook_runs(path: pathlib.Path, kernel_dirs: list[str]) -> None:
     nb = nbformat.read(path, as_version=4)
     km = AsyncKernelManager(
-        kernel_name=KERNEL_NAME, kernel_spec_manager=KernelSpecManager(kernel_dirs=kernel_dirs))
+        kernel_name=KERNEL_NAME, kernel_spec_manager=KernelSpecManager(kernel_dirs=kernel_dirs)
+    )
     client = nbclient.NotebookClient(
-        nb,
-        km=km,
-        timeout=CELL_TIMEOUT_S,
-        resources={"metadata": {"path": str(NOTEBOOK_DIR)}},
+        nb, km=km, timeout=CELL_TIMEOUT_S, resources={"metadata": {"path": str(NOTEBOOK_DIR)}}
     )
     try:
         client.execute()
@@ -85,8 +83,11 @@ def test_notebook_runs(path: pathlib.Path, kernel_dirs: list[str]) -> None:
 def test_notebook_has_no_outputs(path: pathlib.Path) -> None:
     """Outputs are not committed: run scripts/strip_notebooks.py before committing."""
     nb = nbformat.read(path, as_version=4)
-    dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
-             and (c.get("outputs") or c.get("execution_count") is not None)]
+    dirty = [
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and (c.get("outputs") or c.get("execution_count") is not None)
+    ]
     assert not dirty, f"{path.name}: cells {dirty} have outputs; run scripts/strip_notebooks.py"
     assert "widgets" not in nb.metadata, f"{path.name} holds widget state; strip it"
 

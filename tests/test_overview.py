@@ -17,8 +17,9 @@ def drawn(view) -> int:
 @pytest.fixture(scope="module")
 def gpt2():
     torch.manual_seed(0)
-    ex = GradExplorer(gpt2_like(n_layer=12, d_model=16, n_head=2, vocab=64, seq=8),
-                      torch.randint(0, 64, (2, 8)))
+    ex = GradExplorer(
+        gpt2_like(n_layer=12, d_model=16, n_head=2, vocab=64, seq=8), torch.randint(0, 64, (2, 8))
+    )
     ex.run()
     return ex.graph
 

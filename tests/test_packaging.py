@@ -23,7 +23,9 @@ pytest.importorskip("build")
 pytest.importorskip("hatch_jupyter_builder")
 
 
-def _build(src: pathlib.Path, kind: str, out: pathlib.Path, env: dict | None = None) -> pathlib.Path:
+def _build(
+    src: pathlib.Path, kind: str, out: pathlib.Path, env: dict | None = None
+) -> pathlib.Path:
     cmd = [sys.executable, "-m", "build", f"--{kind}", "--no-isolation", "-o", str(out), str(src)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -55,5 +57,6 @@ def test_sdist_ships_bundle_and_wheel_from_it_needs_no_node(tmp_path: pathlib.Pa
     with zipfile.ZipFile(wheel) as zf:
         info = zf.getinfo(BUNDLE)
         assert info.file_size > 100_000  # the real bundle (WASM Graphviz inside), not a stub
-        assert "export function pageModel" in zf.read(
-            "gradviz_widgets/static/page_host.js").decode()  # export_html works from a wheel
+        assert (
+            "export function pageModel" in zf.read("gradviz_widgets/static/page_host.js").decode()
+        )  # export_html works from a wheel

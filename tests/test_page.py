@@ -31,7 +31,8 @@ class Hostile(nn.Module):
 def test_quickstart_page_is_small_and_offline(tmp_path) -> None:
     net, x, y = dead_branch_example()
     path = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y).export_html(
-        tmp_path / "page.html")
+        tmp_path / "page.html"
+    )
     text = path.read_text(encoding="utf-8")
     assert path.stat().st_size < 3_000_000
     assert not re.search(r"(?:src|href)\s*=\s*[\"']?(?:https?:)?//", text)  # nothing fetched
@@ -56,14 +57,17 @@ def test_views_shallow_to_deep_and_distinct() -> None:
     assert "full" in labels and "depth 0" in labels and len({v["dot"] for v in vs}) == len(vs) > 2
     for v in vs:
         assert set(v["key_map"].values()) <= set(v["nodes"]) | {
-            n.module for n in graph.nodes} | set(graph.modules)
+            n.module for n in graph.nodes
+        } | set(graph.modules)
 
 
 def test_chart_svg_pins_none_zero_and_nonfinite() -> None:
-    rows = [{"name": "a", "norm": None, "status": "none", "reason": "frozen"},
-            {"name": "b", "norm": 0.0, "status": "zero"},
-            {"name": "c", "norm": float("nan"), "status": "nonfinite"},
-            {"name": "<b>d</b>", "norm": 1e-30, "status": "vanishing"}]
+    rows = [
+        {"name": "a", "norm": None, "status": "none", "reason": "frozen"},
+        {"name": "b", "norm": 0.0, "status": "zero"},
+        {"name": "c", "norm": float("nan"), "status": "nonfinite"},
+        {"name": "<b>d</b>", "norm": 1e-30, "status": "vanishing"},
+    ]
     svg = chart_svg(rows, Thresholds())
     assert "no gradient (None)" in svg and "exactly 0.0" in svg and "NaN / Inf" in svg
     assert "<b>" not in svg and "&lt;b&gt;d&lt;/b&gt;" in svg

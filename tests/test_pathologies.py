@@ -37,7 +37,8 @@ def test_sigmoid_mlp_first_layers_vanish_not_zero() -> None:
             assert report.param_status[name] == "vanishing", name
             assert 0 < report.param_norms[name] < 1e-20, name
     assert report.param_norms["fc0.weight"] == pytest.approx(
-        twin.fc0.weight.grad.double().norm().item(), rel=1e-6)
+        twin.fc0.weight.grad.double().norm().item(), rel=1e-6
+    )
     assert report.param_status["head.weight"] == "healthy"
     assert any("vanishing" in f and "fc0.weight" in f for f in report.findings)
 
@@ -59,8 +60,9 @@ def test_exploding_example() -> None:
     assert math.isfinite(report.loss)
     assert any("exploding" in f and "fc0.weight" in f for f in report.findings)
     # thresholds are the user's to set
-    relaxed = GradExplorer(model, x, loss_fn=CE, target=y,
-                           thresholds=Thresholds(exploding=1e12)).run()
+    relaxed = GradExplorer(
+        model, x, loss_fn=CE, target=y, thresholds=Thresholds(exploding=1e12)
+    ).run()
     assert relaxed.param_status["fc0.weight"] == "healthy"
 
 

@@ -68,7 +68,13 @@ def test_statuses_look_different():
 
 def test_format_norm_keeps_findings_apart():
     assert [format_norm(v) for v in (None, 0.0, 1e-30, float("nan"), float("inf"), 0.279)] == [
-        "None", "0.0", "1e-30", "NaN", "Inf", "0.279"]
+        "None",
+        "0.0",
+        "1e-30",
+        "NaN",
+        "Inf",
+        "0.279",
+    ]
 
 
 def test_reused_module_folds_per_call():

@@ -30,9 +30,14 @@ def test_dead_params_are_zero_not_none(run) -> None:
     *_, report = run
     status = report.param_status
     assert {k: status[k] for k in ("gate.weight", "gate.bias", "dead.weight")} == {
-        "gate.weight": "zero", "gate.bias": "zero", "dead.weight": "zero"}
-    assert all(status[k] == "healthy" for k in
-               ("main1.weight", "main1.bias", "dead.bias", "main2.weight", "main2.bias"))
+        "gate.weight": "zero",
+        "gate.bias": "zero",
+        "dead.weight": "zero",
+    }
+    assert all(
+        status[k] == "healthy"
+        for k in ("main1.weight", "main1.bias", "dead.bias", "main2.weight", "main2.bias")
+    )
     assert report.none_reasons == {}
     # zero is an exact 0.0, not a tiny number
     assert all(report.param_norms[k] == 0.0 for k in ("gate.weight", "gate.bias", "dead.weight"))
@@ -70,5 +75,6 @@ def test_module_norms_combine_param_norms(run) -> None:
     n = report.param_norms
     assert report.module_norms["gate"] == 0.0
     assert report.module_norms["main1"] == pytest.approx(
-        (n["main1.weight"] ** 2 + n["main1.bias"] ** 2) ** 0.5, rel=1e-12)
-    assert report.module_norms[""] == pytest.approx(sum(v ** 2 for v in n.values()) ** 0.5, rel=1e-12)
+        (n["main1.weight"] ** 2 + n["main1.bias"] ** 2) ** 0.5, rel=1e-12
+    )
+    assert report.module_norms[""] == pytest.approx(sum(v**2 for v in n.values()) ** 0.5, rel=1e-12)

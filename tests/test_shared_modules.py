@@ -59,9 +59,15 @@ def test_module_under_two_names_module_norms() -> None:
     report = GradExplorer(model, x, loss_fn=CE, target=y).run()
     assert "features.0.weight" not in report.param_norms  # one record per Parameter
     assert report.module_norms["backbone"] == pytest.approx(
-        (report.param_norms["backbone.0.weight"] ** 2 + report.param_norms["backbone.0.bias"] ** 2
-         + report.param_norms["backbone.1.weight"] ** 2
-         + report.param_norms["backbone.1.bias"] ** 2) ** 0.5, rel=1e-12)
+        (
+            report.param_norms["backbone.0.weight"] ** 2
+            + report.param_norms["backbone.0.bias"] ** 2
+            + report.param_norms["backbone.1.weight"] ** 2
+            + report.param_norms["backbone.1.bias"] ** 2
+        )
+        ** 0.5,
+        rel=1e-12,
+    )
 
 
 # ---- tied weights in transformers models ---------------------------------------------------------
@@ -72,15 +78,31 @@ def gpt2() -> nn.Module:
 
 def llama() -> nn.Module:
     config = transformers.LlamaConfig(
-        hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, vocab_size=40, max_position_embeddings=16, tie_word_embeddings=True)
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        vocab_size=40,
+        max_position_embeddings=16,
+        tie_word_embeddings=True,
+    )
     return transformers.LlamaForCausalLM(config)
 
 
 def t5() -> nn.Module:
     config = transformers.T5Config(
-        vocab_size=40, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_decoder_layers=1,
-        num_heads=2, tie_word_embeddings=True, decoder_start_token_id=0, pad_token_id=0)
+        vocab_size=40,
+        d_model=16,
+        d_kv=8,
+        d_ff=32,
+        num_layers=1,
+        num_decoder_layers=1,
+        num_heads=2,
+        tie_word_embeddings=True,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+    )
     return transformers.T5ForConditionalGeneration(config)
 
 
@@ -118,13 +140,16 @@ def test_t5_encoder_and_decoder_count_the_shared_embedding() -> None:
     assert_norms_match(report, reference, rel=1e-4)
     for part in ("encoder", "decoder"):
         own = [n for n in report.param_norms if n.startswith(f"{part}.")]
-        assert report.module_norms[part] == pytest.approx(_norm(report, [*own, "shared.weight"]),
-                                                          rel=1e-9)
+        assert report.module_norms[part] == pytest.approx(
+            _norm(report, [*own, "shared.weight"]), rel=1e-9
+        )
         assert report.module_norms[f"{part}.embed_tokens"] == pytest.approx(
-            report.param_norms["shared.weight"], rel=1e-12)
+            report.param_norms["shared.weight"], rel=1e-12
+        )
     # the root counts the shared weight once
-    assert report.module_norms[""] == pytest.approx(_norm(report, list(report.param_norms)),
-                                                    rel=1e-9)
+    assert report.module_norms[""] == pytest.approx(
+        _norm(report, list(report.param_norms)), rel=1e-9
+    )
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -150,4 +175,5 @@ def test_shared_module_and_tied_weights_on_cuda(where: str) -> None:
     _, report = explore_and_check(lm, inputs, lm_loss, runs=1, device="cuda")
     assert_norms_match(report, reference, rel=1e-3)
     assert report.module_norms["lm_head"] == pytest.approx(
-        report.param_norms["transformer.wte.weight"], rel=1e-12)
+        report.param_norms["transformer.wte.weight"], rel=1e-12
+    )

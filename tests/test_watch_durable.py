@@ -41,8 +41,9 @@ def test_sigkill_loses_at_most_the_last_second(tmp_path):
     script.write_text(SCRIPT)
     run = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, str(script), str(run)], stdout=subprocess.PIPE,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(run)], stdout=subprocess.PIPE, text=True, env=env
+    )
     printed: list[tuple[int, float]] = []
     try:
         deadline = time.time() + 60

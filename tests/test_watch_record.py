@@ -72,8 +72,12 @@ def test_accumulation_is_one_step_and_update_ratio(tmp_path):
         seen.append(hand(model))
         before = {n: p.detach().double().clone() for n, p in model.named_parameters()}
         opt.step()
-        ratios.append({n: ((p.detach().double() - before[n]).norm() / before[n].norm()).item()
-                       for n, p in model.named_parameters()})
+        ratios.append(
+            {
+                n: ((p.detach().double() - before[n]).norm() / before[n].norm()).item()
+                for n, p in model.named_parameters()
+            }
+        )
     h = watch.history()
     assert h.step.nunique() == 3
     for k in range(3):
@@ -134,12 +138,23 @@ def test_vanishing_gradients_never_read_zero(tmp_path, scale):
 
 def test_reduce_paths_agree():
     torch.manual_seed(0)
-    ts = [torch.randn(2000, 700) * 1e-3, torch.zeros(5), torch.tensor([float("nan"), 1.0]),
-          torch.randn(3, 3, dtype=torch.float64) * 1e-300, torch.randn(0)]
+    ts = [
+        torch.randn(2000, 700) * 1e-3,
+        torch.zeros(5),
+        torch.tensor([float("nan"), 1.0]),
+        torch.randn(3, 3, dtype=torch.float64) * 1e-300,
+        torch.randn(0),
+    ]
     small = grad_stats([t[:10] if t.dim() == 2 else t for t in ts])
     large = grad_stats(ts)
-    ref = [(t.double().norm().item(), t.double().abs().max().item() if t.numel() else 0.0,
-            float((t != 0).sum())) for t in ts]
+    ref = [
+        (
+            t.double().norm().item(),
+            t.double().abs().max().item() if t.numel() else 0.0,
+            float((t != 0).sum()),
+        )
+        for t in ts
+    ]
     for (n, m, z), row in zip(ref, large):
         assert np.allclose(row, [n, m, z], rtol=1e-9, equal_nan=True)
     assert np.isnan(small[2, 0]) and small[1].tolist() == [0.0, 0.0, 0.0]
@@ -171,8 +186,12 @@ def _ratios_by_hand(model, opt, x, steps, *, loss=None):
         (loss(model(x)) if loss else model(x).square().mean()).backward()
         before = {n: p.detach().double().clone() for n, p in model.named_parameters()}
         opt.step()
-        out.append({n: ((p.detach().double() - before[n]).norm() / before[n].norm()).item()
-                    for n, p in model.named_parameters()})
+        out.append(
+            {
+                n: ((p.detach().double() - before[n]).norm() / before[n].norm()).item()
+                for n, p in model.named_parameters()
+            }
+        )
     return out
 
 
@@ -212,8 +231,13 @@ def test_update_ratio_every_n_steps_on_the_small_path(tmp_path):
 
 def test_large_path_low_precision_and_odd_sizes():
     torch.manual_seed(0)
-    ts = [torch.randn(1 << 20).half(), torch.randn(1_048_583), torch.randn(3001, 7) * 1e-30,
-          torch.randn(700, 1500).bfloat16(), torch.full((5,), float("inf"))]
+    ts = [
+        torch.randn(1 << 20).half(),
+        torch.randn(1_048_583),
+        torch.randn(3001, 7) * 1e-30,
+        torch.randn(700, 1500).bfloat16(),
+        torch.full((5,), float("inf")),
+    ]
     stats = grad_stats(ts)
     for t, row in zip(ts, stats):
         d = t.double()

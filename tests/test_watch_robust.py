@@ -86,7 +86,7 @@ def test_parameter_added_later_is_watched_from_then_on(tmp_path):
             opt.step()
     h = watch.history()
     extra = h[h.param == "extra"]
-    assert extra.step.tolist() == [2, 3] and extra.norm.tolist() == pytest.approx([3 ** 0.5] * 2)
+    assert extra.step.tolist() == [2, 3] and extra.norm.tolist() == pytest.approx([3**0.5] * 2)
     assert h.step.nunique() == 4
     watch.close()
     assert set(GradWatch.open(tmp_path / "run").history().param) >= {"extra", "fc1.weight"}

@@ -40,7 +40,9 @@ def test_overview_buckets_merge_without_losing_extremes():
     norms = np.ones(1000)
     norms[123], norms[900] = 1e6, 1e-12
     for step, n in enumerate(norms):
-        status = CODE["exploding"] if n > 1e4 else CODE["vanishing"] if n < 1e-7 else CODE["healthy"]
+        status = (
+            CODE["exploding"] if n > 1e4 else CODE["vanishing"] if n < 1e-7 else CODE["healthy"]
+        )
         ov.add(step, np.array([n, np.nan]), np.array([status, CODE["none"]], dtype=np.uint8))
     assert ov.used <= 8 and ov.width >= 128
     cells = ov.cell_values()[:, 0]
@@ -82,10 +84,12 @@ def test_widget_figures_mark_nan_none_and_anomalies(tmp_path):
     first = view.updates
     train(3, bad=1)  # NaN from step 4 on
     watch.history()  # waits for the writer: the live view refreshes from its thread
+
     def settled() -> bool:  # all 6 steps drawn and the NaN parameter picked for the lines
         heat, lines = view.figures()
-        return (np.asarray(heat["data"][0]["z"]).shape[-1] == 6
-                and "fc1.weight" in [t["name"] for t in lines["data"]])
+        return np.asarray(heat["data"][0]["z"]).shape[-1] == 6 and "fc1.weight" in [
+            t["name"] for t in lines["data"]
+        ]
 
     deadline = time.monotonic() + 10
     while not (view.updates > first and settled()) and time.monotonic() < deadline:
@@ -99,8 +103,10 @@ def test_widget_figures_mark_nan_none_and_anomalies(tmp_path):
     none_cells = heat["data"][1]["z"]
     assert (none_cells[names.index("spare.weight")] == 1).all()
     assert np.isfinite(heat["data"][0]["z"][names.index("head.bias"), :4]).all()
-    marks = [(s["x0"], a["text"]) for s, a in zip(heat["layout"]["shapes"],
-                                                  heat["layout"]["annotations"])]
+    marks = [
+        (s["x0"], a["text"])
+        for s, a in zip(heat["layout"]["shapes"], heat["layout"]["annotations"])
+    ]
     assert (4, "nonfinite") in marks
     assert "fc1.weight" in [t["name"] for t in lines["data"]]
     shown = np.array(view.heatmap.data[0].z, dtype=float)  # None (JSON-safe) where NaN
@@ -115,8 +121,11 @@ def test_widget_figures_mark_nan_none_and_anomalies(tmp_path):
 def test_heatmap_rows_grouped_by_module():
     from gradviz_widgets.watch.store import ParamInfo
 
-    params = [ParamInfo(0, "a.w", "a", (1,), 1, 0), ParamInfo(1, "b.w", "b", (1,), 1, 0),
-              ParamInfo(2, "a.b", "a", (1,), 1, 0)]
+    params = [
+        ParamInfo(0, "a.w", "a", (1,), 1, 0),
+        ParamInfo(1, "b.w", "b", (1,), 1, 0),
+        ParamInfo(2, "a.b", "a", (1,), 1, 0),
+    ]
     ov = Overview()
     ov.add(0, np.array([1.0, 2.0, 3.0]), np.full(3, CODE["healthy"], dtype=np.uint8))
     fig = heatmap_figure(ov, params, Thresholds())

@@ -43,7 +43,9 @@ def test_click_toggles_hook_reruns_and_updates(dead_explorer):
     assert w.pane.nodes["gate/AddmmBackward0#0"]["hooked"] is True
     assert "grad_output[0]" in w.readout.value and "full backward hook" in w.readout.value
     # the selected module's bars are outlined in the chart
-    widths = dict(zip([c[0] for c in w.chart.data[0].customdata], w.chart.data[0].marker.line.width))
+    widths = dict(
+        zip([c[0] for c in w.chart.data[0].customdata], w.chart.data[0].marker.line.width)
+    )
     assert widths["gate.weight"] == 3 and widths["main1.weight"] == 1
     click(w, "gate/AddmmBackward0#0")
     assert dead_explorer.hooks == [] and dead_explorer.events == []
@@ -147,8 +149,9 @@ def test_python_exports_write_files(dead_explorer, tmp_path):
     w.pane.send = lambda msg, buffers=None: sent.append(msg)
     w.export_svg()
     assert sent and sent[0]["kind"] == "request_svg"
-    w.pane._on_frontend_msg(w.pane, {"kind": "svg", "request": sent[0]["request"],
-                                     "svg": "<svg></svg>"}, [])
+    w.pane._on_frontend_msg(
+        w.pane, {"kind": "svg", "request": sent[0]["request"], "svg": "<svg></svg>"}, []
+    )
     assert (tmp_path / "graph.svg").read_text() == "<svg></svg>"
 
 
@@ -316,10 +319,26 @@ def test_a_click_on_a_group_of_identical_blocks_explains_itself() -> None:
     from gradviz_widgets.graph import GradNode
     from gradviz_widgets.widget_controller import explain_click
 
-    group = GradNode("group:h.0-11", "Block", "module", "group:h.0-11", "h.0–h.11 ×12 (Block)",
-                     grad_norm=1.0, grad_max=1.0, status="healthy")
+    group = GradNode(
+        "group:h.0-11",
+        "Block",
+        "module",
+        "group:h.0-11",
+        "h.0–h.11 ×12 (Block)",
+        grad_norm=1.0,
+        grad_max=1.0,
+        status="healthy",
+    )
     text, level = explain_click(group)
     assert "double-click to unfold" in text and level == "info"
-    op = GradNode("h.0/MmBackward0#0", "MmBackward0", "op", "h.0", "MmBackward0",
-                  grad_norm=1.0, grad_max=1.0, status="healthy")
+    op = GradNode(
+        "h.0/MmBackward0#0",
+        "MmBackward0",
+        "op",
+        "h.0",
+        "MmBackward0",
+        grad_norm=1.0,
+        grad_max=1.0,
+        status="healthy",
+    )
     assert explain_click(op) is None

@@ -87,8 +87,11 @@ def test_uninitialised_lazy_module_is_refused() -> None:
 
 
 def test_leaf_loss_unrelated_to_the_model_is_refused() -> None:
-    ex = GradExplorer(nn.Linear(3, 1), torch.randn(2, 3),
-                      loss_fn=lambda out: torch.tensor(1.0, requires_grad=True))
+    ex = GradExplorer(
+        nn.Linear(3, 1),
+        torch.randn(2, 3),
+        loss_fn=lambda out: torch.tensor(1.0, requires_grad=True),
+    )
     with pytest.raises(GradExplorerError, match="leaf tensor"):
         ex.run()
 
@@ -128,8 +131,9 @@ class ComplexOut(nn.Module):
 def test_complex_output_without_loss_fn_is_refused() -> None:
     with pytest.raises(GradExplorerError, match="complex outputs.*loss_fn"):
         GradExplorer(ComplexOut(), torch.randn(2, 3)).run()
-    _, report = explore_and_check(ComplexOut(), torch.randn(2, 3),
-                                  loss_fn=lambda out: out.abs().pow(2).sum(), runs=1)
+    _, report = explore_and_check(
+        ComplexOut(), torch.randn(2, 3), loss_fn=lambda out: out.abs().pow(2).sum(), runs=1
+    )
     assert report.param_status["lin.weight"] == "healthy"
 
 
@@ -148,8 +152,7 @@ class MixedPrecision(nn.Module):
 def test_mixed_dtype_outputs_are_summed_without_overflow() -> None:
     torch.manual_seed(0)
     model, x = MixedPrecision(), torch.randn(2, 4)
-    reference = plain_norms(
-        model, lambda m: sum(t.sum(dtype=torch.float64) for t in m(x)))
+    reference = plain_norms(model, lambda m: sum(t.sum(dtype=torch.float64) for t in m(x)))
     _, report = explore_and_check(model, x)
     assert math.isfinite(report.loss) and report.loss > 65504
     assert not any("non-finite" in f for f in report.findings)

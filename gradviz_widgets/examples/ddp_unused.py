@@ -52,8 +52,9 @@ def _process_group(folder: Path, name: str, rank: int, world: int) -> None:
     import torch.distributed as dist
 
     store = dist.FileStore(str(folder / name), world)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=20))
+    dist.init_process_group(
+        "gloo", store=store, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=20)
+    )
 
 
 def _train(ddp: nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int = 3) -> list[str]:
@@ -72,8 +73,9 @@ def _train(ddp: nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int = 3) -> 
         except RuntimeError as e:
             text = str(e)
             which = [line.strip() for line in text.splitlines() if "did not receive grad" in line]
-            seen.append(f"step {step}: RuntimeError: {text.split('. ')[0]}. (...) "
-                        + " ".join(which))
+            seen.append(
+                f"step {step}: RuntimeError: {text.split('. ')[0]}. (...) " + " ".join(which)
+            )
             break
     return seen
 
@@ -101,25 +103,38 @@ def _worker(rank: int, world: int, folder: str) -> None:
         ranks = gather_ranks(report, ddp=ddp)
     finally:
         dist.destroy_process_group()
-    result = {"training": training, "wrapper": kind, "findings": list(ranks.findings),
-              "table": {str(r): {n: list(p) for n, p in t.items()} for r, t in ranks.table.items()}}
+    result = {
+        "training": training,
+        "wrapper": kind,
+        "findings": list(ranks.findings),
+        "table": {str(r): {n: list(p) for n, p in t.items()} for r, t in ranks.table.items()},
+    }
     (folder_ / f"rank{rank}.json").write_text(json.dumps(result))
 
 
-def run_ranks(world: int = WORLD, timeout: float = 120.0,
-              start_method: str = "spawn") -> list[dict[str, Any]]:
+def run_ranks(
+    world: int = WORLD, timeout: float = 120.0, start_method: str = "spawn"
+) -> list[dict[str, Any]]:
     """Start `world` processes (torch.multiprocessing) and return each rank's result; every
     process is killed if they are not all done within `timeout` seconds. "forkserver" imports
     torch once for all ranks (spawn imports it in each: seconds per rank on a busy machine)."""
     import torch.multiprocessing as mp
 
     if start_method == "forkserver":
-        mp.set_forkserver_preload(["torch", "torch._dynamo", "torch.nn.parallel",
-                                   "gradviz_widgets.distributed", __spec__.name])
+        mp.set_forkserver_preload(
+            [
+                "torch",
+                "torch._dynamo",
+                "torch.nn.parallel",
+                "gradviz_widgets.distributed",
+                __spec__.name,
+            ]
+        )
     worker = importlib.import_module(__spec__.name if __spec__ else __name__)._worker
     with tempfile.TemporaryDirectory() as folder:
-        ctx = mp.start_processes(worker, args=(world, folder), nprocs=world, join=False,
-                                 start_method=start_method)
+        ctx = mp.start_processes(
+            worker, args=(world, folder), nprocs=world, join=False, start_method=start_method
+        )
         deadline = time.monotonic() + timeout
         try:
             while not ctx.join(timeout=max(0.1, deadline - time.monotonic())):
@@ -145,15 +160,20 @@ def _stop_forkserver() -> None:
 
 def lesson(results: list[dict[str, Any]]) -> str:
     """The text the example prints."""
-    lines = ["1. DistributedDataParallel(find_unused_parameters=False), rank 0's batch sums "
-             "positive, rank 1's negative:"]
+    lines = [
+        "1. DistributedDataParallel(find_unused_parameters=False), rank 0's batch sums "
+        "positive, rank 1's negative:"
+    ]
     for r, res in enumerate(results):
         lines += [f"   rank {r}, {s}" for s in res["training"]]
-    lines += ["   (when DDP synchronises, stem.weight.grad is the same on every rank: a step that "
-              "'worked' with different norms was never averaged; each rank's message gives its "
-              "own parameter indices, not why, nor which ranks did use them)", "",
-              f"2. GradExplorer on each rank's model ({results[0]['wrapper']} unwrapped to "
-              "ddp.module, no collective) + gather_ranks (one all_gather):"]
+    lines += [
+        "   (when DDP synchronises, stem.weight.grad is the same on every rank: a step that "
+        "'worked' with different norms was never averaged; each rank's message gives its "
+        "own parameter indices, not why, nor which ranks did use them)",
+        "",
+        f"2. GradExplorer on each rank's model ({results[0]['wrapper']} unwrapped to "
+        "ddp.module, no collective) + gather_ranks (one all_gather):",
+    ]
     table = results[0]["table"]
     ranks = sorted(table, key=int)
     names = list(table[ranks[0]])

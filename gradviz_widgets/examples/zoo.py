@@ -106,9 +106,7 @@ def _tiny() -> dict[str, _Spec]:
 
 
 def zoo(
-    size: Literal["full", "tiny"] = "full",
-    names: Iterable[str] | None = None,
-    seed: int | None = 0,
+    size: Literal["full", "tiny"] = "full", names: Iterable[str] | None = None, seed: int | None = 0
 ) -> dict[str, ZooEntry]:
     """Build the zoo as ``{name: (model, input, description)}`` in :data:`ZOO_NAMES` order.
 

@@ -47,8 +47,9 @@ class FlightRecord:
 
 def cpu_copy(value: Any) -> Any:
     """A detached CPU copy of every tensor in a nested structure (other values as they are)."""
-    return tree_map(lambda t: t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor)
-                    else t, value)
+    return tree_map(
+        lambda t: t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor) else t, value
+    )
 
 
 @dataclasses.dataclass
@@ -63,8 +64,9 @@ class Anomaly:
     step: int
     kind: str
     params: list[str]
-    _flight: Callable[[int], FlightRecord | None] | None = dataclasses.field(default=None,
-                                                                           repr=False)
+    _flight: Callable[[int], FlightRecord | None] | None = dataclasses.field(
+        default=None, repr=False
+    )
     _explore: Callable[..., Any] | None = dataclasses.field(default=None, repr=False)
 
     @property
@@ -84,8 +86,9 @@ class Anomaly:
         return self._explore(self, model, **options)
 
     def __repr__(self) -> str:
-        shown = ", ".join(self.params[:3]) + (f" and {len(self.params) - 3} more"
-                                              if len(self.params) > 3 else "")
+        shown = ", ".join(self.params[:3]) + (
+            f" and {len(self.params) - 3} more" if len(self.params) > 3 else ""
+        )
         return f"Anomaly(step {self.step}: {self.kind} in {shown})"
 
 
@@ -95,7 +98,9 @@ class Tracker:
     def __init__(self) -> None:
         self._seen = np.zeros((0, len(KINDS)), dtype=bool)
 
-    def update(self, step: int, status: np.ndarray, names: list[str]) -> list[tuple[int, str, list[str]]]:
+    def update(
+        self, step: int, status: np.ndarray, names: list[str]
+    ) -> list[tuple[int, str, list[str]]]:
         if self._seen.shape[0] < len(status):
             grow = len(status) - self._seen.shape[0]
             self._seen = np.vstack([self._seen, np.zeros((grow, len(KINDS)), dtype=bool)])
@@ -103,11 +108,15 @@ class Tracker:
         if not hits.any():
             return []
         self._seen[: len(status)] |= hits
-        return [(step, kind, [names[i] for i in np.nonzero(hits[:, k])[0]])
-                for k, kind in enumerate(KINDS) if hits[:, k].any()]
+        return [
+            (step, kind, [names[i] for i in np.nonzero(hits[:, k])[0]])
+            for k, kind in enumerate(KINDS)
+            if hits[:, k].any()
+        ]
 
-    def update_many(self, steps: np.ndarray, status: np.ndarray,
-                    names: list[str]) -> list[tuple[int, str, list[str]]]:
+    def update_many(
+        self, steps: np.ndarray, status: np.ndarray, names: list[str]
+    ) -> list[tuple[int, str, list[str]]]:
         """`update` for (steps, params) statuses at once; the same findings, in step order."""
         hits = (status[:, :, None] == _CODES[None, None, :]).any(axis=0)
         if not (hits & ~self._seen_for(status.shape[1])).any():
@@ -147,8 +156,13 @@ def twin_of(model: nn.Module, recorder: object | None) -> nn.Module:
     return twin.cpu()
 
 
-def replay(record: FlightRecord, model: nn.Module, loss_fn: Callable | None,
-           recorder: object | None = None, **options: Any) -> Any:
+def replay(
+    record: FlightRecord,
+    model: nn.Module,
+    loss_fn: Callable | None,
+    recorder: object | None = None,
+    **options: Any,
+) -> Any:
     """Run a GradExplorer on a copy of `model` holding the recorded state, on the recorded
     batch, under the recorded RNG state."""
     from ..explorer import GradExplorer
@@ -156,13 +170,19 @@ def replay(record: FlightRecord, model: nn.Module, loss_fn: Callable | None,
     twin = twin_of(model, recorder)
     missing = twin.load_state_dict(record.state, strict=False)
     if missing.missing_keys:
-        raise GradExplorerError(f"the model does not match the recorded state: missing "
-                                f"{missing.missing_keys[:5]}")
-    sample: Any = dict(record.kwargs) if record.kwargs else (
-        record.args[0] if len(record.args) == 1 else tuple(record.args))
+        raise GradExplorerError(
+            f"the model does not match the recorded state: missing {missing.missing_keys[:5]}"
+        )
+    sample: Any = (
+        dict(record.kwargs)
+        if record.kwargs
+        else (record.args[0] if len(record.args) == 1 else tuple(record.args))
+    )
     if record.kwargs and record.args:
-        raise GradExplorerError("the recorded call mixes positional and keyword arguments; "
-                                "GradExplorer takes one or the other")
+        raise GradExplorerError(
+            "the recorded call mixes positional and keyword arguments; "
+            "GradExplorer takes one or the other"
+        )
     options.setdefault("loss_fn", loss_fn)
     options.setdefault("seed", None)
     ex = GradExplorer(twin, sample, **options)

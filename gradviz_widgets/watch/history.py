@@ -22,12 +22,12 @@ if TYPE_CHECKING:
 SEVERITY = {"healthy": 0, "vanishing": 1, "none": 2, "zero": 3, "exploding": 4, "nonfinite": 5}
 _RANK = np.array([SEVERITY[s] for s in STATUSES] + [-1])  # index len(STATUSES): no data
 EMPTY = len(STATUSES)
-COLUMNS = ["step", "param", "module", "norm", "max_abs", "zero_fraction", "status",
-           "update_ratio"]
+COLUMNS = ["step", "param", "module", "norm", "max_abs", "zero_fraction", "status", "update_ratio"]
 
 
-def minmax_downsample(steps: Sequence[int] | np.ndarray, values: Sequence[float] | np.ndarray,
-                      n_buckets: int) -> tuple[np.ndarray, np.ndarray]:
+def minmax_downsample(
+    steps: Sequence[int] | np.ndarray, values: Sequence[float] | np.ndarray, n_buckets: int
+) -> tuple[np.ndarray, np.ndarray]:
     """At most ~3 points per bucket: the smallest and largest finite value (in step order) and
     the first non-finite one, so spikes, dips and NaNs all survive zooming out.
 
@@ -138,8 +138,15 @@ class Overview:
         for i, step in enumerate(chunk.steps.tolist()):
             self.add(step, chunk.norm[i], chunk.status[i])
 
-    def _merge_row(self, b: int, hi: np.ndarray, hi_step: np.ndarray, lo: np.ndarray,
-                   lo_step: np.ndarray, status: np.ndarray) -> None:
+    def _merge_row(
+        self,
+        b: int,
+        hi: np.ndarray,
+        hi_step: np.ndarray,
+        lo: np.ndarray,
+        lo_step: np.ndarray,
+        status: np.ndarray,
+    ) -> None:
         k = len(hi)
         with np.errstate(invalid="ignore"):
             ok_hi = np.isfinite(hi) & (hi > 0) & ~(hi <= self.hi[b, :k])
@@ -153,8 +160,13 @@ class Overview:
 
     def _halve(self) -> None:
         half = self.n_buckets // 2
-        old = (self.hi.copy(), self.lo.copy(), self.hi_step.copy(), self.lo_step.copy(),
-               self.status.copy())
+        old = (
+            self.hi.copy(),
+            self.lo.copy(),
+            self.hi_step.copy(),
+            self.lo_step.copy(),
+            self.status.copy(),
+        )
         self._alloc(self.n_params)
         for j in range(half):
             for src in (2 * j, 2 * j + 1):
@@ -186,15 +198,23 @@ class Overview:
         return steps[first], vals[first]
 
 
-def history_frame(params: list[ParamInfo], chunks: Iterable[Chunk],
-                  exact: list[tuple[int, int, int, float]], names: Sequence[str] | None = None,
-                  start: int | None = None, stop: int | None = None) -> pd.DataFrame:
+def history_frame(
+    params: list[ParamInfo],
+    chunks: Iterable[Chunk],
+    exact: list[tuple[int, int, int, float]],
+    names: Sequence[str] | None = None,
+    start: int | None = None,
+    stop: int | None = None,
+) -> pd.DataFrame:
     """One row per (step, parameter); `names` picks parameters, [start, stop) picks steps."""
     import pandas as pd  # only readers need it
 
     n = len(params)
-    wanted = np.arange(n) if names is None else np.array(
-        [p.id for p in params if p.name in set(names)], dtype=np.int64)
+    wanted = (
+        np.arange(n)
+        if names is None
+        else np.array([p.id for p in params if p.name in set(names)], dtype=np.int64)
+    )
     blocks = []
     for chunk in chunks:
         c = chunk.widened(n)
@@ -206,10 +226,16 @@ def history_frame(params: list[ParamInfo], chunks: Iterable[Chunk],
         if rows.any():
             blocks.append((c, rows))
     if not blocks:
-        return pd.DataFrame({k: pd.Series(dtype=object if k in ("param", "module", "status")
-                                          else float) for k in COLUMNS})
-    cols = {k: np.concatenate([getattr(c, k)[rows][:, wanted].reshape(-1) for c, rows in blocks])
-            for k in ("norm", "max_abs", "zero_fraction", "update_ratio", "status")}
+        return pd.DataFrame(
+            {
+                k: pd.Series(dtype=object if k in ("param", "module", "status") else float)
+                for k in COLUMNS
+            }
+        )
+    cols = {
+        k: np.concatenate([getattr(c, k)[rows][:, wanted].reshape(-1) for c, rows in blocks])
+        for k in ("norm", "max_abs", "zero_fraction", "update_ratio", "status")
+    }
     steps = np.concatenate([np.repeat(c.steps[rows], len(wanted)) for c, rows in blocks])
     ids = np.tile(wanted, len(steps) // max(len(wanted), 1))
     _apply_exact(cols, steps, ids, exact, n)
@@ -219,18 +245,27 @@ def history_frame(params: list[ParamInfo], chunks: Iterable[Chunk],
     positions = np.tile(np.arange(len(wanted)), len(steps) // max(len(wanted), 1))
     first = np.array([p.first_step for p in params], dtype=np.int64)
     live = steps >= first[ids]  # a parameter added later has no rows before it appeared
-    return pd.DataFrame({
-        "step": steps[live],
-        "param": pd.Categorical.from_codes(ids[live], [p.name for p in params]),
-        "module": pd.Categorical([params[i].module for i in wanted])[positions[live]],
-        **{k: cols[k][live] for k in ("norm", "max_abs", "zero_fraction")},
-        "status": pd.Categorical.from_codes(cols["status"][live].astype(np.int64), list(STATUSES)),
-        "update_ratio": cols["update_ratio"][live],
-    })
+    return pd.DataFrame(
+        {
+            "step": steps[live],
+            "param": pd.Categorical.from_codes(ids[live], [p.name for p in params]),
+            "module": pd.Categorical([params[i].module for i in wanted])[positions[live]],
+            **{k: cols[k][live] for k in ("norm", "max_abs", "zero_fraction")},
+            "status": pd.Categorical.from_codes(
+                cols["status"][live].astype(np.int64), list(STATUSES)
+            ),
+            "update_ratio": cols["update_ratio"][live],
+        }
+    )
 
 
-def _apply_exact(cols: dict[str, np.ndarray], steps: np.ndarray, ids: np.ndarray,
-                 exact: list[tuple[int, int, int, float]], n: int) -> None:
+def _apply_exact(
+    cols: dict[str, np.ndarray],
+    steps: np.ndarray,
+    ids: np.ndarray,
+    exact: list[tuple[int, int, int, float]],
+    n: int,
+) -> None:
     """Put back the float64 values float32 could not hold."""
     if not exact or not len(steps):
         return

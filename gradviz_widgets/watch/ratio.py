@@ -67,11 +67,9 @@ class Snapshot:
             self._new = np.empty_like(self._old)
             # numpy views of the parameters' own storage, valid while their data pointers
             # (the key) stay; non-contiguous parameters are flattened (copied) every time
-            self._views = [_flat(p) for p in live] if all(p.is_contiguous() for p in live) \
-                else None
+            self._views = [_flat(p) for p in live] if all(p.is_contiguous() for p in live) else None
         else:
-            self._old = [torch.empty_like(t, memory_format=torch.contiguous_format)
-                         for t in live]
+            self._old = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in live]
             self._new = self._views = None
 
 

@@ -61,10 +61,17 @@ class StepRecord:
 class Recorder:
     """Attaches to `model` (and `optimizer`) and calls `emit` with params and step records."""
 
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer | None,
-                 emit: Callable[[str, Any], None], *, update_ratio: bool | int = True,
-                 flight: bool | float = True, sync_check: bool | None = None,
-                 on_flight: Callable[[FlightRecord], None] | None = None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer | None,
+        emit: Callable[[str, Any], None],
+        *,
+        update_ratio: bool | int = True,
+        flight: bool | float = True,
+        sync_check: bool | None = None,
+        on_flight: Callable[[FlightRecord], None] | None = None,
+    ) -> None:
         self.model, self.optimizer, self.emit = model, optimizer, emit
         self.update_ratio = bool(update_ratio) and optimizer is not None
         #: update ratios are measured at the steps divisible by this (True: every step)
@@ -93,11 +100,16 @@ class Recorder:
     # ---- attaching ----------------------------------------------------------------------
     def attach(self) -> None:
         if self.optimizer is not None:
-            self._handles.append(self.optimizer.register_step_pre_hook(self._guarded(self._pre_step)))
-            self._handles.append(self.optimizer.register_step_post_hook(self._guarded(self._post_step)))
+            self._handles.append(
+                self.optimizer.register_step_pre_hook(self._guarded(self._pre_step))
+            )
+            self._handles.append(
+                self.optimizer.register_step_post_hook(self._guarded(self._post_step))
+            )
         if self.flight:
-            self._handles.append(self.model.register_forward_pre_hook(self._on_forward,
-                                                                      with_kwargs=True))
+            self._handles.append(
+                self.model.register_forward_pre_hook(self._on_forward, with_kwargs=True)
+            )
 
     def _hook_params(self, params: list[nn.Parameter]) -> None:
         if self.optimizer is not None:
@@ -121,24 +133,37 @@ class Recorder:
         self._snap.reset()
 
     def _add_new_params(self, first: bool = False) -> None:
-        new = [(n, p) for n, p in self.model.named_parameters()
-               if p.requires_grad and id(p) not in self._known]
+        new = [
+            (n, p)
+            for n, p in self.model.named_parameters()
+            if p.requires_grad and id(p) not in self._known
+        ]
         self._shape = self._model_shape(rescan=True)
         if not new:
             return
         infos = []
         for name, p in new:
-            infos.append(ParamInfo(len(self.params), name, name.rpartition(".")[0],
-                                   tuple(p.shape), p.numel(), self.step))
+            infos.append(
+                ParamInfo(
+                    len(self.params),
+                    name,
+                    name.rpartition(".")[0],
+                    tuple(p.shape),
+                    p.numel(),
+                    self.step,
+                )
+            )
             self.params.append(p)
             self.names.append(name)
             self._known.add(id(p))
         self._hook_params([p for _, p in new])
         self.emit("params", infos)
         if not first:
-            warnings.warn(f"GradWatch: {len(new)} parameter(s) appeared at step {self.step} "
-                          f"({', '.join(n for n, _ in new[:4])}); they are watched from now on",
-                          stacklevel=3)
+            warnings.warn(
+                f"GradWatch: {len(new)} parameter(s) appeared at step {self.step} "
+                f"({', '.join(n for n, _ in new[:4])}); they are watched from now on",
+                stacklevel=3,
+            )
 
     def _guarded(self, fn: Callable[..., None]) -> Callable[..., None]:
         def hook(*args: Any) -> None:
@@ -148,9 +173,13 @@ class Recorder:
                 fn(*args)
             except Exception as e:  # the training loop must go on
                 self.enabled = False
-                warnings.warn(f"GradWatch stopped recording at step {self.step}: "
-                              f"{type(e).__name__}: {e}. Training goes on; the steps recorded "
-                              "so far stay readable.", stacklevel=2)
+                warnings.warn(
+                    f"GradWatch stopped recording at step {self.step}: "
+                    f"{type(e).__name__}: {e}. Training goes on; the steps recorded "
+                    "so far stay readable.",
+                    stacklevel=2,
+                )
+
         return hook
 
     # ---- hooks --------------------------------------------------------------------------
@@ -203,9 +232,12 @@ class Recorder:
             return
         where = (self.params[0].device, self.params[0].dtype)
         if self._where is not None and where != self._where:
-            warnings.warn(f"GradWatch: the model moved from {self._where[0]} ({self._where[1]}) "
-                          f"to {where[0]} ({where[1]}) at step {self.step}; recording goes on "
-                          "there", stacklevel=3)
+            warnings.warn(
+                f"GradWatch: the model moved from {self._where[0]} ({self._where[1]}) "
+                f"to {where[0]} ({where[1]}) at step {self.step}; recording goes on "
+                "there",
+                stacklevel=3,
+            )
             self._snap.reset()
         self._where = where
 
@@ -227,10 +259,19 @@ class Recorder:
     def _record_flight(self) -> None:
         args, kwargs = self._last_call if self._last_call is not None else ((), {})
         state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
-        reason = "NaN/Inf gradient" if self.flight is True else \
-            f"NaN/Inf gradient or gradient norm above {self.flight:g}"
-        record = FlightRecord(self.step, cpu_copy(args), cpu_copy(kwargs),
-                              None if self._rng is None else self._rng.clone(), state, reason)
+        reason = (
+            "NaN/Inf gradient"
+            if self.flight is True
+            else f"NaN/Inf gradient or gradient norm above {self.flight:g}"
+        )
+        record = FlightRecord(
+            self.step,
+            cpu_copy(args),
+            cpu_copy(kwargs),
+            None if self._rng is None else self._rng.clone(),
+            state,
+            reason,
+        )
         self.flight_recorded = True
         if self.on_flight is not None:
             self.on_flight(record)
@@ -261,8 +302,10 @@ def _assemble(step: int, ids: list[int], stats: Any, dnorm: Any, pnorm: Any) -> 
         return StepRecord(step, time.time(), ids_arr, values=values)
     cols = [stats]
     if dnorm is not None:
-        cols += [torch.as_tensor(dnorm, device=stats.device, dtype=stats.dtype).reshape(-1, 1),
-                 torch.as_tensor(pnorm, device=stats.device, dtype=stats.dtype).reshape(-1, 1)]
+        cols += [
+            torch.as_tensor(dnorm, device=stats.device, dtype=stats.dtype).reshape(-1, 1),
+            torch.as_tensor(pnorm, device=stats.device, dtype=stats.dtype).reshape(-1, 1),
+        ]
     else:
         cols.append(torch.full((len(ids), 2), float("nan"), device=stats.device, dtype=stats.dtype))
     block = torch.cat(cols, dim=1)

@@ -70,8 +70,9 @@ def param_norms(tensors: Sequence[torch.Tensor]) -> np.ndarray | torch.Tensor:
     return np.sqrt(block_sumsq(tensors))
 
 
-def by_device(fn: Callable[[list[torch.Tensor]], Any], tensors: Sequence[torch.Tensor],
-              width: int = 0) -> Any:
+def by_device(
+    fn: Callable[[list[torch.Tensor]], Any], tensors: Sequence[torch.Tensor], width: int = 0
+) -> Any:
     """`fn` per device group, reassembled in order (one group, the usual case: no copy);
     `width`: columns of `fn`'s result (0: one value per tensor), for an empty list."""
     if not tensors:
@@ -106,8 +107,12 @@ def segment_norms(flat: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
 
 def is_small_cpu(tensors: Sequence[torch.Tensor]) -> bool:
     """Whether `grad_stats` and the update-ratio snapshot take the fused numpy path."""
-    return bool(tensors) and tensors[0].device.type == "cpu" and \
-        sum(t.numel() for t in tensors) < SMALL and all(t.dtype in _NUMPY_DTYPES for t in tensors)
+    return (
+        bool(tensors)
+        and tensors[0].device.type == "cpu"
+        and sum(t.numel() for t in tensors) < SMALL
+        and all(t.dtype in _NUMPY_DTYPES for t in tensors)
+    )
 
 
 def block_sumsq(tensors: Sequence[torch.Tensor]) -> np.ndarray:
@@ -121,8 +126,9 @@ def block_sumsq(tensors: Sequence[torch.Tensor]) -> np.ndarray:
         for t, (block, whole) in zip(tensors, plan[0]):
             x = t.reshape(-1)
             if whole:
-                parts.append(torch.linalg.vector_norm(x[:whole].view(-1, block), dim=1,
-                                                     dtype=torch.float32))
+                parts.append(
+                    torch.linalg.vector_norm(x[:whole].view(-1, block), dim=1, dtype=torch.float32)
+                )
             if whole < len(x):  # a tail no block size divides: one more norm
                 parts.append(torch.linalg.vector_norm(x[whole:], dtype=torch.float32).reshape(1))
         flat = torch.cat(parts).numpy().astype(np.float64) if parts else np.zeros(0)
@@ -155,8 +161,9 @@ def _starts(sizes: tuple[int, ...]) -> tuple[np.ndarray | None, np.ndarray]:
     return (None if present.all() else present), starts
 
 
-def _segment_reduce(ufunc: np.ufunc, values: np.ndarray, sizes: Sequence[int],
-                    dtype: type = np.float64) -> np.ndarray:
+def _segment_reduce(
+    ufunc: np.ufunc, values: np.ndarray, sizes: Sequence[int], dtype: type = np.float64
+) -> np.ndarray:
     present, starts = _starts(tuple(sizes))
     if present is None:
         return ufunc.reduceat(values, starts, dtype=dtype)
@@ -201,7 +208,9 @@ def _cpu_large_stats(tensors: Sequence[torch.Tensor]) -> np.ndarray:
         out[:, 1] = np.maximum(-mm[:, 0], mm[:, 1])  # NaN propagates
     out[:, 2] = torch.stack(counts).numpy()
     top = out[:, 1]
-    fast = [i for i, x in enumerate(flat) if x.dtype in _BLOCK_DTYPES and _SAFE[0] < top[i] < _SAFE[1]]
+    fast = [
+        i for i, x in enumerate(flat) if x.dtype in _BLOCK_DTYPES and _SAFE[0] < top[i] < _SAFE[1]
+    ]
     out[:, 0] = 0.0
     if fast:
         out[fast, 0] = np.sqrt(block_sumsq([flat[i] for i in fast]))

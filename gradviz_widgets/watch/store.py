@@ -72,9 +72,15 @@ class Chunk:
         def pad(a: np.ndarray, value: float) -> np.ndarray:
             return np.pad(a, ((0, 0), (0, extra)), constant_values=value)
 
-        return Chunk(self.steps, self.times, pad(self.norm, np.nan), pad(self.max_abs, np.nan),
-                     pad(self.zero_fraction, np.nan),
-                     pad(self.status, STATUSES.index("none")), pad(self.update_ratio, np.nan))
+        return Chunk(
+            self.steps,
+            self.times,
+            pad(self.norm, np.nan),
+            pad(self.max_abs, np.nan),
+            pad(self.zero_fraction, np.nan),
+            pad(self.status, STATUSES.index("none")),
+            pad(self.update_ratio, np.nan),
+        )
 
 
 def _shuffle(a: np.ndarray) -> bytes:
@@ -100,8 +106,9 @@ def encode(chunk: Chunk) -> tuple[bytes, list[tuple[int, int, int, float]]]:
         for s, p in zip(*np.nonzero(lost)):
             exact.append((int(chunk.steps[s]), int(p), col, float(values[s, p])))
         parts.append(_shuffle(np.ascontiguousarray(small.T)))
-    zf = np.where(np.isnan(chunk.zero_fraction), 65535,
-                  np.round(np.nan_to_num(chunk.zero_fraction) * 65534)).astype(np.uint16)
+    zf = np.where(
+        np.isnan(chunk.zero_fraction), 65535, np.round(np.nan_to_num(chunk.zero_fraction) * 65534)
+    ).astype(np.uint16)
     parts.append(_shuffle(np.ascontiguousarray(zf.T)))
     parts.append(np.ascontiguousarray(chunk.status.astype(np.uint8).T).tobytes())
     return zlib.compress(b"".join(parts), 1), exact
@@ -112,15 +119,23 @@ def decode(data: bytes, n_steps: int, n_params: int) -> Chunk:
     count = n_steps * n_params
     sizes = [8 * n_steps, 8 * n_steps, 4 * count, 4 * count, 4 * count, 2 * count, count]
     offsets = np.concatenate([[0], np.cumsum(sizes)])
-    part = [raw[offsets[i]:offsets[i + 1]] for i in range(len(sizes))]
-    floats = [_unshuffle(part[2 + i], np.float32, count).reshape(n_params, n_steps).T
-              .astype(np.float64) for i in range(3)]
+    part = [raw[offsets[i] : offsets[i + 1]] for i in range(len(sizes))]
+    floats = [
+        _unshuffle(part[2 + i], np.float32, count).reshape(n_params, n_steps).T.astype(np.float64)
+        for i in range(3)
+    ]
     zf = _unshuffle(part[5], np.uint16, count).reshape(n_params, n_steps).T.astype(np.float64)
     zf = np.where(zf == 65535, np.nan, zf / 65534)
     status = np.frombuffer(part[6], dtype=np.uint8).reshape(n_params, n_steps).T.copy()
-    return Chunk(np.frombuffer(part[0], dtype=np.int64).copy(),
-                 np.frombuffer(part[1], dtype=np.float64).copy(),
-                 floats[0], floats[1], zf, status, floats[2])
+    return Chunk(
+        np.frombuffer(part[0], dtype=np.int64).copy(),
+        np.frombuffer(part[1], dtype=np.float64).copy(),
+        floats[0],
+        floats[1],
+        zf,
+        status,
+        floats[2],
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,8 +196,9 @@ class SQLiteStore:
         if readonly:
             if not self.file.exists():
                 raise FileNotFoundError(f"no GradWatch record at {self.file}")
-            self._db = sqlite3.connect(f"file:{self.file}?mode=ro", uri=True,
-                                       check_same_thread=False)
+            self._db = sqlite3.connect(
+                f"file:{self.file}?mode=ro", uri=True, check_same_thread=False
+            )
         else:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.file, check_same_thread=False)
@@ -202,18 +218,24 @@ class SQLiteStore:
         with self._db:
             self._db.executemany(
                 "INSERT OR REPLACE INTO params VALUES (?, ?, ?, ?, ?, ?)",
-                [(p.id, p.name, p.module, json.dumps(list(p.shape)), p.numel, p.first_step)
-                 for p in params])
+                [
+                    (p.id, p.name, p.module, json.dumps(list(p.shape)), p.numel, p.first_step)
+                    for p in params
+                ],
+            )
 
     def write(self, chunk: Chunk, anomalies: list[tuple[int, str, list[str]]]) -> None:
         data, exact = encode(chunk)
         with self._db:  # one transaction: all of it or nothing
-            self._db.execute("INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?)",
-                             (int(chunk.steps[0]), int(chunk.steps[-1]), len(chunk.steps),
-                              chunk.n_params, data))
+            self._db.execute(
+                "INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?)",
+                (int(chunk.steps[0]), int(chunk.steps[-1]), len(chunk.steps), chunk.n_params, data),
+            )
             self._db.executemany("INSERT OR REPLACE INTO exact VALUES (?, ?, ?, ?)", exact)
-            self._db.executemany("INSERT OR REPLACE INTO anomalies VALUES (?, ?, ?)",
-                                 [(s, k, json.dumps(p)) for s, k, p in anomalies])
+            self._db.executemany(
+                "INSERT OR REPLACE INTO anomalies VALUES (?, ?, ?)",
+                [(s, k, json.dumps(p)) for s, k, p in anomalies],
+            )
 
     def close(self) -> None:
         try:
@@ -228,8 +250,9 @@ class SQLiteStore:
 
     @property
     def params(self) -> list[ParamInfo]:
-        rows = self._db.execute("SELECT id, name, module, shape, numel, first_step FROM params "
-                                "ORDER BY id")
+        rows = self._db.execute(
+            "SELECT id, name, module, shape, numel, first_step FROM params ORDER BY id"
+        )
         return [ParamInfo(i, n, m, tuple(json.loads(s)), k, f) for i, n, m, s, k, f in rows]
 
     @property
@@ -238,8 +261,10 @@ class SQLiteStore:
         return [(s, k, json.loads(p)) for s, k, p in rows]
 
     def chunks(self, first: int | None = None, last: int | None = None) -> Iterator[Chunk]:
-        query = "SELECT n_steps, n_params, data FROM chunks WHERE last_step >= ? AND " \
-                "first_step <= ? ORDER BY first_step"
+        query = (
+            "SELECT n_steps, n_params, data FROM chunks WHERE last_step >= ? AND "
+            "first_step <= ? ORDER BY first_step"
+        )
         lo = -(1 << 62) if first is None else first
         hi = 1 << 62 if last is None else last
         for n_steps, n_params, data in self._db.execute(query, (lo, hi)).fetchall():

@@ -22,8 +22,9 @@ class TensorBoardSink:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError as e:
-            raise GradExplorerError("tensorboard=True needs the tensorboard package "
-                                    "(pip install tensorboard)") from e
+            raise GradExplorerError(
+                "tensorboard=True needs the tensorboard package (pip install tensorboard)"
+            ) from e
         self.tb = SummaryWriter(str(path / "tb") if target is True else str(target))
 
     def __call__(self, writer: Any, chunk: Any) -> None:

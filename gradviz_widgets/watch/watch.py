@@ -47,11 +47,20 @@ class GradWatch:
         >>> watch.close()
     """
 
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer | None = None,
-                 path: str | Path | None = None, *, loss_fn: Callable[..., torch.Tensor] | None = None,
-                 thresholds: Thresholds | None = None, update_ratio: bool | int = 10,
-                 flight_recorder: bool | float = True, sync_check: bool | None = None,
-                 tensorboard: Any = False, flush_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer | None = None,
+        path: str | Path | None = None,
+        *,
+        loss_fn: Callable[..., torch.Tensor] | None = None,
+        thresholds: Thresholds | None = None,
+        update_ratio: bool | int = 10,
+        flight_recorder: bool | float = True,
+        sync_check: bool | None = None,
+        tensorboard: Any = False,
+        flush_s: float = 0.5,
+    ) -> None:
         from .recorder import Recorder
         from .writer import Writer
 
@@ -65,24 +74,37 @@ class GradWatch:
         self._flights: dict[int, FlightRecord] = {}
         previous = _WATCHED.get(model)
         if previous is not None and not previous.closed:
-            warnings.warn(f"GradWatch: this model was already watched (recording to "
-                          f"{previous.path}); that watch is closed now, at step "
-                          f"{previous.steps}. One watch per model.", stacklevel=2)
+            warnings.warn(
+                f"GradWatch: this model was already watched (recording to "
+                f"{previous.path}); that watch is closed now, at step "
+                f"{previous.steps}. One watch per model.",
+                stacklevel=2,
+            )
             previous.close()
         store = self._open_store()
         self._writer = Writer(store, self.thresholds, flush_s=flush_s)
-        self._writer.store.set_meta({"thresholds": json.dumps([self.thresholds.vanishing,
-                                                               self.thresholds.exploding]),
-                                     "model": type(model).__name__, "started": str(time.time()),
-                                     "optimizer": type(optimizer).__name__ if optimizer else ""})
+        self._writer.store.set_meta(
+            {
+                "thresholds": json.dumps([self.thresholds.vanishing, self.thresholds.exploding]),
+                "model": type(model).__name__,
+                "started": str(time.time()),
+                "optimizer": type(optimizer).__name__ if optimizer else "",
+            }
+        )
         if tensorboard:
             from .tb import TensorBoardSink
 
             self._writer.listeners.append(TensorBoardSink(tensorboard, self.path))
         self._writer.start()
-        self._recorder = Recorder(model, optimizer, self._writer.put, update_ratio=update_ratio,
-                                  flight=flight_recorder, sync_check=_sync_default(model, sync_check),
-                                  on_flight=self._keep_flight)
+        self._recorder = Recorder(
+            model,
+            optimizer,
+            self._writer.put,
+            update_ratio=update_ratio,
+            flight=flight_recorder,
+            sync_check=_sync_default(model, sync_check),
+            on_flight=self._keep_flight,
+        )
         self._recorder.attach()
         _WATCHED[model] = self
 
@@ -90,8 +112,11 @@ class GradWatch:
         try:
             return SQLiteStore(self.path)
         except Exception as e:
-            warnings.warn(f"GradWatch cannot write to {self.path} ({type(e).__name__}: {e}); it "
-                          "keeps this run in memory instead, and training goes on", stacklevel=3)
+            warnings.warn(
+                f"GradWatch cannot write to {self.path} ({type(e).__name__}: {e}); it "
+                "keeps this run in memory instead, and training goes on",
+                stacklevel=3,
+            )
             self.store_error = f"{type(e).__name__}: {e}"
             return MemoryStore()
 
@@ -101,8 +126,10 @@ class GradWatch:
             try:
                 record.save(self.path)
             except Exception as e:
-                warnings.warn(f"GradWatch could not save the flight record of step "
-                              f"{record.step}: {e}", stacklevel=2)
+                warnings.warn(
+                    f"GradWatch could not save the flight record of step {record.step}: {e}",
+                    stacklevel=2,
+                )
 
     # ---- reading ------------------------------------------------------------------------
     @classmethod
@@ -117,21 +144,26 @@ class GradWatch:
 
     @property
     def store_error(self) -> str | None:
-        return self._writer.store_error if hasattr(self, "_writer") else getattr(
-            self, "_store_error", None)
+        return (
+            self._writer.store_error
+            if hasattr(self, "_writer")
+            else getattr(self, "_store_error", None)
+        )
 
     @store_error.setter
     def store_error(self, value: str | None) -> None:
         self._store_error = value
 
-    def history(self, params: Sequence[str] | None = None, start: int | None = None,
-                stop: int | None = None) -> pd.DataFrame:
+    def history(
+        self, params: Sequence[str] | None = None, start: int | None = None, stop: int | None = None
+    ) -> pd.DataFrame:
         """One row per (step, parameter): step, param, module, norm, max_abs, zero_fraction,
         status, update_ratio. Waits for the steps recorded so far to be written."""
         self._writer.sync()
         store = self._reader()
-        return history_frame(list(self._writer.params), store.chunks(), store.exact(), params,
-                             start, stop)
+        return history_frame(
+            list(self._writer.params), store.chunks(), store.exact(), params, start, stop
+        )
 
     def _reader(self) -> Any:
         """Reads go through their own read-only connection (the writer thread owns its own)."""
@@ -204,14 +236,18 @@ class RecordedRun:
         self.thresholds = Thresholds(vanishing, exploding)
         self.closed = True
 
-    def history(self, params: Sequence[str] | None = None, start: int | None = None,
-                stop: int | None = None) -> pd.DataFrame:
-        return history_frame(self._store.params, self._store.chunks(), self._store.exact(),
-                             params, start, stop)
+    def history(
+        self, params: Sequence[str] | None = None, start: int | None = None, stop: int | None = None
+    ) -> pd.DataFrame:
+        return history_frame(
+            self._store.params, self._store.chunks(), self._store.exact(), params, start, stop
+        )
 
     @property
     def anomalies(self) -> list[Anomaly]:
-        return [Anomaly(s, k, p, self._flight, self._explore) for s, k, p in self._store.anomaly_rows]
+        return [
+            Anomaly(s, k, p, self._flight, self._explore) for s, k, p in self._store.anomaly_rows
+        ]
 
     def _flight(self, step: int) -> FlightRecord | None:
         path = self.path / f"flight-{step}.pt"
@@ -223,11 +259,18 @@ class RecordedRun:
             steps = sorted(int(p.stem.split("-")[1]) for p in self.path.glob("flight-*.pt"))
             raise GradExplorerError(_no_flight_message(anomaly, steps))
         if model is None:
-            raise GradExplorerError("a run opened from disk has no model: pass one of the same "
-                                    "architecture, anomaly.explore(model); it is copied, not changed")
+            raise GradExplorerError(
+                "a run opened from disk has no model: pass one of the same "
+                "architecture, anomaly.explore(model); it is copied, not changed"
+            )
         watch = _WATCHED.get(model)
-        return replay(record, model, options.pop("loss_fn", None),
-                      watch._recorder if watch is not None else None, **options)
+        return replay(
+            record,
+            model,
+            options.pop("loss_fn", None),
+            watch._recorder if watch is not None else None,
+            **options,
+        )
 
     def overview(self, n_buckets: int = 400) -> Overview:
         ov = Overview(n_buckets)
@@ -257,7 +300,9 @@ def _sync_default(model: nn.Module, sync_check: bool | None) -> bool:
 
 
 def _no_flight_message(anomaly: Anomaly, recorded: list[int]) -> str:
-    return (f"no flight record for step {anomaly.step} ({anomaly.kind}): the flight recorder "
-            f"keeps the first NaN/Inf step only (recorded: {recorded or 'none'}). On a GPU it "
-            "needs GradWatch(..., sync_check=True) (one host sync per step); a threshold "
-            "trigger is GradWatch(..., flight_recorder=<norm>).")
+    return (
+        f"no flight record for step {anomaly.step} ({anomaly.kind}): the flight recorder "
+        f"keeps the first NaN/Inf step only (recorded: {recorded or 'none'}). On a GPU it "
+        "needs GradWatch(..., sync_check=True) (one host sync per step); a threshold "
+        "trigger is GradWatch(..., flight_recorder=<norm>)."
+    )

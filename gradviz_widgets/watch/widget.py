@@ -41,8 +41,14 @@ def colorscale(zmin: float, zmax: float, thresholds: Thresholds) -> list[list]:
     v_fill, v_line = STATUS_STYLE["vanishing"][:2]
     h_fill, h_line = STATUS_STYLE["healthy"][:2]
     e_fill, e_line = STATUS_STYLE["exploding"][:2]
-    return [[0.0, v_line], [van, v_fill], [van, h_fill], [max(exp, van), h_line],
-            [max(exp, van), e_fill], [1.0, e_line]]
+    return [
+        [0.0, v_line],
+        [van, v_fill],
+        [van, h_fill],
+        [max(exp, van), h_line],
+        [max(exp, van), e_fill],
+        [1.0, e_line],
+    ]
 
 
 def z_range(values: np.ndarray, thresholds: Thresholds) -> tuple[float, float]:
@@ -62,8 +68,12 @@ def module_order(params: list[ParamInfo]) -> list[int]:
     return sorted(range(len(params)), key=lambda i: (first[params[i].module], i))
 
 
-def heatmap_figure(overview: Overview, params: list[ParamInfo], thresholds: Thresholds,
-                   anomalies: list | None = None) -> dict:
+def heatmap_figure(
+    overview: Overview,
+    params: list[ParamInfo],
+    thresholds: Thresholds,
+    anomalies: list | None = None,
+) -> dict:
     """Parameters (rows, grouped by module) x buckets of steps; colour = log10 of the bucket's
     largest norm (smallest where it dipped below the vanishing line). None, 0.0 and NaN/Inf
     cells get their own colours on top; anomalies are marked on the step axis."""
@@ -75,48 +85,93 @@ def heatmap_figure(overview: Overview, params: list[ParamInfo], thresholds: Thre
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(np.isfinite(values) & (values > 0), np.log10(values), np.nan).T
     names = [params[i].name for i in order]
-    data = [{"type": "heatmap", "name": "log10 ‖g‖", "x": x, "y": names, "z": z,
-             "zmin": zmin, "zmax": zmax, "colorscale": colorscale(zmin, zmax, thresholds),
-             "colorbar": {"title": {"text": "log10 ‖g‖"}, "len": 0.8},
-             "hoverongaps": False,
-             "hovertemplate": "%{y}<br>steps from %{x}<br>log10 ‖g‖ = %{z:.2f}<extra></extra>"}]
+    data = [
+        {
+            "type": "heatmap",
+            "name": "log10 ‖g‖",
+            "x": x,
+            "y": names,
+            "z": z,
+            "zmin": zmin,
+            "zmax": zmax,
+            "colorscale": colorscale(zmin, zmax, thresholds),
+            "colorbar": {"title": {"text": "log10 ‖g‖"}, "len": 0.8},
+            "hoverongaps": False,
+            "hovertemplate": "%{y}<br>steps from %{x}<br>log10 ‖g‖ = %{z:.2f}<extra></extra>",
+        }
+    ]
     for s in SPECIAL:
         mask = (status == STATUSES.index(s)).T
         colour = STATUS_STYLE[s][1]
-        data.append({"type": "heatmap", "name": STATUS_STYLE[s][3], "x": x, "y": names,
-                     "z": np.where(mask, 1.0, np.nan), "showscale": False,
-                     "colorscale": [[0, colour], [1, colour]], "hoverongaps": False,
-                     "hovertemplate": f"%{{y}}<br>steps from %{{x}}<br>{STATUS_STYLE[s][3]}"
-                                      "<extra></extra>"})
-    layout = {"title": {"text": f"gradient norms per parameter ({overview.width} step(s) per "
-                                "column: spikes and dips kept)", "font": {"size": 13}},
-              "xaxis": {"title": {"text": "step"}},
-              "yaxis": {"autorange": "reversed", "automargin": True},
-              "height": max(300, 16 * len(names) + 120), "margin": {"l": 10, "r": 10, "t": 40},
-              **_anomaly_marks(anomalies or [])}
+        data.append(
+            {
+                "type": "heatmap",
+                "name": STATUS_STYLE[s][3],
+                "x": x,
+                "y": names,
+                "z": np.where(mask, 1.0, np.nan),
+                "showscale": False,
+                "colorscale": [[0, colour], [1, colour]],
+                "hoverongaps": False,
+                "hovertemplate": f"%{{y}}<br>steps from %{{x}}<br>{STATUS_STYLE[s][3]}"
+                "<extra></extra>",
+            }
+        )
+    layout = {
+        "title": {
+            "text": f"gradient norms per parameter ({overview.width} step(s) per "
+            "column: spikes and dips kept)",
+            "font": {"size": 13},
+        },
+        "xaxis": {"title": {"text": "step"}},
+        "yaxis": {"autorange": "reversed", "automargin": True},
+        "height": max(300, 16 * len(names) + 120),
+        "margin": {"l": 10, "r": 10, "t": 40},
+        **_anomaly_marks(anomalies or []),
+    }
     return {"data": data, "layout": layout}
 
 
-def lines_figure(overview: Overview, params: list[ParamInfo], selected: list[str],
-                 thresholds: Thresholds, anomalies: list | None = None) -> dict:
+def lines_figure(
+    overview: Overview,
+    params: list[ParamInfo],
+    selected: list[str],
+    thresholds: Thresholds,
+    anomalies: list | None = None,
+) -> dict:
     """Min/max envelope per bucket of each selected parameter's norm, on a log axis."""
     index = {p.name: p.id for p in params}
     data = []
     for name in selected[:MAX_LINES]:
         j = index.get(name)
         steps, vals = overview.series(j) if j is not None and j < overview.n_params else ([], [])
-        data.append({"type": "scatter", "mode": "lines", "name": name,
-                     "x": [int(s) for s in steps], "y": [float(v) for v in vals],  # type: ignore[attr-defined]
-                     "hovertemplate": f"{name}<br>step %{{x}}<br>‖g‖ = %{{y:.3g}}<extra></extra>"})
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": name,
+                "x": [int(s) for s in steps],  # type: ignore[attr-defined]
+                "y": [float(v) for v in vals],  # type: ignore[attr-defined]
+                "hovertemplate": f"{name}<br>step %{{x}}<br>‖g‖ = %{{y:.3g}}<extra></extra>",
+            }
+        )
     th = thresholds
-    layout = {"title": {"text": "gradient norm over steps (min and max of each bucket)",
-                        "font": {"size": 13}},
-              "xaxis": {"title": {"text": "step"}},
-              "yaxis": {"type": "log", "title": {"text": "‖g‖ (log)"}, "exponentformat": "power"},
-              "height": 320, "margin": {"l": 60, "r": 10, "t": 40}, "showlegend": True}
+    layout = {
+        "title": {
+            "text": "gradient norm over steps (min and max of each bucket)",
+            "font": {"size": 13},
+        },
+        "xaxis": {"title": {"text": "step"}},
+        "yaxis": {"type": "log", "title": {"text": "‖g‖ (log)"}, "exponentformat": "power"},
+        "height": 320,
+        "margin": {"l": 60, "r": 10, "t": 40},
+        "showlegend": True,
+    }
     marks = _anomaly_marks(anomalies or [])
-    layout["shapes"] = marks["shapes"] + [_hline(th.vanishing, "vanishing"),
-                                          _hline(th.exploding, "exploding")]
+    layout["shapes"] = marks["shapes"] + [
+        _hline(th.vanishing, "vanishing"),
+        _hline(th.exploding, "exploding"),
+    ]
     layout["annotations"] = marks["annotations"]
     return {"data": data, "layout": layout}
 
@@ -136,17 +191,44 @@ def _anomaly_marks(anomalies: list, limit: int = 40) -> dict:
     shapes, notes = [], []
     for a in anomalies[:limit]:
         colour = STATUS_STYLE.get(a.kind, STATUS_STYLE["none"])[1]
-        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": a.step, "x1": a.step,
-                       "y0": 0, "y1": 1, "line": {"color": colour, "dash": "dot", "width": 1}})
-        notes.append({"xref": "x", "yref": "paper", "x": a.step, "y": 1.0, "showarrow": False,
-                      "text": a.kind, "textangle": -60, "yanchor": "bottom",
-                      "font": {"size": 9, "color": colour}})
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": a.step,
+                "x1": a.step,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": colour, "dash": "dot", "width": 1},
+            }
+        )
+        notes.append(
+            {
+                "xref": "x",
+                "yref": "paper",
+                "x": a.step,
+                "y": 1.0,
+                "showarrow": False,
+                "text": a.kind,
+                "textangle": -60,
+                "yanchor": "bottom",
+                "font": {"size": 9, "color": colour},
+            }
+        )
     return {"shapes": shapes, "annotations": notes}
 
 
 def _hline(y: float, status: str) -> dict:
-    return {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": y, "y1": y,
-            "line": {"color": STATUS_STYLE[status][1], "dash": "dash", "width": 1}}
+    return {
+        "type": "line",
+        "xref": "paper",
+        "x0": 0,
+        "x1": 1,
+        "y0": y,
+        "y1": y,
+        "line": {"color": STATUS_STYLE[status][1], "dash": "dash", "width": 1},
+    }
 
 
 def _json_safe(trace: dict) -> dict:
@@ -163,8 +245,9 @@ def _json_safe(trace: dict) -> dict:
 class WatchWidget:
     """Heat map + line chart; follows a recording GradWatch, or shows a RecordedRun."""
 
-    def __init__(self, source: Any, selected: list[str] | None = None,
-                 refresh_s: float = 0.25) -> None:
+    def __init__(
+        self, source: Any, selected: list[str] | None = None, refresh_s: float = 0.25
+    ) -> None:
         import ipywidgets as w
         import pandas  # noqa: F401  plotly imports it lazily: never first from the writer thread
         import plotly.graph_objects as go
@@ -183,9 +266,12 @@ class WatchWidget:
         self._picked = bool(selected)
         self.heatmap = go.FigureWidget()
         self.lines = go.FigureWidget()
-        self.picker = w.SelectMultiple(options=[p.name for p in params], value=tuple(
-            s for s in self.selected if s in {p.name for p in params}), rows=6,
-            description="lines")
+        self.picker = w.SelectMultiple(
+            options=[p.name for p in params],
+            value=tuple(s for s in self.selected if s in {p.name for p in params}),
+            rows=6,
+            description="lines",
+        )
         self.picker.observe(self._on_pick, names="value")
         self.status = w.HTML()
         self.box = w.VBox([self.status, self.heatmap, w.HBox([self.picker]), self.lines])
@@ -224,8 +310,10 @@ class WatchWidget:
             th = self.source.thresholds
             if not self._picked:
                 self.selected = default_selection(self._overview, params)
-            return (heatmap_figure(self._overview, params, th, anomalies),
-                    lines_figure(self._overview, params, self.selected, th, anomalies))
+            return (
+                heatmap_figure(self._overview, params, th, anomalies),
+                lines_figure(self._overview, params, self.selected, th, anomalies),
+            )
 
     def refresh(self, force: bool = False) -> bool:
         """Redraw from the newest numbers (skipped if the last redraw was < refresh_s ago)."""
@@ -245,11 +333,16 @@ class WatchWidget:
                         trace.update(d)
                 fig.layout = new["layout"]
         writer = getattr(self.source, "_writer", None)
-        steps = writer.last_step if writer is not None else (
-            int(self._overview.bucket_steps()[-1]) if self._overview.used else -1)
-        self.status.value = (f"<b>GradWatch</b> {self.source.path}: up to step {steps}, "
-                             f"{len(self._params())} parameters, "
-                             f"{len(self._anomalies())} anomalies")
+        steps = (
+            writer.last_step
+            if writer is not None
+            else (int(self._overview.bucket_steps()[-1]) if self._overview.used else -1)
+        )
+        self.status.value = (
+            f"<b>GradWatch</b> {self.source.path}: up to step {steps}, "
+            f"{len(self._params())} parameters, "
+            f"{len(self._anomalies())} anomalies"
+        )
         self.updates += 1
         return True
 

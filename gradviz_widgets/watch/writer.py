@@ -29,8 +29,14 @@ _NONE = STATUSES.index("none")
 class Writer(threading.Thread):
     """Background thread between the recorder and the store."""
 
-    def __init__(self, store: Any, thresholds: Thresholds, *, flush_s: float = 0.5,
-                 listeners: list[Callable[[Writer, Chunk | None], None]] | None = None) -> None:
+    def __init__(
+        self,
+        store: Any,
+        thresholds: Thresholds,
+        *,
+        flush_s: float = 0.5,
+        listeners: list[Callable[[Writer, Chunk | None], None]] | None = None,
+    ) -> None:
         super().__init__(name="GradWatch-writer", daemon=True)
         self.store = store
         self.thresholds = thresholds
@@ -162,9 +168,12 @@ class Writer(threading.Thread):
             chunk = Chunk(
                 steps=np.array([r.step for r, _, _ in self._rows], dtype=np.int64),
                 times=np.array([r.time for r, _, _ in self._rows]),
-                **{name: np.stack([_pad(v[k], width, np.nan) for _, v, _ in self._rows])
-                   for k, name in enumerate(("norm", "max_abs", "zero_fraction", "update_ratio"))},
-                status=np.stack([_pad(s, width, _NONE) for _, _, s in self._rows]))
+                **{
+                    name: np.stack([_pad(v[k], width, np.nan) for _, v, _ in self._rows])
+                    for k, name in enumerate(("norm", "max_abs", "zero_fraction", "update_ratio"))
+                },
+                status=np.stack([_pad(s, width, _NONE) for _, _, s in self._rows]),
+            )
             self._store_call(self.store.write, chunk, self._new_anomalies)
         else:
             chunk = None
@@ -178,8 +187,10 @@ class Writer(threading.Thread):
                 listener(self, chunk)
             except Exception as e:
                 self.listeners.remove(listener)
-                warnings.warn(f"GradWatch: a live view failed and was detached: "
-                              f"{type(e).__name__}: {e}", stacklevel=1)
+                warnings.warn(
+                    f"GradWatch: a live view failed and was detached: {type(e).__name__}: {e}",
+                    stacklevel=1,
+                )
 
     def _store_call(self, fn: Callable[..., None], *args: Any) -> None:
         """Store errors (unwritable, full disk) become one warning; recording goes on in memory."""
@@ -188,13 +199,18 @@ class Writer(threading.Thread):
         except Exception as e:
             if isinstance(self.store, MemoryStore):
                 self.store_error = f"{type(e).__name__}: {e}"
-                warnings.warn(f"GradWatch stopped keeping history ({self.store_error}); "
-                              "training goes on", stacklevel=1)
+                warnings.warn(
+                    f"GradWatch stopped keeping history ({self.store_error}); training goes on",
+                    stacklevel=1,
+                )
                 self.store = _Discard()
                 return
             self.store_error = f"{type(e).__name__}: {e}"
-            warnings.warn(f"GradWatch could not write its record ({self.store_error}); it keeps "
-                          "the rest of this run in memory, and training goes on", stacklevel=1)
+            warnings.warn(
+                f"GradWatch could not write its record ({self.store_error}); it keeps "
+                "the rest of this run in memory, and training goes on",
+                stacklevel=1,
+            )
             old, self.store = self.store, MemoryStore()
             self.store.add_params(list(self.params))
             try:  # what reached the disk stays readable through the memory copy
@@ -230,9 +246,12 @@ def classify_many(norm: np.ndarray, max_abs: np.ndarray, th: Thresholds) -> np.n
     """
     out = np.full(norm.shape, STATUSES.index("healthy"), dtype=np.uint8)
     with np.errstate(invalid="ignore"):
-        for name, hit in (("exploding", norm > th.exploding), ("vanishing", norm < th.vanishing),
-                          ("zero", max_abs == 0.0),
-                          ("nonfinite", ~np.isfinite(norm) | ~np.isfinite(max_abs))):
+        for name, hit in (
+            ("exploding", norm > th.exploding),
+            ("vanishing", norm < th.vanishing),
+            ("zero", max_abs == 0.0),
+            ("nonfinite", ~np.isfinite(norm) | ~np.isfinite(max_abs)),
+        ):
             out[hit] = STATUSES.index(name)  # later rules win, as earlier returns in classify
     return out
 

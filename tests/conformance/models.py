@@ -44,6 +44,7 @@ def case(name: str):
         assert name not in CASES, name
         CASES[name] = builder
         return builder
+
     return register
 
 
@@ -60,8 +61,13 @@ def _images(batch=2, size=16):
 def _resnet():
     torch.manual_seed(0)
     x, y = _images(2, 32)
-    return Case(resnet18(num_classes=5, width=4).train(), x, ce, y,
-                "torchvision-layout ResNet-18: BatchNorm (train), ReLU(inplace=True)")
+    return Case(
+        resnet18(num_classes=5, width=4).train(),
+        x,
+        ce,
+        y,
+        "torchvision-layout ResNet-18: BatchNorm (train), ReLU(inplace=True)",
+    )
 
 
 class InvertedResidual(nn.Module):
@@ -69,9 +75,15 @@ class InvertedResidual(nn.Module):
         super().__init__()
         h = c * expand
         self.block = nn.Sequential(
-            nn.Conv2d(c, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU6(inplace=True),
-            nn.Conv2d(h, h, 3, padding=1, groups=h, bias=False), nn.BatchNorm2d(h),
-            nn.ReLU6(inplace=True), nn.Conv2d(h, c, 1, bias=False), nn.BatchNorm2d(c))
+            nn.Conv2d(c, h, 1, bias=False),
+            nn.BatchNorm2d(h),
+            nn.ReLU6(inplace=True),
+            nn.Conv2d(h, h, 3, padding=1, groups=h, bias=False),
+            nn.BatchNorm2d(h),
+            nn.ReLU6(inplace=True),
+            nn.Conv2d(h, c, 1, bias=False),
+            nn.BatchNorm2d(c),
+        )
 
     def forward(self, x):
         return x + self.block(x)
@@ -81,9 +93,16 @@ class InvertedResidual(nn.Module):
 def _mobilenet():
     torch.manual_seed(0)
     x, y = _images()
-    model = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(8),
-                          nn.ReLU6(inplace=True), InvertedResidual(8), InvertedResidual(8),
-                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5))
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False),
+        nn.BatchNorm2d(8),
+        nn.ReLU6(inplace=True),
+        InvertedResidual(8),
+        InvertedResidual(8),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 5),
+    )
     return Case(model.train(), x, ce, y, "MobileNetV2 inverted residuals, depthwise conv")
 
 
@@ -101,9 +120,17 @@ class DenseLayer(nn.Module):
 def _densenet():
     torch.manual_seed(0)
     x, y = _images()
-    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), DenseLayer(8), DenseLayer(12),
-                          DenseLayer(16), nn.BatchNorm2d(20), nn.ReLU(inplace=True),
-                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(20, 5))
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        DenseLayer(8),
+        DenseLayer(12),
+        DenseLayer(16),
+        nn.BatchNorm2d(20),
+        nn.ReLU(inplace=True),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(20, 5),
+    )
     return Case(model.train(), x, ce, y, "DenseNet-style concatenation, BN-ReLU(inplace)-conv")
 
 
@@ -111,8 +138,9 @@ class DropPathBlock(nn.Module):
     def __init__(self, c: int, p: float) -> None:
         super().__init__()
         self.p = p
-        self.branch = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c),
-                                    nn.ReLU(inplace=True))
+        self.branch = nn.Sequential(
+            nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(inplace=True)
+        )
 
     def forward(self, x):
         out = self.branch(x)
@@ -126,9 +154,15 @@ class DropPathBlock(nn.Module):
 def _stochastic_depth():
     torch.manual_seed(0)
     x, y = _images(4)
-    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), DropPathBlock(8, 0.5),
-                          DropPathBlock(8, 0.5), DropPathBlock(8, 0.5), nn.AdaptiveAvgPool2d(1),
-                          nn.Flatten(), nn.Linear(8, 5))
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        DropPathBlock(8, 0.5),
+        DropPathBlock(8, 0.5),
+        DropPathBlock(8, 0.5),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 5),
+    )
     return Case(model.train(), x, ce, y, "drop-path via torch.rand in train mode: seed alignment")
 
 
@@ -138,8 +172,9 @@ class TinyViT(nn.Module):
         self.patch = nn.Conv2d(3, dim, patch, stride=patch)
         self.cls = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos = nn.Parameter(torch.randn(1, 1 + (size // patch) ** 2, dim) * 0.02)
-        layer = nn.TransformerEncoderLayer(dim, 4, 2 * dim, dropout=0.1, batch_first=True,
-                                           norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            dim, 4, 2 * dim, dropout=0.1, batch_first=True, norm_first=True
+        )
         self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
         self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, 5)
 
@@ -174,8 +209,13 @@ class PackedRNN(nn.Module):
 def _packed(kind: str) -> Case:
     torch.manual_seed(0)
     sample = (torch.randn(3, 6, 4), torch.tensor([4, 6, 2]))
-    return Case(PackedRNN(kind), sample, ce, torch.tensor([0, 2, 1]),
-                f"{kind.upper()} over pack_padded_sequence (unsorted lengths)")
+    return Case(
+        PackedRNN(kind),
+        sample,
+        ce,
+        torch.tensor([0, 2, 1]),
+        f"{kind.upper()} over pack_padded_sequence (unsorted lengths)",
+    )
 
 
 case("lstm_packed_bidirectional")(lambda: _packed("lstm"))
@@ -201,15 +241,20 @@ class MoE(nn.Module):
         for e, expert in enumerate(self.experts):
             mask = idx == e
             if e < 3 or bool(mask.any()):
-                out = out.index_put((mask,), expert(x[mask]) * gate[mask, e:e + 1])
+                out = out.index_put((mask,), expert(x[mask]) * gate[mask, e : e + 1])
         return self.head(out)
 
 
 @case("moe_unused_experts")
 def _moe():
     torch.manual_seed(0)
-    return Case(MoE(), torch.randn(6, 16), ce, torch.tensor([0, 1, 2, 0, 1, 2]),
-                "expert 2 called on an empty batch (zero), expert 3 never called (None)")
+    return Case(
+        MoE(),
+        torch.randn(6, 16),
+        ce,
+        torch.tensor([0, 1, 2, 0, 1, 2]),
+        "expert 2 called on an empty batch (zero), expert 3 never called (None)",
+    )
 
 
 class SharedBackbone(nn.Module):
@@ -229,8 +274,13 @@ class SharedBackbone(nn.Module):
 def _shared():
     torch.manual_seed(0)
     x, y = _images()
-    return Case(SharedBackbone().train(), x, ce, y,
-                "self.features = self.backbone (with BatchNorm, called under both names)")
+    return Case(
+        SharedBackbone().train(),
+        x,
+        ce,
+        y,
+        "self.features = self.backbone (with BatchNorm, called under both names)",
+    )
 
 
 class SparseEmb(nn.Module):
@@ -248,8 +298,13 @@ class SparseEmb(nn.Module):
 def _sparse():
     torch.manual_seed(0)
     idx = torch.tensor([[1, 2, 2, 0], [3, 0, 1, 49]])
-    return Case(SparseEmb(), idx, ce, torch.tensor([0, 3]),
-                "nn.Embedding(sparse=True): plain backward gives a sparse .grad (duplicates)")
+    return Case(
+        SparseEmb(),
+        idx,
+        ce,
+        torch.tensor([0, 3]),
+        "nn.Embedding(sparse=True): plain backward gives a sparse .grad (duplicates)",
+    )
 
 
 class Reused(nn.Module):
@@ -264,16 +319,26 @@ class Reused(nn.Module):
 @case("reused_linear")
 def _reused():
     torch.manual_seed(0)
-    return Case(Reused(), torch.randn(4, 8), ce, torch.tensor([0, 1, 2, 0]),
-                "the same Linear called twice in one forward")
+    return Case(
+        Reused(),
+        torch.randn(4, 8),
+        ce,
+        torch.tensor([0, 1, 2, 0]),
+        "the same Linear called twice in one forward",
+    )
 
 
 @case("dropout_mlp_train")
 def _dropout():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 3))
-    return Case(model.train(), torch.randn(4, 8), ce, torch.tensor([0, 1, 2, 0]),
-                "dropout in train mode: norms agree only with seed alignment")
+    return Case(
+        model.train(),
+        torch.randn(4, 8),
+        ce,
+        torch.tensor([0, 1, 2, 0]),
+        "dropout in train mode: norms agree only with seed alignment",
+    )
 
 
 @case("frozen_and_detached")

@@ -24,12 +24,18 @@ def _gpt2(tied: bool) -> Case:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    cfg = GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=32, n_layer=2, n_head=2,
-                     tie_word_embeddings=tied)
+    cfg = GPT2Config(
+        vocab_size=VOCAB, n_positions=16, n_embd=32, n_layer=2, n_head=2, tie_word_embeddings=tied
+    )
     model = GPT2LMHeadModel(cfg).train()
     assert (model.lm_head.weight is model.transformer.wte.weight) == tied
-    return Case(model, {"input_ids": _ids()}, lm_loss, _ids(2),
-                f"GPT-2 2 layers d32, {'tied' if tied else 'untied'} lm_head, dropout 0.1 train")
+    return Case(
+        model,
+        {"input_ids": _ids()},
+        lm_loss,
+        _ids(2),
+        f"GPT-2 2 layers d32, {'tied' if tied else 'untied'} lm_head, dropout 0.1 train",
+    )
 
 
 case("hf_gpt2_tied")(lambda: _gpt2(True))
@@ -41,25 +47,48 @@ def _bert():
     from transformers import BertConfig, BertForMaskedLM
 
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
-                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=16)
+    cfg = BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=16,
+    )
     model = BertForMaskedLM(cfg).eval()
     sample = {"input_ids": _ids(), "attention_mask": torch.ones(BATCH, SEQ, dtype=torch.long)}
-    return Case(model, sample, lm_loss, _ids(2),
-                "BERT MLM (decoder tied to word embeddings; pooler unused -> None), eval")
+    return Case(
+        model,
+        sample,
+        lm_loss,
+        _ids(2),
+        "BERT MLM (decoder tied to word embeddings; pooler unused -> None), eval",
+    )
 
 
 def _llama(tied: bool) -> Case:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
-                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                      max_position_embeddings=16, tie_word_embeddings=tied)
+    cfg = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=16,
+        tie_word_embeddings=tied,
+    )
     model = LlamaForCausalLM(cfg)
     assert (model.lm_head.weight is model.model.embed_tokens.weight) == tied
-    return Case(model, {"input_ids": _ids()}, lm_loss, _ids(2),
-                f"Llama 2 layers, GQA, RoPE, RMSNorm, {'tied' if tied else 'untied'} lm_head")
+    return Case(
+        model,
+        {"input_ids": _ids()},
+        lm_loss,
+        _ids(2),
+        f"Llama 2 layers, GQA, RoPE, RMSNorm, {'tied' if tied else 'untied'} lm_head",
+    )
 
 
 case("hf_llama_tied")(lambda: _llama(True))
@@ -71,12 +100,26 @@ def _t5():
     from transformers import T5Config, T5ForConditionalGeneration
 
     torch.manual_seed(0)
-    cfg = T5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2,
-                   num_decoder_layers=2, num_heads=4, dropout_rate=0.1,
-                   decoder_start_token_id=0, pad_token_id=0)
+    cfg = T5Config(
+        vocab_size=VOCAB,
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_decoder_layers=2,
+        num_heads=4,
+        dropout_rate=0.1,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+    )
     model = T5ForConditionalGeneration(cfg).train()
     assert model.encoder.embed_tokens.weight is model.shared.weight
     assert model.decoder.embed_tokens.weight is model.shared.weight
     sample = {"input_ids": _ids(), "decoder_input_ids": _ids(3)}
-    return Case(model, sample, lm_loss, _ids(2),
-                "T5: encoder/decoder share one embedding; relative attention bias; dropout train")
+    return Case(
+        model,
+        sample,
+        lm_loss,
+        _ids(2),
+        "T5: encoder/decoder share one embedding; relative attention bias; dropout train",
+    )

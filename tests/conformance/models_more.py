@@ -27,8 +27,13 @@ class EmbeddingMaxNorm(nn.Module):
 @case("embedding_max_norm")
 def _emb_max_norm():
     torch.manual_seed(0)
-    return Case(EmbeddingMaxNorm(), torch.tensor([[1, 2, 3], [3, 4, 5]]), ce, _y(),
-                "nn.Embedding(max_norm=...): forward writes the weight in place (no_grad renorm)")
+    return Case(
+        EmbeddingMaxNorm(),
+        torch.tensor([[1, 2, 3], [3, 4, 5]]),
+        ce,
+        _y(),
+        "nn.Embedding(max_norm=...): forward writes the weight in place (no_grad renorm)",
+    )
 
 
 class ClampsWeight(nn.Module):
@@ -47,8 +52,13 @@ class ClampsWeight(nn.Module):
 @case("forward_clamps_weight")
 def _clamps():
     torch.manual_seed(0)
-    return Case(ClampsWeight(), torch.randn(2, 4), ce, _y(),
-                "forward clamps lin.weight in place under no_grad (weight clipping)")
+    return Case(
+        ClampsWeight(),
+        torch.randn(2, 4),
+        ce,
+        _y(),
+        "forward clamps lin.weight in place under no_grad (weight clipping)",
+    )
 
 
 class StatefulForward(nn.Module):
@@ -73,8 +83,13 @@ class StatefulForward(nn.Module):
 @case("forward_writes_state")
 def _stateful():
     torch.manual_seed(0)
-    return Case(StatefulForward(), torch.randn(2, 4), ce, _y(),
-                "forward does self.steps += 1 (buffer), self.calls += 1, self.last = h.detach()")
+    return Case(
+        StatefulForward(),
+        torch.randn(2, 4),
+        ce,
+        _y(),
+        "forward does self.steps += 1 (buffer), self.calls += 1, self.last = h.detach()",
+    )
 
 
 class AutocastNet(nn.Module):
@@ -113,15 +128,27 @@ def _bf16():
 def _float64():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3)).double()
-    return Case(model, torch.randn(2, 4, dtype=torch.float64), ce, _y(),
-                "float64 throughout: norms must agree to 1e-12", rtol=1e-12)
+    return Case(
+        model,
+        torch.randn(2, 4, dtype=torch.float64),
+        ce,
+        _y(),
+        "float64 throughout: norms must agree to 1e-12",
+        rtol=1e-12,
+    )
 
 
 @case("channels_last_cnn")
 def _channels_last():
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(inplace=True),
-                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 3))
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3),
+        nn.BatchNorm2d(4),
+        nn.ReLU(inplace=True),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4, 3),
+    )
     model = model.to(memory_format=torch.channels_last).train()
     x = torch.randn(2, 3, 8, 8).to(memory_format=torch.channels_last)
     return Case(model, x, ce, _y(), "channels_last conv weights and input (strides kept)")

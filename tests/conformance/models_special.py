@@ -27,16 +27,26 @@ def _xy():
 def _orthogonal():
     torch.manual_seed(0)
     x, y = _xy()
-    return Case(_mlp_with(parametrizations.orthogonal(nn.Linear(8, 8))), x, ce, y,
-                "parametrize.orthogonal: params are parametrizations.weight.original")
+    return Case(
+        _mlp_with(parametrizations.orthogonal(nn.Linear(8, 8))),
+        x,
+        ce,
+        y,
+        "parametrize.orthogonal: params are parametrizations.weight.original",
+    )
 
 
 @case("parametrize_weight_norm")
 def _weight_norm():
     torch.manual_seed(0)
     x, y = _xy()
-    return Case(_mlp_with(parametrizations.weight_norm(nn.Linear(8, 8))), x, ce, y,
-                "parametrizations.weight_norm: original0 (g) and original1 (v)")
+    return Case(
+        _mlp_with(parametrizations.weight_norm(nn.Linear(8, 8))),
+        x,
+        ce,
+        y,
+        "parametrizations.weight_norm: original0 (g) and original1 (v)",
+    )
 
 
 @case("parametrize_spectral_norm_train")
@@ -51,8 +61,14 @@ def _spectral_new():
 def _cached():
     torch.manual_seed(0)
     x, y = _xy()
-    return Case(_mlp_with(parametrizations.orthogonal(nn.Linear(8, 8))), x, ce, y,
-                "the run happens inside `with parametrize.cached():`", context=parametrize.cached)
+    return Case(
+        _mlp_with(parametrizations.orthogonal(nn.Linear(8, 8))),
+        x,
+        ce,
+        y,
+        "the run happens inside `with parametrize.cached():`",
+        context=parametrize.cached,
+    )
 
 
 def _legacy(fn) -> nn.Module:
@@ -70,17 +86,28 @@ def _legacy_wn_model() -> nn.Module:
 def _legacy_wn():
     model = _legacy_wn_model()
     x, y = _xy()
-    return Case(model, x, ce, y,
-                "torch.nn.utils.weight_norm: forward pre-hook sets module.weight (plain attr); "
-                "deepcopy refuses it, the twin is rebuilt", twin=_legacy_wn_model)
+    return Case(
+        model,
+        x,
+        ce,
+        y,
+        "torch.nn.utils.weight_norm: forward pre-hook sets module.weight (plain attr); "
+        "deepcopy refuses it, the twin is rebuilt",
+        twin=_legacy_wn_model,
+    )
 
 
 @case("legacy_spectral_norm_train")
 def _legacy_sn():
     torch.manual_seed(0)
     x, y = _xy()
-    return Case(_mlp_with(_legacy(torch.nn.utils.spectral_norm)).train(), x, ce, y,
-                "torch.nn.utils.spectral_norm: pre-hook updates weight_u in place, sets weight")
+    return Case(
+        _mlp_with(_legacy(torch.nn.utils.spectral_norm)).train(),
+        x,
+        ce,
+        y,
+        "torch.nn.utils.spectral_norm: pre-hook updates weight_u in place, sets weight",
+    )
 
 
 # ---- checkpointing ----------------------------------------------------------------------------
@@ -90,7 +117,8 @@ class Checkpointed(nn.Module):
         self.reentrant = reentrant
         self.inp = nn.Linear(8, 16)
         self.blocks = nn.ModuleList(
-            nn.Sequential(nn.Linear(16, 16), nn.GELU(), nn.Dropout(0.2)) for _ in range(2))
+            nn.Sequential(nn.Linear(16, 16), nn.GELU(), nn.Dropout(0.2)) for _ in range(2)
+        )
         self.out = nn.Linear(16, 3)
 
     def forward(self, x):
@@ -104,16 +132,26 @@ class Checkpointed(nn.Module):
 def _ckpt_nr():
     torch.manual_seed(0)
     x, y = _xy()
-    return Case(Checkpointed(False).train(), x, ce, y,
-                "checkpoint(use_reentrant=False) with dropout inside (RNG replayed)")
+    return Case(
+        Checkpointed(False).train(),
+        x,
+        ce,
+        y,
+        "checkpoint(use_reentrant=False) with dropout inside (RNG replayed)",
+    )
 
 
 @case("checkpoint_reentrant")
 def _ckpt_r():
     torch.manual_seed(0)
     x, y = _xy()
-    return Case(Checkpointed(True).train(), x, ce, y,
-                "checkpoint(use_reentrant=True) with dropout inside (RNG replayed)")
+    return Case(
+        Checkpointed(True).train(),
+        x,
+        ce,
+        y,
+        "checkpoint(use_reentrant=True) with dropout inside (RNG replayed)",
+    )
 
 
 # ---- owned RNG, complex ------------------------------------------------------------------------
@@ -151,8 +189,13 @@ class ComplexInputNet(nn.Module):
 def _complex_input():
     torch.manual_seed(0)
     z = torch.randn(4, 8, dtype=torch.complex64)
-    return Case(ComplexInputNet(), z, ce, torch.tensor([0, 1, 2, 0]),
-                "complex64 input, real parameters combined into a complex weight")
+    return Case(
+        ComplexInputNet(),
+        z,
+        ce,
+        torch.tensor([0, 1, 2, 0]),
+        "complex64 input, real parameters combined into a complex weight",
+    )
 
 
 class ComplexParamNet(nn.Module):
@@ -176,6 +219,7 @@ def _complex_param():
 def _penalised(params: list[nn.Parameter]):
     def loss_fn(out, target):
         return ce(out, target) + 1e-2 * sum(p.pow(2).sum() for p in params)
+
     return loss_fn
 
 
@@ -184,9 +228,14 @@ def _l2():
     torch.manual_seed(0)
     x, y = _xy()
     model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 3))
-    return Case(model, x, _penalised(list(model.parameters())), y,
-                "loss_fn adds an L2 penalty over list(model.parameters()) captured before the run",
-                twin_loss_fn=lambda twin: _penalised(list(twin.parameters())))
+    return Case(
+        model,
+        x,
+        _penalised(list(model.parameters())),
+        y,
+        "loss_fn adds an L2 penalty over list(model.parameters()) captured before the run",
+        twin_loss_fn=lambda twin: _penalised(list(twin.parameters())),
+    )
 
 
 class ListWeight(nn.Module):

@@ -50,8 +50,12 @@ def reference(c: Case, seed: int = 0) -> tuple[dict, float]:
         assert torch.equal(p, q), f"the reference twin differs at {n}"
     for p in twin.parameters():
         p.grad = None  # deepcopy copies .grad; backward must start from nothing
-    sample = tree_map(lambda t: t.detach().clone().requires_grad_(t.requires_grad)
-                      if isinstance(t, torch.Tensor) else t, c.sample)
+    sample = tree_map(
+        lambda t: (
+            t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor) else t
+        ),
+        c.sample,
+    )
     loss_fn = c.twin_loss_fn(twin) if c.twin_loss_fn else c.loss_fn
     with torch.random.fork_rng():
         torch.manual_seed(seed)
@@ -61,6 +65,8 @@ def reference(c: Case, seed: int = 0) -> tuple[dict, float]:
         else:
             loss = loss_fn(out) if c.target is None else loss_fn(out, c.target)
         loss.backward()
-    grads = {n: None if p.grad is None else grad_norm_and_zero(p.grad)
-             for n, p in twin.named_parameters()}
+    grads = {
+        n: None if p.grad is None else grad_norm_and_zero(p.grad)
+        for n, p in twin.named_parameters()
+    }
     return grads, loss.item()

@@ -17,12 +17,24 @@ from torch import nn
 from torch.nn.modules import module as module_mod
 from torch.nn.parameter import is_lazy
 
-HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-              "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
-              "_forward_hooks_always_called", "_state_dict_hooks", "_state_dict_pre_hooks",
-              "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks")
-GLOBAL_HOOKS = tuple(sorted(k for k, v in vars(module_mod).items()
-                            if k.startswith("_global_") and isinstance(v, dict)))
+HOOK_DICTS = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_pre_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_state_dict_hooks",
+    "_state_dict_pre_hooks",
+    "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks",
+)
+GLOBAL_HOOKS = tuple(
+    sorted(
+        k for k, v in vars(module_mod).items() if k.startswith("_global_") and isinstance(v, dict)
+    )
+)
 
 
 def bits(t: torch.Tensor | None):
@@ -45,8 +57,11 @@ def bits(t: torch.Tensor | None):
 
 
 def _tensor_attrs(m: nn.Module) -> dict:
-    return {k: (v, bits(v), getattr(v, "_version", None)) for k, v in vars(m).items()
-            if isinstance(v, torch.Tensor)}
+    return {
+        k: (v, bits(v), getattr(v, "_version", None))
+        for k, v in vars(m).items()
+        if isinstance(v, torch.Tensor)
+    }
 
 
 _PLAIN = (int, float, bool, str, type(None))
@@ -58,14 +73,22 @@ def _plain_attrs(m: nn.Module) -> dict:
 
 
 def _global_flags() -> tuple:
-    return (torch.is_grad_enabled(), torch.is_inference_mode_enabled(),
-            torch.get_default_dtype(), torch.is_autocast_enabled("cpu"),
-            torch.are_deterministic_algorithms_enabled())
+    return (
+        torch.is_grad_enabled(),
+        torch.is_inference_mode_enabled(),
+        torch.get_default_dtype(),
+        torch.is_autocast_enabled("cpu"),
+        torch.are_deterministic_algorithms_enabled(),
+    )
 
 
 def _generators(model: nn.Module) -> dict:
-    return {f"{n}.{k}": (g, bits(g.get_state())) for n, m in model.named_modules()
-            for k, g in vars(m).items() if isinstance(g, torch.Generator)}
+    return {
+        f"{n}.{k}": (g, bits(g.get_state()))
+        for n, m in model.named_modules()
+        for k, g in vars(m).items()
+        if isinstance(g, torch.Generator)
+    }
 
 
 def snapshot(model: nn.Module) -> dict:
@@ -73,11 +96,15 @@ def snapshot(model: nn.Module) -> dict:
     params = model.named_parameters(remove_duplicate=False)
     modules = list(model.named_modules(remove_duplicate=False))
     return {
-        "params": {n: (p, type(p), bits(p), p._version, p.requires_grad, p.device, p.dtype)
-                   for n, p in params},
+        "params": {
+            n: (p, type(p), bits(p), p._version, p.requires_grad, p.device, p.dtype)
+            for n, p in params
+        },
         "grads": {n: (p.grad, bits(p.grad)) for n, p in model.named_parameters()},
-        "buffers": {n: (b, bits(b), b._version, b.device, b.dtype)
-                    for n, b in model.named_buffers(remove_duplicate=False)},
+        "buffers": {
+            n: (b, bits(b), b._version, b.device, b.dtype)
+            for n, b in model.named_buffers(remove_duplicate=False)
+        },
         "training": {n: m.training for n, m in modules},
         "modules": {n: (m, type(m)) for n, m in modules},
         "hooks": {n: {d: dict(getattr(m, d, {})) for d in HOOK_DICTS} for n, m in modules},
@@ -90,14 +117,18 @@ def snapshot(model: nn.Module) -> dict:
         "torch_rng": bits(torch.get_rng_state()),
         "numpy_rng": repr(np.random.get_state()),
         "python_rng": random.getstate(),
-        "parametrize_cache": ({k: (v, bits(v)) for k, v in parametrize._cache.items()},
-                              parametrize._cache_enabled),
+        "parametrize_cache": (
+            {k: (v, bits(v)) for k, v in parametrize._cache.items()},
+            parametrize._cache_enabled,
+        ),
         "state_keys": list(model.state_dict()),
     }
 
 
-FIELDS = {"parameter": ("class", "value", "_version", "requires_grad", "device", "dtype"),
-          "buffer": ("value", "_version", "device", "dtype")}
+FIELDS = {
+    "parameter": ("class", "value", "_version", "requires_grad", "device", "dtype"),
+    "buffer": ("value", "_version", "device", "dtype"),
+}
 
 
 def _same_identity_and_value(a: dict, b: dict, what: str, problems: list) -> None:
@@ -108,8 +139,11 @@ def _same_identity_and_value(a: dict, b: dict, what: str, problems: list) -> Non
         old, new = a[name], b[name]
         if old[0] is not new[0]:
             problems.append(f"{what} {name}: object replaced")
-        changed = [names[i] if i < len(names) else str(i)
-                   for i, (x, y) in enumerate(zip(old[1:], new[1:])) if x != y]
+        changed = [
+            names[i] if i < len(names) else str(i)
+            for i, (x, y) in enumerate(zip(old[1:], new[1:]))
+            if x != y
+        ]
         if changed:
             problems.append(f"{what} {name}: {', '.join(changed)} changed")
 
@@ -123,23 +157,45 @@ def diff(before: dict, after: dict) -> list[str]:
     _same_identity_and_value(before["modules"], after["modules"], "module", problems)
     _same_identity_and_value(before["generators"], after["generators"], "generator", problems)
     for n in before["tensor_attrs"]:
-        _same_identity_and_value(before["tensor_attrs"][n], after["tensor_attrs"].get(n, {}),
-                                 f"tensor attribute of {n!r}:", problems)
-    for key in ("training", "hooks", "global_hooks", "attrs", "plain_attrs", "global_flags",
-                "state_keys"):
+        _same_identity_and_value(
+            before["tensor_attrs"][n],
+            after["tensor_attrs"].get(n, {}),
+            f"tensor attribute of {n!r}:",
+            problems,
+        )
+    for key in (
+        "training",
+        "hooks",
+        "global_hooks",
+        "attrs",
+        "plain_attrs",
+        "global_flags",
+        "state_keys",
+    ):
         if before[key] != after[key]:
-            changed = {k: (before[key][k], after[key].get(k)) for k in before[key]
-                       if before[key][k] != after[key].get(k)} \
-                if isinstance(before[key], dict) else (before[key], after[key])
+            changed = (
+                {
+                    k: (before[key][k], after[key].get(k))
+                    for k in before[key]
+                    if before[key][k] != after[key].get(k)
+                }
+                if isinstance(before[key], dict)
+                else (before[key], after[key])
+            )
             problems.append(f"{key} changed (before, after): {str(changed)[:300]}")
     for key in ("torch_rng", "numpy_rng", "python_rng"):
         if before[key] != after[key]:
             problems.append(f"{key} state changed")
     cache_b, cache_a = before["parametrize_cache"], after["parametrize_cache"]
-    if cache_b[1] != cache_a[1] or list(cache_b[0]) != list(cache_a[0]) or any(
-            cache_b[0][k][0] is not cache_a[0][k][0] for k in cache_b[0]):
-        problems.append(f"parametrize cache changed: {len(cache_b[0])} -> {len(cache_a[0])} "
-                        f"entries, enabled {cache_b[1]} -> {cache_a[1]}")
+    if (
+        cache_b[1] != cache_a[1]
+        or list(cache_b[0]) != list(cache_a[0])
+        or any(cache_b[0][k][0] is not cache_a[0][k][0] for k in cache_b[0])
+    ):
+        problems.append(
+            f"parametrize cache changed: {len(cache_b[0])} -> {len(cache_a[0])} "
+            f"entries, enabled {cache_b[1]} -> {cache_a[1]}"
+        )
     return problems
 
 
@@ -147,5 +203,8 @@ def optimizer_problems(opt: torch.optim.Optimizer, model: nn.Module) -> list[str
     """An optimizer made before the run must still hold exactly the model's parameters."""
     held = {id(p) for g in opt.param_groups for p in g["params"]}
     have = {id(p) for p in model.parameters()}
-    return [] if held == have else [f"optimizer holds {len(held - have)} foreign parameters, "
-                                    f"misses {len(have - held)}"]
+    return (
+        []
+        if held == have
+        else [f"optimizer holds {len(held - have)} foreign parameters, misses {len(have - held)}"]
+    )

@@ -101,8 +101,9 @@ def test_default_loss_over_mixed_dtype_outputs_stays_finite() -> None:
     assert math.isfinite(report.loss), report.loss
     assert math.isclose(report.loss, expected, rel_tol=1e-3), (report.loss, expected)
     assert report.nonfinite_origin is None
-    assert not [f for f in report.findings if "inf" in f.lower() or "finite" in f.lower()], \
+    assert not [f for f in report.findings if "inf" in f.lower() or "finite" in f.lower()], (
         report.findings
+    )
 
 
 @pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode], ids=lambda m: m.__name__)
@@ -164,8 +165,14 @@ def test_bad_arguments_name_themselves(argument: str, kwargs: dict) -> None:
         explore(mlp(), **kwargs)
 
 
-BAD_MODIFIERS = [{"scale": float("nan")}, {"scale": -1.0}, {"scale": float("inf")},
-                 {"clip_norm": float("nan")}, {"clip_norm": -1.0}, {"clip_value": float("nan")}]
+BAD_MODIFIERS = [
+    {"scale": float("nan")},
+    {"scale": -1.0},
+    {"scale": float("inf")},
+    {"clip_norm": float("nan")},
+    {"clip_norm": -1.0},
+    {"clip_value": float("nan")},
+]
 
 
 @pytest.mark.parametrize("kwargs", BAD_MODIFIERS, ids=repr)
@@ -180,8 +187,13 @@ def test_bad_modifier_values_name_themselves(kwargs: dict) -> None:
 
 
 def test_good_thresholds_and_seed_are_accepted() -> None:
-    report = explore(mlp(), loss_fn=ce, target=Y, seed=2**63 - 1,
-                     thresholds=Thresholds(vanishing=1e-6, exploding=1e3))
+    report = explore(
+        mlp(),
+        loss_fn=ce,
+        target=Y,
+        seed=2**63 - 1,
+        thresholds=Thresholds(vanishing=1e-6, exploding=1e3),
+    )
     assert report.thresholds == Thresholds(vanishing=1e-6, exploding=1e3)
 
 
@@ -213,8 +225,9 @@ def test_input_gradients_match_plain_backward() -> None:
     """A sample tensor that requires grad gets its gradient norm (saliency) in input_norms; the
     user's tensor keeps .grad None."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                          nn.Linear(4, 2))
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)
+    )
     x = torch.randn(2, 3, 8, 8, requires_grad=True)
     report = explore(model, x, loss_fn=ce, target=Y)
     xr = x.detach().clone().requires_grad_(True)
@@ -233,8 +246,9 @@ def test_keyword_input_gradients_on_a_transformers_model() -> None:
     report = explore(c.model, {"inputs_embeds": embeds}, loss_fn=lm_loss, target=target)
     er = embeds.detach().clone().requires_grad_(True)
     lm_loss(copy.deepcopy(c.model)(inputs_embeds=er), target).backward()
-    assert math.isclose(report.input_norms["inputs_embeds"], er.grad.double().norm().item(),
-                        rel_tol=1e-5)
+    assert math.isclose(
+        report.input_norms["inputs_embeds"], er.grad.double().norm().item(), rel_tol=1e-5
+    )
     assert report.param_status["transformer.wte.weight"] != "none"  # tied lm_head still counts
     assert embeds.grad is None
 

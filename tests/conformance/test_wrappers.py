@@ -89,8 +89,13 @@ def test_compiled_model_still_trains_after_exploring() -> None:
     """Needs a real torch.compile run (eager backend); skipped where that is too slow here."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     try:
-        done = subprocess.run([sys.executable, "-c", COMPILED_RUN], capture_output=True,
-                              text=True, timeout=COMPILE_BUDGET_S, env=env)
+        done = subprocess.run(
+            [sys.executable, "-c", COMPILED_RUN],
+            capture_output=True,
+            text=True,
+            timeout=COMPILE_BUDGET_S,
+            env=env,
+        )
     except subprocess.TimeoutExpired:
         reason = f"torch.compile (eager backend) took over {COMPILE_BUDGET_S} s on this machine"
         print(reason)

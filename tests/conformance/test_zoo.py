@@ -86,16 +86,21 @@ def _hooked_run(ex, model):
 
 def _hook_targets(model) -> list[tuple[str, str]]:
     """A backward hook on the first child that holds parameters, a forward hook on the last."""
-    holders = [p for p, m in model.named_modules()
-               if p and any(True for _ in m.parameters(recurse=False))]
+    holders = [
+        p for p, m in model.named_modules() if p and any(True for _ in m.parameters(recurse=False))
+    ]
     if not holders:
         return []
     return [(holders[0], "backward"), (holders[-1], "forward")]
 
 
 def cases_for(test: str) -> list:
-    return [pytest.param(n, id=n, marks=pytest.mark.xfail(strict=True, reason=XFAIL[test, n]))
-            if (test, n) in XFAIL else n for n in CASES]
+    return [
+        pytest.param(n, id=n, marks=pytest.mark.xfail(strict=True, reason=XFAIL[test, n]))
+        if (test, n) in XFAIL
+        else n
+        for n in CASES
+    ]
 
 
 @pytest.mark.parametrize("name", cases_for("norms"))
@@ -128,8 +133,10 @@ def check_norms(o: Outcome, report) -> None:
         elif not math.isclose(got, ref[0], rel_tol=o.case.rtol, abs_tol=1e-12):
             wrong[pname] = (got, ref[0])
     assert not wrong, f"explorer vs reference norms: {wrong}"
-    assert math.isclose(report.loss, o.ref_loss, rel_tol=1e-6, abs_tol=1e-7), (report.loss,
-                                                                               o.ref_loss)
+    assert math.isclose(report.loss, o.ref_loss, rel_tol=1e-6, abs_tol=1e-7), (
+        report.loss,
+        o.ref_loss,
+    )
 
 
 @pytest.mark.parametrize("name", cases_for("status"))
@@ -158,6 +165,7 @@ def test_second_run_gives_identical_norms(name: str) -> None:
     first = o.result()
     if isinstance(o.hooked, BaseException):
         pytest.skip(f"the hooked run failed: {o.hooked!r}")
+
     def bits(report):  # NaN-safe exact comparison
         return {k: repr(v) for k, v in report.param_norms.items()}, repr(report.loss)
 
@@ -179,8 +187,7 @@ def test_module_norms_count_every_parameter(name: str) -> None:
                 wrong[path] = (got, None)
             continue
         expected = math.sqrt(math.fsum(v * v for v in present))
-        if got in (None, "missing") or not math.isclose(got, expected, rel_tol=1e-5,
-                                                        abs_tol=1e-12):
+        if got in (None, "missing") or not math.isclose(got, expected, rel_tol=1e-5, abs_tol=1e-12):
             wrong[path] = (got, expected)
     assert not wrong, f"module_norms (got, expected): {wrong}"
 

@@ -106,7 +106,8 @@ def test_explorer_click_node_and_bar(lab: LabPage) -> None:
             "() => { const gd = document.querySelector('.js-plotly-plot');"
             " const pt = gd._fullData[0]; gd.emit('plotly_click', {points: [{curveNumber: 0,"
             " pointNumber: 4, pointIndex: 4, data: gd.data[0], fullData: pt,"
-            " x: pt.x[4], y: pt.y[4]}], event: {}}); }")
+            " x: pt.x[4], y: pt.y[4]}], event: {}}); }"
+        )
     assert wait_py(lab, "w.pane.selected == 'param:dead.weight'", "bar click reached Python")
     dead = key_of(lab, "param:dead.weight")
     lab.page.wait_for_function(
@@ -116,11 +117,13 @@ def test_explorer_click_node_and_bar(lab: LabPage) -> None:
     )
     # the bar click dimmed the rest of the graph; Escape clears it (here and in Python)
     lab.page.wait_for_function(
-        "() => document.querySelector('.gvw-pane.gvw-has-highlight') !== null", timeout=10_000)
+        "() => document.querySelector('.gvw-pane.gvw-has-highlight') !== null", timeout=10_000
+    )
     node(lab, "param:dead.weight").focus()
     lab.page.keyboard.press("Escape")
     lab.page.wait_for_function(
-        "() => document.querySelector('.gvw-pane.gvw-has-highlight') === null", timeout=10_000)
+        "() => document.querySelector('.gvw-pane.gvw-has-highlight') === null", timeout=10_000
+    )
     assert wait_py(lab, "w.pane.highlight == []", "highlight cleared in Python")
     shot = lab.screenshot("explorer_after_clicks")
     shutil.copy(shot, ARTIFACTS / "explorer.png")

@@ -175,7 +175,9 @@ def test_graph_pane_in_jupyterlab(lab: LabPage) -> None:
 
     # The wheel zooms around the pointer; a drag that starts on a node pans and is no click.
     def view_box() -> list[float]:
-        vb = lab.page.eval_on_selector(".gvw-viewport > svg", "s => s.getAttribute('data-view-box')")
+        vb = lab.page.eval_on_selector(
+            ".gvw-viewport > svg", "s => s.getAttribute('data-view-box')"
+        )
         return [float(v) for v in vb.split()]
 
     lab.page.locator(".gvw-fit").click()

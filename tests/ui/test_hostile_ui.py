@@ -11,7 +11,7 @@ import pytest
 from harness import LabPage, wait_until
 
 CELLS = [
-    r'''import json
+    r"""import json
 import torch
 from torch import nn
 from gradviz_widgets import GradExplorer
@@ -55,7 +55,7 @@ def loss(out):
 loss.__name__ = "<svg onload=alert(3)>"
 ex = GradExplorer(Hostile(), torch.randn(4, 3), loss_fn=loss)
 w = ex.show(depth=None)
-MARKUP_OP = next(n.id for n in w.view.nodes if n.module == MARKUP and n.kind == "op")''',
+MARKUP_OP = next(n.id for n in w.view.nodes if n.module == MARKUP and n.kind == "op")""",
     "w",
 ]
 
@@ -83,11 +83,14 @@ def test_hostile_names_in_jupyterlab(lab: LabPage) -> None:
     )
     # every drawn node and cluster resolves, through the key map, to a Python id
     keys = py(lab, "w.pane.key_map")
-    drawn = lab.page.eval_on_selector_all(".gvw-pane svg g.node", "els => els.map(e => e.dataset.key)")
+    drawn = lab.page.eval_on_selector_all(
+        ".gvw-pane svg g.node", "els => els.map(e => e.dataset.key)"
+    )
     assert drawn and all(k in keys for k in drawn)
     assert {keys[k] for k in drawn} == set(py(lab, "list(w.pane.nodes)"))
     clusters = lab.page.eval_on_selector_all(
-        ".gvw-pane svg g.cluster", "els => els.map(e => e.dataset.key)")
+        ".gvw-pane svg g.cluster", "els => els.map(e => e.dataset.key)"
+    )
     assert len(clusters) >= 13 and all(k.removeprefix("cluster_") in keys for k in clusters)
 
     # user text shows as text: the loss line, tooltips, plotly ticks; nothing became markup
@@ -104,7 +107,10 @@ def test_hostile_names_in_jupyterlab(lab: LabPage) -> None:
         ".some(t => t.textContent === '<img src=x onerror=alert(1)>')",
         timeout=60_000,
     )
-    assert lab.page.evaluate("() => document.querySelectorAll('img[src=\"x\"], svg[onload]').length") == 0
+    assert (
+        lab.page.evaluate("() => document.querySelectorAll('img[src=\"x\"], svg[onload]').length")
+        == 0
+    )
 
     # a click on the hostile-named node hooks that module in Python, and the page shows it
     markup_node.click()
@@ -132,7 +138,8 @@ def test_hostile_names_in_jupyterlab(lab: LabPage) -> None:
     assert "ValueError: backward refused on purpose" in (status.get_attribute("title") or "")
     assert py(lab, "[ex.hooks, w.guard.busy]") == [[], False]
     assert "hooked" not in (
-        lab.page.locator(f'.gvw-pane g.node[data-key="{key}"]').get_attribute("class") or "")
+        lab.page.locator(f'.gvw-pane g.node[data-key="{key}"]').get_attribute("class") or ""
+    )
     lab.screenshot("hostile_after_error")
     lab.execute("Boom.armed = False")
 

@@ -41,13 +41,17 @@ def _open(browser, path: Path):  # noqa: ANN001, ANN202
 def test_page_offline_bar_selects_node_and_folds(browser, tmp_path: Path) -> None:
     net, x, y = dead_branch_example()
     path = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y).export_html(
-        tmp_path / "index.html")
+        tmp_path / "index.html"
+    )
     page, problems = _open(browser, path)
     assert page.locator("#graph svg g.node").count() >= 20
     bar = page.locator('#chart .bar[data-row="2"]')  # gate.weight: exactly 0.0
     bar.click()
-    wait_until(lambda: page.locator("#graph g.node.gvw-selected").count() == 1, 10,
-               "the parameter's node selected")
+    wait_until(
+        lambda: page.locator("#graph g.node.gvw-selected").count() == 1,
+        10,
+        "the parameter's node selected",
+    )
     assert "gate.weight" in page.locator("#detail").text_content()
     assert "zero" in page.locator("#detail").text_content()
     options = page.locator("#depth option").all_text_contents()

@@ -22,17 +22,23 @@ import torch
 from torch import nn
 from gradviz_widgets import GradExplorer
 """
-QUICKSTART = SETUP + """from gradviz_widgets.examples import dead_branch_example
+QUICKSTART = (
+    SETUP
+    + """from gradviz_widgets.examples import dead_branch_example
 net, x, y = dead_branch_example()
 ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
 w = ex.show()
 torch.manual_seed(0)
 ex150 = GradExplorer(nn.Sequential(*[nn.Linear(4, 4) for _ in range(75)]), torch.randn(2, 4))
 w150 = ex150.show()"""
-CHAIN = SETUP + """torch.manual_seed(0)
+)
+CHAIN = (
+    SETUP
+    + """torch.manual_seed(0)
 chain = nn.Sequential(*[nn.Linear(16, 16) for _ in range(1000)])
 ex = GradExplorer(chain, torch.randn(4, 16))
 w = ex.show()"""
+)
 
 # smallest on-screen font size of the graph's node labels (font-size x the svg's scale)
 LABEL_PX = """(root) => {
@@ -98,8 +104,9 @@ WHEEL_FPS = """async (n) => {
 
 
 @pytest.fixture
-def small_lab(lab_server: JupyterLabServer, browser: Any,
-              request: pytest.FixtureRequest) -> Iterator[LabPage]:
+def small_lab(
+    lab_server: JupyterLabServer, browser: Any, request: pytest.FixtureRequest
+) -> Iterator[LabPage]:
     """A 1280x800 page on the lab."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(30_000)
@@ -122,7 +129,8 @@ def open_and_run(lab: LabPage, name: str, cells: list[str], nodes_timeout: float
     lab.run_all()
     lab.page.wait_for_function(
         "() => document.querySelectorAll('.gv-explorer .gvw-viewport > svg g.node').length > 0",
-        timeout=nodes_timeout * 1000)
+        timeout=nodes_timeout * 1000,
+    )
 
 
 def record(name: str, values: dict) -> None:
@@ -143,7 +151,8 @@ def test_readable_at_1280x800_and_quick_clicks(small_lab: LabPage) -> None:
     open_and_run(lab, "readable.ipynb", [QUICKSTART, "w", "w150"])
     assert lab.page.locator("#filebrowser").is_visible()
     lab.page.wait_for_function(
-        "() => document.querySelectorAll('.gv-explorer').length === 2", timeout=60_000)
+        "() => document.querySelectorAll('.gv-explorer').length === 2", timeout=60_000
+    )
     first, second = lab.page.locator(".gv-explorer").nth(0), lab.page.locator(".gv-explorer").nth(1)
     second.locator(".gvw-viewport > svg g.node").first.wait_for(timeout=60_000)
     lab.screenshot("readable_1280x800")
@@ -153,7 +162,8 @@ def test_readable_at_1280x800_and_quick_clicks(small_lab: LabPage) -> None:
         assert root.evaluate(CUT_LABELS) == []
         sideways = root.evaluate(
             "(r) => { const o = r.closest('.jp-OutputArea-output');"
-            " return [o.scrollWidth, o.clientWidth]; }")
+            " return [o.scrollWidth, o.clientWidth]; }"
+        )
         assert sideways[0] <= sideways[1] + 1, sideways
     # 150 bars: one row each, tick labels apart
     ticks = second.locator(".js-plotly-plot").first.evaluate(OVERLAPS)
@@ -161,8 +171,13 @@ def test_readable_at_1280x800_and_quick_clicks(small_lab: LabPage) -> None:
     assert not [m for m in lab.console if "Invalid color specifier" in m]
 
     times = median_click_ms(lab, "gate/AddmmBackward0#0", 6, 30)
-    record("latency.json", {"quickstart_click_ms": [round(t) for t in times],
-                            "quickstart_median_ms": round(statistics.median(times))})
+    record(
+        "latency.json",
+        {
+            "quickstart_click_ms": [round(t) for t in times],
+            "quickstart_median_ms": round(statistics.median(times)),
+        },
+    )
     assert statistics.median(times) <= 1000, times  # target 250 ms; lenient on a loaded box
 
 
@@ -175,7 +190,8 @@ def test_chain_1000_full_depth_zoom_fps_and_click_latency(small_lab: LabPage) ->
     assert drawn >= 1000
     lab.page.wait_for_function(
         f"() => document.querySelectorAll('.gv-explorer svg g.node').length === {drawn}",
-        timeout=120_000)
+        timeout=120_000,
+    )
     assert lab.page.locator(".gv-explorer").first.evaluate(LABEL_PX) >= 9.95
     lab.page.locator(".gv-explorer .gvw-fit").click()  # worst case: every node on screen
     perf = lab.page.evaluate(WHEEL_FPS, 60)
@@ -186,6 +202,11 @@ def test_chain_1000_full_depth_zoom_fps_and_click_latency(small_lab: LabPage) ->
     # one click: measured 29-35 s per click here (target 3 s, not met yet); recorded, with a
     # ceiling that catches a hang
     times = median_click_ms(lab, target, 1, 90)
-    record("latency.json", {"chain_1000_click_ms": [round(t) for t in times],
-                            "chain_1000_median_ms": round(statistics.median(times))})
+    record(
+        "latency.json",
+        {
+            "chain_1000_click_ms": [round(t) for t in times],
+            "chain_1000_median_ms": round(statistics.median(times)),
+        },
+    )
     assert statistics.median(times) <= 90_000, times
