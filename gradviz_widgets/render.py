@@ -12,7 +12,7 @@ import math
 import re
 import shutil
 import subprocess
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from .errors import GradExplorerError
 from .graph import GradGraph, GradNode
@@ -137,10 +137,13 @@ def render_dot(
     selected: str | None = None,
     merge_accumulate: bool = True,
     title: str | None = None,
+    edge_colors: Mapping[tuple[str, str], str] | None = None,
 ) -> DotGraph:
     """`to_dot` plus the key map: every drawn node and cluster resolves to its Python id.
 
-    User text never names a DOT element (names with quotes, backslashes, newlines, control
+    `edge_colors` maps (src id, dst id) to a colour that replaces the edge's status colour
+    (compare mode colours edges by the ratio of two runs' norms). User text never names a DOT
+    element (names with quotes, backslashes, newlines, control
     characters or entities do not survive Graphviz's trip into SVG titles); it only appears,
     sanitised, in labels.
 
@@ -171,6 +174,8 @@ def render_dot(
         if e.dst in skip or src in skip or src not in emit.key_of or e.dst not in emit.key_of:
             continue
         _, border, style, _ = STATUS_STYLE.get(e.status, STATUS_STYLE["none"])
+        if edge_colors and (e.src, e.dst) in edge_colors:
+            border, style = edge_colors[(e.src, e.dst)], "solid"
         width = _penwidth(e.grad_norm)
         lines.append(
             f"  {emit.key_of[src]} -> {emit.key_of[e.dst]} [color={_q(border)}, "

@@ -47,7 +47,7 @@ OVER_LIMIT = {
     "distributed": 309,
     "explorer": 358,
     "hooks": 328,
-    "render": 331,
+    "render": 336,
     "stats": 302,
     "watch.recorder": 322,
     "watch.watch": 308,
