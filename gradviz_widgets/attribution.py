@@ -18,13 +18,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-LOSS_SCOPE = "loss"
-
-#: A module call: (module path, call index of that module in this run).
-Call = tuple[str, int]
-#: The calls on the stack when a node was created, outermost first (the root excluded).
-Scope = tuple[Call, ...]
-
+from .ids import LOSS_SCOPE, Call, Scope  # noqa: F401 - re-exported: the id grammar
 
 _INPLACE_DUNDERS = frozenset(
     {

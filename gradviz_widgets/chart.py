@@ -10,9 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .render import STATUS_STYLE, format_norm, plain_text
 from .report import GradReport
-from .stats import classify, combine_norms
+from .vocabulary import STYLES, classify, combine_norms, format_norm, plain_text, style
 
 # up to this many bars stand upright (names as two-level ticks below); more lie flat, one
 # row each, and the figure grows taller so tick labels never overlap (the widget scrolls it)
@@ -22,14 +21,9 @@ BASE_HEIGHT = 460
 PATTERN_INK = "#333"  # one colour for every pattern's strokes and outlines (plotly's
 # colour checks warn "Invalid color specifier: Array(n)" for per-bar arrays there; and the
 # default template's pattern fillmode "overlay" takes the per-bar fill array as one colour)
-PATTERNS = {
-    "healthy": "",
-    "vanishing": "/",
-    "exploding": "\\",
-    "nonfinite": "+",
-    "zero": "x",
-    "none": ".",
-}
+#: status -> Plotly bar pattern (vocabulary.STYLES; kept for older callers)
+PATTERNS = {k: s.pattern for k, s in STYLES.items()}
+_VAN, _EXP = STYLES["vanishing"].line, STYLES["exploding"].line  # the threshold lines
 
 
 def bar_rows(report: GradReport, mode: str = "param") -> list[dict[str, Any]]:
@@ -114,16 +108,29 @@ def figure_dict(
     floor, ceil = 10 ** (lo + 0.3), 10 ** (hi - 0.3)
     shape = chart_shape(len(rows))
     flat = shape["orientation"] == "h"
+    names = _names(rows, mode, flat)
+    data = [_placed(_norm_bar(rows, floor, ceil, shape, selected_module), names, None, flat)]
+    if any(r["norm_before"] is not None for r in rows):
+        before = [r["norm_before"] if r["norm_before"] else floor for r in rows]
+        data.append(_placed(_before_bar(shape, flat), names, before, flat))
+    layout = _layout(report, mode, lo, hi, shape, multi=len(data) > 1)
+    return {"data": data, "layout": layout}
+
+
+def _norm_bar(
+    rows: list[dict], floor: float, ceil: float, shape: dict, selected_module: str | None
+) -> dict:
+    """The bars of the norms (values under "_values"), styled per status (vocabulary.STYLES):
+    zero and None pinned to the floor, NaN/Inf to the ceiling."""
     values, text, fills, patterns, widths = [], [], [], [], []
     for r in rows:
         n, s = r["norm"], r["status"]
+        look = style(s)
         values.append(floor if s in ("zero", "none") else ceil if s == "nonfinite" else n)
         text.append(format_norm(n) if s != "none" else "None")
-        fill, border, _, _ = STATUS_STYLE[s]
-        fills.append(fill if s in ("zero", "none") else border)
-        patterns.append(PATTERNS[s])
+        fills.append(look.fill if s in ("zero", "none") else look.line)
+        patterns.append(look.pattern)
         widths.append(3 if selected_module is not None and r["module"] == selected_module else 1)
-    names = _names(rows, mode, flat)
     # [0] name and [1] module stay raw (a bar click looks them up); [3] and [4] are shown
     custom = [
         [
@@ -135,7 +142,7 @@ def figure_dict(
         ]
         for r in rows
     ]
-    bar = {
+    return {
         "type": "bar",
         "name": "gradient norm",
         "orientation": shape["orientation"],
@@ -155,28 +162,19 @@ def figure_dict(
         },
         "hovertemplate": "<b>%{customdata[4]}</b><br>‖g‖ = %{text}<br>status: %{customdata[2]}"
         "<br>%{customdata[3]}<extra></extra>",
+        "_values": values,
     }
-    data = [_placed(bar, names, values, flat)]
-    if any(r["norm_before"] is not None for r in rows):
-        before = [r["norm_before"] if r["norm_before"] else floor for r in rows]
-        data.append(
-            _placed(
-                {
-                    "type": "bar",
-                    "name": "before modifiers",
-                    "orientation": shape["orientation"],
-                    "marker": {"color": "rgba(0,0,0,0)", "line": {"color": "#555", "width": 1.5}},
-                    "hovertemplate": "before modifiers: %{"
-                    + ("x" if flat else "y")
-                    + ":.3g}<extra></extra>",
-                },
-                names,
-                before,
-                flat,
-            )
-        )
-    layout = _layout(report, mode, lo, hi, shape, multi=len(data) > 1)
-    return {"data": data, "layout": layout}
+
+
+def _before_bar(shape: dict, flat: bool) -> dict:
+    """Outlines of the norms before modifiers."""
+    return {
+        "type": "bar",
+        "name": "before modifiers",
+        "orientation": shape["orientation"],
+        "marker": {"color": "rgba(0,0,0,0)", "line": {"color": "#555", "width": 1.5}},
+        "hovertemplate": "before modifiers: %{" + ("x" if flat else "y") + ":.3g}<extra></extra>",
+    }
 
 
 def _names(rows: list[dict], mode: str, flat: bool) -> list:
@@ -190,7 +188,10 @@ def _names(rows: list[dict], mode: str, flat: bool) -> list:
     return [plotly_text(r["name"]) for r in rows]
 
 
-def _placed(trace: dict, names: list, values: list, flat: bool) -> dict:
+def _placed(trace: dict, names: list, values: list | None, flat: bool) -> dict:
+    """`trace` with names on the category axis and `values` (or its "_values") on the other."""
+    trace = dict(trace)
+    values = trace.pop("_values", values)
     return {**trace, "y": names, "x": values} if flat else {**trace, "x": names, "y": values}
 
 
@@ -233,12 +234,12 @@ def _layout(report: GradReport, mode: str, lo: float, hi: float, shape: dict, mu
             ),
             "font": {"size": 13},
         },
-        "shapes": [_line(th.vanishing, "#0072b2", flat), _line(th.exploding, "#e69f00", flat)],
+        "shapes": [_line(th.vanishing, _VAN, flat), _line(th.exploding, _EXP, flat)],
         "annotations": []
         if flat
         else [
-            _hlabel(th.vanishing, f"vanishing < {th.vanishing:g}", "#0072b2"),
-            _hlabel(th.exploding, f"exploding > {th.exploding:g}", "#e69f00"),
+            _hlabel(th.vanishing, f"vanishing < {th.vanishing:g}", _VAN),
+            _hlabel(th.exploding, f"exploding > {th.exploding:g}", _EXP),
         ],
     }
 

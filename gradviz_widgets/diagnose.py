@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from .graph import GradGraph
+from .ids import OUTPUT, acc_id, owner_path, param_id
 from .report import ParamRecord
 
 #: share of exactly-zero gradient elements from which a parameter is called "mostly dead"
@@ -25,7 +26,7 @@ def none_reason(
     """
     if not requires_grad:
         return "requires_grad=False (frozen): autograd does not track it"
-    module = name.rpartition(".")[0]
+    module = owner_path(name)
     where = f"module '{module}'" if module else "the root module"
     if module and calls.get(module, 0) == 0:
         return (
@@ -116,8 +117,8 @@ def nonfinite_origin(graph: GradGraph, loss: float | None = None) -> str | None:
     """The first node in backward order whose outgoing gradient is NaN/Inf while its incoming
     gradient was finite; "output" when the loss itself is not finite (the NaN/Inf came from the
     forward pass, so no backward node is to blame)."""
-    if (loss is not None and not math.isfinite(loss)) or graph.node("output").status == "nonfinite":
-        return "output"
+    if (loss is not None and not math.isfinite(loss)) or graph.node(OUTPUT).status == "nonfinite":
+        return OUTPUT
     # what node n sent back in backward flowed along the edges feeding it (dst == n)
     sent_nonfinite = {e.dst for e in graph.edges if e.status == "nonfinite"}
     if not sent_nonfinite:
@@ -191,10 +192,10 @@ def findings(
 def embedding_like(graph: GradGraph, name: str) -> bool:
     """Whether parameter `name` is an embedding table: the weight of an Embedding/EmbeddingBag
     module, or a tensor that only embedding lookups read (`F.embedding` in a custom module)."""
-    info = graph.modules.get(name.rpartition(".")[0])
+    info = graph.modules.get(owner_path(name))
     if info is not None and info.type in EMBEDDING_TYPES and name.endswith(".weight"):
         return True
-    leaf = f"acc:param:{name}"
+    leaf = acc_id(param_id(name))
     used = graph.consumers().get(leaf, ()) if leaf in graph else ()
     return bool(used) and all(graph.node(e.dst).op.startswith(EMBEDDING_TYPES) for e in used)
 

@@ -11,10 +11,9 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from .attribution import LOSS_SCOPE, Scope
 from .graph_scopes import align_param_scopes
+from .ids import LEAF_KINDS, LOSS_SCOPE, Scope, similar_ids
 
-LEAF_KINDS = ("param", "input", "tensor")
 GROUP_ABOVE = 150
 
 T = TypeVar("T")
@@ -115,7 +114,7 @@ class GradGraph:
         try:
             return self._by_id[node_id]  # type: ignore[attr-defined]
         except KeyError:
-            close = [i for i in self._by_id if node_id.split("/")[-1] in i][:5]  # type: ignore[attr-defined]
+            close = similar_ids(node_id, list(self._by_id))  # type: ignore[attr-defined]
             raise KeyError(f"no node {node_id!r} in the graph; similar: {close}") from None
 
     @property

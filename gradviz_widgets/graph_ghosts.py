@@ -11,11 +11,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from .attribution import Scope
 from .graph import GradGraph, GradNode
 from .graph_scopes import aligned_scope, call_prefixes
-
-GHOST_PREFIX = "ghost:"
+from .ids import GHOST as GHOST_PREFIX
+from .ids import Scope, ghost_id, is_ghost, param_id, path_prefixes
 
 #: words of a none reason (diagnose.none_reason) -> the cut shown on the ghost
 _CUTS = (
@@ -51,8 +50,8 @@ def add_ghosts(graph: GradGraph, none_reasons: Mapping[str, str] | None = None) 
     ghosts = []
     for path, info in graph.modules.items():
         for name in info.params:
-            gid = f"{GHOST_PREFIX}param:{name}"
-            if f"param:{name}" in graph or gid in graph:
+            gid = ghost_id(param_id(name))
+            if param_id(name) in graph or gid in graph:
                 continue
             reason = reasons.get(name) or (
                 "never called" if info.calls == 0 else "no gradient reached it"
@@ -64,13 +63,8 @@ def add_ghosts(graph: GradGraph, none_reasons: Mapping[str, str] | None = None) 
 
 
 def _scope(path: str, graph: GradGraph, prefixes: Mapping[str, Scope]) -> Scope:
-    parts = path.split(".") if path else []
     chain = tuple(
-        (
-            ".".join(parts[: i + 1]),
-            -1 if (m := graph.modules.get(".".join(parts[: i + 1]))) and m.calls > 1 else 0,
-        )
-        for i in range(len(parts))
+        (p, -1 if (m := graph.modules.get(p)) and m.calls > 1 else 0) for p in path_prefixes(path)
     )
     scope = aligned_scope(chain, prefixes, graph.modules)
     if path and (not scope or scope[-1][0] != path):
@@ -91,6 +85,4 @@ def _ghost(gid: str, name: str, module: str, reason: str, scope: Scope) -> GradN
     )
 
 
-def is_ghost(node_id: str) -> bool:
-    """True for ids of ghost nodes (never a real node of the run)."""
-    return node_id.startswith(GHOST_PREFIX)
+__all__ = ["GHOST_PREFIX", "add_ghosts", "cut_of", "is_ghost"]

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from .graph import GradGraph, GradNode, ModuleScope
-from .graph_view import _merge_edges, _worst
+from .graph_view import _merge_edges
+from .ids import group_id, is_module_id, parse_leaf_id, parse_module_id
+from .vocabulary import format_norm, worst
 
 MAX_PERIOD = 4
 
@@ -32,9 +34,9 @@ def group_runs(view: GradGraph, expand: Collection[str] = (), min_run: int = 3) 
     by_module = {
         n.module: n
         for n in view.nodes
-        if n.kind == "module" and n.id.startswith("module:") and "@" not in n.id
+        if n.kind == "module" and is_module_id(n.id) and parse_module_id(n.id)[1] is None
     }
-    shapes = {n.id[len("param:") :]: n.shape for n in view.nodes if n.kind == "param"}
+    shapes = {parse_leaf_id(n.id)[1]: n.shape for n in view.nodes if n.kind == "param"}
     rep: dict[str, str] = {n.id: n.id for n in view.nodes}
     new: list[GradNode] = []
     for info in view.modules.values():
@@ -76,11 +78,9 @@ def _run_at(sigs: list[tuple], i: int) -> tuple[int, int]:
 
 
 def _group_node(first: str, last: str, reps: int, members: list[GradNode]) -> GradNode:
-    parent, _, a = first.rpartition(".")
-    b = last.rpartition(".")[2]
-    gid = f"group:{parent + '.' if parent else ''}{a}-{b}"
+    gid = group_id(first, last)
     norms = [m.grad_norm for m in members if m.grad_norm is not None]
-    span = f" · ‖g‖ {min(norms):.3g}–{max(norms):.3g}" if norms else ""
+    span = f" · ‖g‖ {format_norm(min(norms))}–{format_norm(max(norms))}" if norms else ""
     kind = members[0].op
     return GradNode(
         id=gid,
@@ -90,7 +90,7 @@ def _group_node(first: str, last: str, reps: int, members: list[GradNode]) -> Gr
         label=f"{first}–{last} ×{reps}\n({kind}){span}",
         scope=members[0].scope,
         grad_norm=max(norms) if norms else None,
-        status=_worst(m.status for m in members),
+        status=worst(m.status for m in members),
         order=min((m.order for m in members if m.order is not None), default=None),
         members=tuple(x for m in members for x in m.members),
     )

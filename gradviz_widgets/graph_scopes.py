@@ -14,9 +14,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from .ids import ACC, param_id
+
 if TYPE_CHECKING:
-    from .attribution import Scope
     from .graph import GradNode, ModuleScope
+    from .ids import Scope
 
 
 def call_prefixes(nodes: Sequence[GradNode]) -> dict[str, Scope]:
@@ -52,7 +54,7 @@ def align_param_scopes(
     prefixes = call_prefixes(nodes)
     out = []
     for n in nodes:
-        if n.kind == "param" or (n.kind == "accumulate" and n.id.startswith("acc:param:")):
+        if n.kind == "param" or (n.kind == "accumulate" and n.id.startswith(ACC + param_id(""))):
             scope = aligned_scope(n.scope, prefixes, modules)
             if scope != n.scope:
                 n = dataclasses.replace(n, scope=scope)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
-from .attribution import Scope
-from .graph import LEAF_KINDS, GradEdge, GradGraph, GradNode, ModuleScope
-from .stats import combine_norms
+from .graph import GradEdge, GradGraph, GradNode, ModuleScope
+from .ids import LEAF_KINDS, PARAMS_CALL, Scope, module_id
+from .vocabulary import combine_norms, strongest_flow
+from .vocabulary import worst as _worst
 
 
 def fold(
@@ -30,9 +31,7 @@ def fold(
             if folded(path, level):
                 calls = self.modules[path].calls if path in self.modules else 1
                 key_call = call if calls > 1 else None
-                gid = f"module:{path}" + (
-                    "" if key_call is None else ("@params" if call < 0 else f"@{call}")
-                )
+                gid = module_id(path, key_call)
                 rep[n.id] = gid
                 groups.setdefault(gid, (path, key_call, n.scope[: level + 1]))
                 break
@@ -46,7 +45,7 @@ def fold(
             members[gid].append(nid)
     edges = _merge_edges(self.edges, rep)
     new_nodes = [n for n in self.nodes if rep[n.id] == n.id]
-    entering, leaving = _boundary_flow(self.edges, rep, self.by_id)
+    entering, leaving = _boundary_flow(self.edges, rep, self.by_id, groups)
     for gid, (path, gcall, scope) in groups.items():
         inside = [self.by_id[m] for m in members[gid]]
         new_nodes.append(
@@ -85,7 +84,7 @@ def _module_node(
             default=None,
         )
         norm, gmax = (best.grad_norm, best.grad_max) if best else (None, None)
-    suffix = "" if call is None else (" (params)" if call < 0 else f" [call {call}]")
+    suffix = "" if call is None else (" (params)" if call == PARAMS_CALL else f" [call {call}]")
     cuts = sorted({m.label.rpartition("\n")[2] for m in inside if m.kind == "ghost"})
     # a module no gradient reached shows its cut
     cut = " · " + " ".join(cuts) if inside and all(m.kind == "ghost" for m in inside) else ""
@@ -122,7 +121,10 @@ def _merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> list[Grad
 
 
 def _boundary_flow(
-    edges: Iterable[GradEdge], rep: Mapping[str, str], by_id: Mapping[str, GradNode]
+    edges: Iterable[GradEdge],
+    rep: Mapping[str, str],
+    by_id: Mapping[str, GradNode],
+    folded: Mapping[str, object],
 ) -> tuple[dict[str, list[GradEdge]], dict[str, list[str]]]:
     """Per folded group: the edges its outputs feed (what enters it from the loss side), and
     the statuses of what leaves it toward its inputs (edges from producers outside, and the
@@ -131,11 +133,11 @@ def _boundary_flow(
     leaving: dict[str, list[str]] = {}
     for e in edges:
         s, d = rep[e.src], rep[e.dst]
-        if s != d and s.startswith("module:"):
+        if s != d and s in folded:
             entering.setdefault(s, []).append(e)
-        if s != d and d.startswith("module:"):
+        if s != d and d in folded:
             leaving.setdefault(d, []).append(e.status)
-        elif s == d and s.startswith("module:") and by_id[e.src].kind in LEAF_KINDS:
+        elif s == d and s in folded and by_id[e.src].kind in LEAF_KINDS:
             leaving.setdefault(s, []).append(by_id[e.src].status)
     return entering, leaving
 
@@ -146,21 +148,6 @@ def _combine(edges: list[GradEdge]) -> tuple[float | None, float | None]:
     return norm, (max(maxes) if maxes and norm is not None else None)
 
 
-_SEVERITY = ("nonfinite", "exploding", "zero", "vanishing", "healthy", "none")
-
-
-def _worst(statuses: Iterable[str]) -> str:
-    found = set(statuses)
-    for s in _SEVERITY:
-        if s in found:
-            return s
-    return "none"
-
-
-#: what leaves a module, from several edges: one healthy path makes the whole flow healthy
-_STRONGEST = ("nonfinite", "exploding", "healthy", "vanishing", "zero")
-
-
 def _status_of(inside: list[GradNode], leaving: Iterable[str], entering: Iterable[str]) -> str:
     """A folded module is coloured by what crosses its boundary, not by the weakest node inside
     (a zero initial state's gradient must not paint an LSTM step dead while a healthy gradient
@@ -169,8 +156,8 @@ def _status_of(inside: list[GradNode], leaving: Iterable[str], entering: Iterabl
     the rest of what is inside shows on unfolding."""
     if any(m.status == "nonfinite" for m in inside):
         return "nonfinite"
-    for crossing in (set(leaving), set(entering)):
-        for s in _STRONGEST:
-            if s in crossing:
-                return s
+    for crossing in (leaving, entering):
+        flow = strongest_flow(crossing)
+        if flow is not None:
+            return flow
     return _worst(m.status for m in inside)

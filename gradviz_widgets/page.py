@@ -25,8 +25,9 @@ from typing import Any
 from .chart import bar_rows
 from .graph import GradGraph
 from .graph_ghosts import add_ghosts
+from .ids import param_id
 from .page_chart import chart_svg
-from .render import legend, plain_text, render_dot
+from .render import legend, node_texts, plain_text, render_dot
 from .report import GradReport
 from .widget_controller import node_info
 
@@ -56,7 +57,7 @@ def views(graph: GradGraph) -> list[dict[str, Any]]:
                 "depth": depth,
                 "dot": drawn.dot,
                 "key_map": drawn.keys,
-                "nodes": {n.id: node_info(n, False) for n in view.nodes},
+                "nodes": {n.id: {**node_info(n, False), **node_texts(n)} for n in view.nodes},
             }
         )
     return out
@@ -76,7 +77,7 @@ def page_html(graph: GradGraph, report: GradReport, title: str = "Gradient flow"
         "views": views(add_ghosts(graph, report.none_reasons)),
         "legend": legend(),
         "summary": plain_text(report.summary()),
-        "params": [f"param:{n}" for n in params],
+        "params": [param_id(n) for n in params],
     }
     findings = "".join(f"<li>{html.escape(plain_text(f))}</li>" for f in report.findings)
     return _TEMPLATE.format(

@@ -1,6 +1,6 @@
 """The standalone page's chart: log-scale bars per parameter as SVG text, no plotly.js.
 
-The same visual language as the notebook chart (chart.py, render.STATUS_STYLE): None and
+The same visual language as the notebook chart (chart.py, vocabulary.STYLES): None and
 exactly 0.0 are pinned at the floor with their own pattern and label, NaN/Inf at the ceiling,
 threshold lines for vanishing and exploding. Bars are addressed by their row index
 (`data-row`), never by the parameter's name; names appear only as escaped text.
@@ -17,8 +17,7 @@ import html
 import math
 from typing import Any
 
-from .render import STATUS_STYLE, format_norm, plain_text
-from .stats import Thresholds
+from .vocabulary import STYLES, Thresholds, format_norm, plain_text, style
 
 ROW_H = 20
 LABEL_W = 210
@@ -44,7 +43,8 @@ def _x(value: float, lo: float, hi: float) -> float:
 
 def _bar(i: int, row: dict[str, Any], lo: float, hi: float) -> str:
     status = row.get("status", "none")
-    fill, border, _, label = STATUS_STYLE.get(status, STATUS_STYLE["none"])
+    look = style(status)
+    fill, border, label = look.fill, look.line, look.label
     norm = row.get("norm")
     y = PAD + i * ROW_H
     if status in ("none", "zero"):
@@ -53,11 +53,7 @@ def _bar(i: int, row: dict[str, Any], lo: float, hi: float) -> str:
         width, text = float(BAR_W), label
     else:
         width, text = max(_x(norm, lo, hi) - LABEL_W, 1.0), format_norm(norm)
-    pattern = {
-        "none": ' stroke-dasharray="3 2"',
-        "zero": ' stroke-dasharray="1 2"',
-        "nonfinite": ' stroke-dasharray="6 2" stroke-width="2"',
-    }.get(status, "")
+    pattern = look.svg_dash
     name = html.escape(plain_text(row.get("name", "")))
     why = f" ({html.escape(plain_text(row['reason']))})" if row.get("reason") else ""
     return (
@@ -94,8 +90,8 @@ def _axis(lo: float, hi: float, height: float, thresholds: Thresholds) -> str:
                 f'text-anchor="middle" fill="#666">1e{e}</text>'
             )
     for value, color, name in (
-        (thresholds.vanishing, "#0072b2", "vanishing"),
-        (thresholds.exploding, "#e69f00", "exploding"),
+        (thresholds.vanishing, STYLES["vanishing"].line, "vanishing"),
+        (thresholds.exploding, STYLES["exploding"].line, "exploding"),
     ):
         if value > 0:
             x = _x(value, lo, hi)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from .hook_events import HookEvent
-from .render import format_norm, html_text
-from .tensor_stats import TensorStats
+from .vocabulary import STYLES, format_norm, html_text
+
+if TYPE_CHECKING:  # torch-free at run time: the readout only reads their fields
+    from .hook_events import HookEvent
+    from .tensor_stats import TensorStats
 
 
 def readout_html(
@@ -56,7 +59,7 @@ def _row(e: HookEvent, name: str, s: TensorStats | None) -> str:
     )
     if s is None:
         return f"<tr>{head}<td colspan=8><i>None (no gradient)</i></td><td>{e.seconds * 1e3:.2f}</td></tr>"
-    bad = ' style="color:#d55e00;font-weight:bold"' if s.nan or s.inf else ""
+    bad = f' style="color:{STYLES["nonfinite"].line};font-weight:bold"' if s.nan or s.inf else ""
     return (
         f"<tr>{head}<td>{'×'.join(map(str, s.shape)) or 'scalar'}</td>"
         f"<td>{format_norm(s.norm)}</td><td>{format_norm(s.min)}</td>"
@@ -71,7 +74,7 @@ def _hist_svg(counts: Sequence[int], w: int = 64, h: int = 16) -> str:
     bw = w / max(len(counts), 1)
     bars = "".join(
         f'<rect x="{i * bw:.1f}" y="{h - h * c / top:.1f}" width="{bw - 0.5:.1f}" '
-        f'height="{h * c / top:.1f}" fill="#0072b2"/>'
+        f'height="{h * c / top:.1f}" fill="{STYLES["vanishing"].line}"/>'
         for i, c in enumerate(counts)
         if c
     )

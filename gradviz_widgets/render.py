@@ -7,26 +7,28 @@ optional server-side layout for file export; the notebook lays DOT out in the br
 from __future__ import annotations
 
 import dataclasses
-import html
 import math
-import re
 import shutil
 import subprocess
 from collections.abc import Collection, Mapping
 
 from .errors import GradExplorerError
 from .graph import GradGraph, GradNode
+from .vocabulary import (  # noqa: F401 - re-exported: older callers import them from here
+    GHOST_STYLE,
+    LEGEND_ORDER,
+    SELECTED_COLOR,
+    STYLES,
+    format_norm,
+    html_text,
+    legend,
+    norm_text,
+    plain_text,
+    style,
+)
 
-#: status -> (fill, border, style, label) — Okabe-Ito colours, and each status also differs
-#: by line style, so the states stay distinct without colour vision.
-STATUS_STYLE: dict[str, tuple[str, str, str, str]] = {
-    "healthy": ("#d5f0e6", "#009e73", "solid", "healthy"),
-    "vanishing": ("#d6e9f8", "#0072b2", "dashed", "vanishing"),
-    "exploding": ("#fbe5c8", "#e69f00", "bold", "exploding"),
-    "nonfinite": ("#f6cdb8", "#d55e00", "bold,dashed", "NaN / Inf"),
-    "zero": ("#e6e6e6", "#000000", "dotted", "exactly 0.0"),
-    "none": ("#ffffff", "#9a9a9a", "dashed", "no gradient (None)"),
-}
+#: status -> (fill, border, style, label), from vocabulary.STYLES (kept for older callers)
+STATUS_STYLE: dict[str, tuple[str, str, str, str]] = {k: STYLES[k].as_tuple() for k in LEGEND_ORDER}
 
 _SHAPES = {
     "op": "box",
@@ -39,48 +41,6 @@ _SHAPES = {
     "ghost": "box",
 }
 
-#: ghosts (graph_ghosts.py: parameters the gradient never reached) are grey and dashed
-GHOST_STYLE = {"style": "dashed,rounded", "color": "#9a9a9a", "fontcolor": "#7a7a7a"}
-
-# Text from the user's model (module, parameter, class, output-key and loss names) is data:
-# control characters become visible Unicode "control pictures", bidi overrides a visible
-# [U+XXXX] tag, lone surrogates U+FFFD. Nothing here adds markup.
-_PICTURES = {c: 0x2400 + c for c in range(0x20)} | {0x7F: 0x2421}
-_PICTURES |= {c: 0xFFFD for c in range(0x80, 0xA0)}
-_PICTURES |= {
-    c: f"[U+{c:04X}]"
-    for c in (
-        0x061C,
-        0x200E,
-        0x200F,
-        0x2028,
-        0x2029,
-        *range(0x202A, 0x202F),
-        *range(0x2066, 0x206A),
-    )
-}
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def plain_text(text: object) -> str:
-    """`text` with control, bidi-override and surrogate characters made visible; safe to show.
-
-    Example:
-        >>> plain_text("a\\nb\\x1b")
-        'a␊b␛'
-    """
-    return _SURROGATE.sub("\ufffd", str(text).translate(_PICTURES))
-
-
-def html_text(text: object) -> str:
-    """`text` escaped for HTML (and Plotly's pseudo-HTML): never markup.
-
-    Example:
-        >>> html_text("<b>x</b>")
-        '&lt;b&gt;x&lt;/b&gt;'
-    """
-    return html.escape(plain_text(text), quote=True)
-
 
 @dataclasses.dataclass(frozen=True)
 class DotGraph:
@@ -91,17 +51,17 @@ class DotGraph:
     keys: dict[str, str]
 
 
-def legend() -> list[dict]:
-    """One entry per status for a legend: status, label, colour, dash.
+def node_texts(n: GradNode) -> dict[str, str]:
+    """What the page shows about a node's gradient, as text (the page formats no numbers):
+    `norm_text` is the norm exactly as the node's label writes it, `status_text` the status
+    in words.
 
     Example:
-        >>> legend()[0]["status"]
-        'healthy'
+        >>> from gradviz_widgets.graph import GradNode
+        >>> node_texts(GradNode("a#0", "A", "op", "", "A", grad_norm=1234.5, status="healthy"))
+        {'norm_text': '1234', 'status_text': 'healthy'}
     """
-    return [
-        {"status": s, "label": lab, "color": border, "fill": fill, "dash": style}
-        for s, (fill, border, style, lab) in STATUS_STYLE.items()
-    ]
+    return {"norm_text": norm_text(n.grad_norm, n.status), "status_text": style(n.status).words}
 
 
 def to_dot(
@@ -173,13 +133,14 @@ def render_dot(
         src = into_acc.get(e.src, e.src) if e.src in skip else e.src
         if e.dst in skip or src in skip or src not in emit.key_of or e.dst not in emit.key_of:
             continue
-        _, border, style, _ = STATUS_STYLE.get(e.status, STATUS_STYLE["none"])
+        look = style(e.status)
+        border, dash = look.line, look.dash
         if edge_colors and (e.src, e.dst) in edge_colors:
-            border, style = edge_colors[(e.src, e.dst)], "solid"
+            border, dash = edge_colors[(e.src, e.dst)], "solid"
         width = _penwidth(e.grad_norm)
         lines.append(
             f"  {emit.key_of[src]} -> {emit.key_of[e.dst]} [color={_q(border)}, "
-            f"style={_q(style)}, penwidth={width}];"
+            f"style={_q(dash)}, penwidth={width}];"
         )
     lines.append("}")
     return DotGraph("\n".join(lines) + "\n", emit.keys)
@@ -227,22 +188,22 @@ def _node_line(key: str, n: GradNode, hooked: bool, selected: bool) -> str:
     if n.kind == "ghost":
         attrs = {"shape": "box", **GHOST_STYLE, "penwidth": "2.5" if selected else "1"}
         if selected:
-            attrs["color"] = "#cc79a7"
+            attrs["color"] = SELECTED_COLOR
         body = ", ".join(f"{k}={_q(v)}" for k, v in attrs.items())
         return f'{key} [id="{key}", label="{_dot_text(label_lines(n))}", {body}];'
-    fill, border, style, _ = STATUS_STYLE.get(n.status, STATUS_STYLE["none"])
-    styles = ["filled", "rounded" if n.kind in ("op", "accumulate") else "", style]
+    look = style(n.status)
+    styles = ["filled", "rounded" if n.kind in ("op", "accumulate") else "", look.dash]
     attrs = {
         "shape": _SHAPES.get(n.kind, "box"),
         "style": ",".join(s for s in styles if s),
-        "fillcolor": fill,
-        "color": border,
+        "fillcolor": look.fill,
+        "color": look.line,
         "penwidth": "2.5" if n.status in ("exploding", "nonfinite") or selected else "1.2",
     }
     if hooked:
         attrs["peripheries"] = "2"
     if selected:
-        attrs["color"] = "#cc79a7"
+        attrs["color"] = SELECTED_COLOR
     body = ", ".join(f"{k}={_q(v)}" for k, v in attrs.items())
     return f'{key} [id="{key}", label="{_dot_text(label_lines(n))}", {body}];'
 
@@ -258,7 +219,7 @@ def label_lines(n: GradNode) -> list[str]:
     if not lines[0].strip():
         lines[0] = n.op or n.kind  # an empty first line would start the label with a newline
     if n.grad_norm is not None and n.kind != "output":
-        lines.append(f"‖g‖ {format_norm(n.grad_norm)}" if n.status != "zero" else "‖g‖ 0.0")
+        lines.append(f"‖g‖ {norm_text(n.grad_norm, n.status)}")
     elif n.kind in ("param", "input") and n.status == "none":
         lines.append("no grad")
     return lines
@@ -272,26 +233,6 @@ def _dot_text(lines: list[str]) -> str:
         plain_text(line).replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;")
         for line in lines
     )
-
-
-def format_norm(x: float | None) -> str:
-    """Compact text for a norm: 0.0, 1.2e-23, 0.279, NaN, Inf, None.
-
-    Example:
-        >>> format_norm(1.234e-23), format_norm(0.27901), format_norm(None)
-        ('1.23e-23', '0.279', 'None')
-    """
-    if x is None:
-        return "None"
-    if math.isnan(x):
-        return "NaN"
-    if math.isinf(x):
-        return "Inf"
-    if x == 0:
-        return "0.0"
-    if 1e-3 <= abs(x) < 1e4:
-        return f"{x:.4g}"
-    return f"{x:.3g}"
 
 
 def _penwidth(norm: float | None) -> str:

@@ -1,4 +1,5 @@
-"""Gradient norms computed on the device and read back in one host sync, and health statuses.
+"""Gradient norms computed on the device and read back in one host sync (statuses, thresholds
+and `classify` live in vocabulary.py and are re-exported here).
 
 Norms accumulate in float64 (float32 on MPS, which has no float64) and are exact at any size and
 magnitude: float32 squares underflow below ~1e-19, overflow above ~1.8e19 and float32 sums stop
@@ -8,8 +9,6 @@ is exactly 0), never by the norm.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import weakref
 from collections.abc import Sequence
 
@@ -24,51 +23,8 @@ from .stats_reduce import (  # noqa: F401 - re-exported
     segmented,
     squares_fit,
 )
-
-STATUSES = ("none", "zero", "vanishing", "healthy", "exploding", "nonfinite")
-
-
-@dataclasses.dataclass(frozen=True)
-class Thresholds:
-    """Where "vanishing" and "exploding" start, as L2 norms of one gradient tensor.
-
-    Defaults follow the usual rule of thumb (norms around 1e-8 stop a layer from learning;
-    norms in the thousands make steps that overshoot). Set your own:
-
-    Example:
-        >>> Thresholds(vanishing=1e-6).exploding
-        10000.0
-    """
-
-    vanishing: float = 1e-7
-    exploding: float = 1e4
-
-    def __post_init__(self) -> None:
-        if not (0 <= self.vanishing < self.exploding):
-            raise ValueError(
-                f"thresholds must satisfy 0 <= vanishing < exploding, got "
-                f"vanishing={self.vanishing}, exploding={self.exploding}"
-            )
-
-
-def classify(norm: float | None, max_abs: float | None, thresholds: Thresholds) -> str:
-    """One of STATUSES for a gradient with this L2 norm and largest absolute element.
-
-    Example:
-        >>> classify(0.0, 0.0, Thresholds()), classify(None, None, Thresholds())
-        ('zero', 'none')
-    """
-    if norm is None:
-        return "none"
-    if not math.isfinite(norm) or (max_abs is not None and not math.isfinite(max_abs)):
-        return "nonfinite"
-    if max_abs == 0.0:
-        return "zero"
-    if norm < thresholds.vanishing:
-        return "vanishing"
-    if norm > thresholds.exploding:
-        return "exploding"
-    return "healthy"
+# the statuses, thresholds and `classify` live in vocabulary.py (no torch); re-exported
+from .vocabulary import STATUSES, Thresholds, classify, combine_norms  # noqa: F401
 
 
 def accumulation_dtype(device: torch.device) -> torch.dtype:
@@ -281,22 +237,3 @@ def _identity(g: torch.Tensor) -> tuple | None:
         )
     except RuntimeError:  # tensors without storage (fake, functorch wrappers)
         return None
-
-
-def combine_norms(norms: Sequence[float | None]) -> float | None:
-    """The L2 norm of several tensors taken together, from their norms (None if all are None).
-
-    Example:
-        >>> combine_norms([3.0, None, 4.0])
-        5.0
-    """
-    present = [n for n in norms if n is not None]
-    if not present:
-        return None
-    if any(math.isnan(n) for n in present):
-        return math.nan
-    top = max(present)
-    if top == 0.0 or math.isinf(top):
-        return top
-    # scaled by the largest, so norms of 1e-200 do not square to 0.0
-    return top * math.sqrt(math.fsum((n / top) ** 2 for n in present))

@@ -11,7 +11,19 @@ from typing import Any
 
 import torch
 
-from .attribution import LOSS_SCOPE, Scope
+from .ids import (
+    LOSS_CALL,
+    LOSS_SCOPE,
+    OUTPUT,
+    Scope,
+    acc_id,
+    acc_leaf,
+    leaf_id,
+    module_of_scope,
+    op_id,
+    owner_path,
+    path_prefixes,
+)
 from .stats import NormBatch
 
 #: key in `grad_fn.metadata` marking autograd nodes our hooks add (set by hooks.py)
@@ -98,11 +110,7 @@ def leaf_names(
 
 def param_scope(name: str, calls: Mapping[str, int]) -> Scope:
     """The module chain owning parameter `name`; -1 marks modules called several times."""
-    parts = name.split(".")[:-1]
-    return tuple(
-        (".".join(parts[: i + 1]), -1 if calls.get(".".join(parts[: i + 1]), 0) > 1 else 0)
-        for i in range(len(parts))
-    )
+    return tuple((p, -1 if calls.get(p, 0) > 1 else 0) for p in path_prefixes(owner_path(name)))
 
 
 def walk(
@@ -113,17 +121,11 @@ def walk(
 ) -> RawGraph:
     """Every autograd node reachable from `loss.grad_fn`, leaves that require grad, and the output.
 
-    Ids: `module.path/OpName#k` (k counts that op within that module, in creation order),
-    `param:<qualified name>`, `input:<arg>`, `acc:<leaf id>` for AccumulateGrad, `output` for the loss.
+    Ids (ids.py): `module.path/OpName#k` (k counts that op within that module, in creation
+    order), `param:<qualified name>`, `input:<arg>`, `acc:<leaf id>` for AccumulateGrad,
+    `output` for the loss.
     """
-    found: dict[Any, None] = {}
-    todo = [loss.grad_fn]
-    while todo:
-        fn = todo.pop()
-        if fn in found:
-            continue
-        found[fn] = None
-        todo.extend(nxt for nxt, _ in reversed(fn.next_functions) if nxt is not None)  # type: ignore[union-attr]
+    found = _reachable(loss.grad_fn)
     # nodes our own hooks add are left out, so the graph (and its ids) is the same with
     # hooks on or off; edges run through them to what they wrap
     transparent = {fn for fn in found if _is_hook_node(fn)}
@@ -132,45 +134,75 @@ def walk(
     ordered = sorted(
         (fn for fn in found if fn not in transparent), key=lambda fn: rank.get(fn, len(rank))
     )
+    nodes, by_fn, leaves = _name_nodes(ordered, owner, names, calls)
+    edges = _edges(by_fn, transparent)
+    out = RawNode(OUTPUT, "Output", "output", LOSS_SCOPE, LOSS_CALL, shape=tuple(loss.shape))
+    nodes[OUTPUT] = out
+    last = loss.grad_fn
+    while last in transparent:
+        last = last.next_functions[0][0]  # type: ignore[union-attr]
+    edges.append(RawEdge(by_fn[last].id, OUTPUT))
+    return RawGraph(nodes, edges, leaves)
 
+
+def _reachable(root: Any) -> dict[Any, None]:
+    """Autograd nodes reachable from `root`, in depth-first order (no recursion)."""
+    found: dict[Any, None] = {}
+    todo = [root]
+    while todo:
+        fn = todo.pop()
+        if fn in found:
+            continue
+        found[fn] = None
+        todo.extend(nxt for nxt, _ in reversed(fn.next_functions) if nxt is not None)
+    return found
+
+
+def _name_nodes(
+    ordered: list[Any],
+    owner: Mapping[Any, Scope],
+    names: Mapping[int, tuple[str, str]],
+    calls: Mapping[str, int],
+) -> tuple[dict[str, RawNode], dict[Any, RawNode], list[RawNode]]:
+    """Nodes with their ids, in creation order: (id -> node, autograd node -> node, leaves)."""
     nodes: dict[str, RawNode] = {}
     by_fn: dict[Any, RawNode] = {}
     leaves: list[RawNode] = []
-    counts: Counter[tuple[str, str]] = Counter()
-    other_leaves = 0
+    counts: Counter[tuple[str, str]] = Counter()  # ops per (module, op); ("", "") other leaves
     for fn in ordered:
         op = type(fn).__name__
         var = getattr(fn, "variable", None)
         if var is not None:
             kind, name = names.get(id(var), ("tensor", ""))
             if kind == "tensor":
-                name = str(other_leaves)
-                other_leaves += 1
+                name = str(counts[("", "")])
+                counts[("", "")] += 1
             scope = param_scope(name, calls) if kind == "param" else owner.get(fn, ())
             # inputs belong to the root; parameters and other leaves to their innermost module
-            module = scope[-1][0] if scope and kind != "input" else ""
-            leaf_id = f"{kind}:{name}"
-            leaf = RawNode(
-                leaf_id, kind.capitalize(), kind, module, scope, tensor=var, shape=tuple(var.shape)
-            )
-            nodes[leaf_id] = leaf
+            module = module_of_scope(scope) if kind != "input" else ""
+            shape = tuple(var.shape)
+            leaf = RawNode(leaf_id(kind, name), kind.capitalize(), kind, module, scope)
+            leaf.tensor, leaf.shape = var, shape
+            nodes[leaf.id] = leaf
             leaves.append(leaf)
-            node = RawNode(f"acc:{leaf_id}", op, "accumulate", module, scope, fn=fn)
+            node = RawNode(acc_id(leaf.id), op, "accumulate", module, scope, fn=fn)
         else:
-            scope = owner.get(fn, ((LOSS_SCOPE, 0),))
-            module = scope[-1][0] if scope else ""
+            scope = owner.get(fn, LOSS_CALL)
+            module = module_of_scope(scope)
             k = counts[(module, op)]
             counts[(module, op)] += 1
-            node_id = f"{module}/{op}#{k}" if module else f"{op}#{k}"
-            node = RawNode(node_id, op, "op", module, scope, fn=fn)
+            node = RawNode(op_id(module, op, k), op, "op", module, scope, fn=fn)
         nodes[node.id] = node
         by_fn[fn] = node
+    return nodes, by_fn, leaves
 
+
+def _edges(by_fn: Mapping[Any, RawNode], transparent: Collection[Any]) -> list[RawEdge]:
+    """Producer -> consumer edges, through the hook nodes in `transparent`."""
     edges: list[RawEdge] = []
     for fn, node in by_fn.items():
         if node.kind == "accumulate":
-            leaf_id = node.id[len("acc:") :]
-            edges.append(RawEdge(leaf_id, node.id))
+            edges.append(RawEdge(acc_leaf(node.id), node.id))
         for index, (nxt, out_nr) in enumerate(fn.next_functions):
             if nxt is None:
                 continue
@@ -180,15 +212,7 @@ def walk(
                 nxt, out_nr = nxt.next_functions[out_nr]
             if nxt is not None:
                 edges.append(RawEdge(by_fn[nxt].id, node.id, index=index, via=via))
-    out = RawNode(
-        "output", "Output", "output", LOSS_SCOPE, ((LOSS_SCOPE, 0),), shape=tuple(loss.shape)
-    )
-    nodes["output"] = out
-    last = loss.grad_fn
-    while last in transparent:
-        last = last.next_functions[0][0]  # type: ignore[union-attr]
-    edges.append(RawEdge(by_fn[last].id, "output"))
-    return RawGraph(nodes, edges, leaves)
+    return edges
 
 
 def _is_hook_node(fn: Any) -> bool:
@@ -233,7 +257,7 @@ def instrument(graph: RawGraph, batch: NormBatch, modified: Collection[str] = ()
                 direct.append(e)
         out = leaving.get(node.id, [])
         same = (
-            out[0] if len(out) == 1 and out[0].dst != "output" and node.id not in modified else None
+            out[0] if len(out) == 1 and out[0].dst != OUTPUT and node.id not in modified else None
         )
         node.fn.register_hook(_flow_hook(node, direct, batch, order, same))
     for hook_fn, edges in through.items():

@@ -1,0 +1,306 @@
+"""The one vocabulary of gradient health: statuses, thresholds, styles and number text.
+
+No torch here: the data and presentation side (graph, report, render, chart, export, readout)
+builds on this module, so a saved report can be re-rendered without torch. Every place that
+shows a status (DOT nodes and edges, the chart, the static page, the legend, tooltips and the
+watch view) takes its colour, dash, pattern and words from `STYLES`, and every place that shows
+a norm takes its text from `format_norm`: a node's label and its tooltip always agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import math
+import re
+from collections.abc import Iterable, Sequence
+
+#: every status, in the order of their codes (watch/ stores indices into this tuple)
+STATUSES = ("none", "zero", "vanishing", "healthy", "exploding", "nonfinite")
+#: most severe first: the status of several things shown as one (merged edges, ×N groups)
+SEVERITY = ("nonfinite", "exploding", "zero", "vanishing", "healthy", "none")
+#: what leaves a folded module along several edges: one healthy path makes the flow healthy
+FLOW_STRENGTH = ("nonfinite", "exploding", "healthy", "vanishing", "zero")
+#: the order of legend entries
+LEGEND_ORDER = ("healthy", "vanishing", "exploding", "nonfinite", "zero", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class Thresholds:
+    """Where "vanishing" and "exploding" start, as L2 norms of one gradient tensor.
+
+    Defaults follow the usual rule of thumb (norms around 1e-8 stop a layer from learning;
+    norms in the thousands make steps that overshoot). Set your own:
+
+    Example:
+        >>> Thresholds(vanishing=1e-6).exploding
+        10000.0
+    """
+
+    vanishing: float = 1e-7
+    exploding: float = 1e4
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.vanishing < self.exploding):
+            raise ValueError(
+                f"thresholds must satisfy 0 <= vanishing < exploding, got "
+                f"vanishing={self.vanishing}, exploding={self.exploding}"
+            )
+
+
+def classify(norm: float | None, max_abs: float | None, thresholds: Thresholds) -> str:
+    """One of STATUSES for a gradient with this L2 norm and largest absolute element.
+
+    Example:
+        >>> classify(0.0, 0.0, Thresholds()), classify(None, None, Thresholds())
+        ('zero', 'none')
+        >>> classify(1e-9, 1e-9, Thresholds()), classify(float("nan"), None, Thresholds())
+        ('vanishing', 'nonfinite')
+    """
+    if norm is None:
+        return "none"
+    if not math.isfinite(norm) or (max_abs is not None and not math.isfinite(max_abs)):
+        return "nonfinite"
+    if max_abs == 0.0:
+        return "zero"
+    if norm < thresholds.vanishing:
+        return "vanishing"
+    if norm > thresholds.exploding:
+        return "exploding"
+    return "healthy"
+
+
+def worst(statuses: Iterable[str]) -> str:
+    """The most severe of `statuses` ("none" when there are none).
+
+    Example:
+        >>> worst(["healthy", "zero", "vanishing"]), worst([])
+        ('zero', 'none')
+    """
+    return _first_of(SEVERITY, statuses, "none")
+
+
+def strongest_flow(statuses: Iterable[str]) -> str | None:
+    """What several gradients leaving one place add up to (FLOW_STRENGTH), None if none.
+
+    Example:
+        >>> strongest_flow(["zero", "healthy"]), strongest_flow([])
+        ('healthy', None)
+    """
+    return _first_of(FLOW_STRENGTH, statuses, None)
+
+
+def _first_of(order: Sequence[str], statuses: Iterable[str], default: str | None) -> str | None:
+    found = set(statuses)
+    return next((s for s in order if s in found), default)  # type: ignore[return-value]
+
+
+def combine_norms(norms: Sequence[float | None]) -> float | None:
+    """The L2 norm of several tensors taken together, from their norms (None if all are None).
+
+    Example:
+        >>> combine_norms([3.0, None, 4.0])
+        5.0
+    """
+    present = [n for n in norms if n is not None]
+    if not present:
+        return None
+    if any(math.isnan(n) for n in present):
+        return math.nan
+    top = max(present)
+    if top == 0.0 or math.isinf(top):
+        return top
+    # scaled by the largest, so norms of 1e-200 do not square to 0.0
+    return top * math.sqrt(math.fsum((n / top) ** 2 for n in present))
+
+
+@dataclasses.dataclass(frozen=True)
+class StatusStyle:
+    """How one status looks everywhere: Okabe-Ito colours, and each status also differs by
+    line style and pattern, so the states stay distinct without colour vision.
+
+    `dash` is a Graphviz style list, `svg_dash` the SVG stroke attributes of the static
+    page's bars, `pattern` the Plotly bar pattern; `label` is the short legend text and
+    `words` the phrase read out by screen readers.
+    """
+
+    status: str
+    fill: str
+    line: str
+    dash: str
+    pattern: str
+    label: str
+    words: str
+    svg_dash: str = ""
+
+    def as_tuple(self) -> tuple[str, str, str, str]:
+        """(fill, line, dash, label): the shape of the old `render.STATUS_STYLE` values."""
+        return (self.fill, self.line, self.dash, self.label)
+
+
+STYLES: dict[str, StatusStyle] = {
+    s.status: s
+    for s in (
+        StatusStyle("healthy", "#d5f0e6", "#009e73", "solid", "", "healthy", "healthy"),
+        StatusStyle(
+            "vanishing", "#d6e9f8", "#0072b2", "dashed", "/", "vanishing", "vanishing gradient"
+        ),
+        StatusStyle(
+            "exploding", "#fbe5c8", "#e69f00", "bold", "\\", "exploding", "exploding gradient"
+        ),
+        StatusStyle(
+            "nonfinite",
+            "#f6cdb8",
+            "#d55e00",
+            "bold,dashed",
+            "+",
+            "NaN / Inf",
+            "NaN or Inf gradient",
+            ' stroke-dasharray="6 2" stroke-width="2"',
+        ),
+        StatusStyle(
+            "zero",
+            "#e6e6e6",
+            "#000000",
+            "dotted",
+            "x",
+            "exactly 0.0",
+            "gradient exactly zero",
+            ' stroke-dasharray="1 2"',
+        ),
+        StatusStyle(
+            "none",
+            "#ffffff",
+            "#9a9a9a",
+            "dashed",
+            ".",
+            "no gradient (None)",
+            "no gradient",
+            ' stroke-dasharray="3 2"',
+        ),
+    )
+}
+
+#: ghosts (graph_ghosts.py: parameters the gradient never reached) are grey and dashed
+GHOST_STYLE = {"style": "dashed,rounded", "color": "#9a9a9a", "fontcolor": "#7a7a7a"}
+#: the outline of the selected node
+SELECTED_COLOR = "#cc79a7"
+
+
+def style(status: str) -> StatusStyle:
+    """The style of `status`; unknown statuses look like "none".
+
+    Example:
+        >>> style("vanishing").line, style("bogus").status
+        ('#0072b2', 'none')
+    """
+    return STYLES.get(status, STYLES["none"])
+
+
+def legend() -> list[dict]:
+    """One entry per status for a legend: status, label, colour, fill, dash.
+
+    Example:
+        >>> legend()[0]["status"], legend()[3]["label"]
+        ('healthy', 'NaN / Inf')
+    """
+    return [
+        {"status": s.status, "label": s.label, "color": s.line, "fill": s.fill, "dash": s.dash}
+        for s in (STYLES[k] for k in LEGEND_ORDER)
+    ]
+
+
+def format_norm(x: float | None) -> str:
+    """Compact text for a norm: 0.0, 1.2e-23, 0.279, NaN, Inf, None. The one formatter of
+    norms: node labels, tooltips, the hook readout, chart text and the static page use it.
+
+    Example:
+        >>> format_norm(1.234e-23), format_norm(0.27901), format_norm(None)
+        ('1.23e-23', '0.279', 'None')
+        >>> format_norm(1234.5), format_norm(1.5e-07)
+        ('1234', '1.5e-07')
+    """
+    if x is None:
+        return "None"
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Inf"
+    if x == 0:
+        return "0.0"
+    if 1e-3 <= abs(x) < 1e4:
+        return f"{x:.4g}"
+    return f"{x:.3g}"
+
+
+def norm_text(norm: float | None, status: str) -> str:
+    """The norm as a node shows it: a gradient whose elements are all exactly 0 reads "0.0".
+
+    Example:
+        >>> norm_text(1234.5, "healthy"), norm_text(1e-30, "zero")
+        ('1234', '0.0')
+    """
+    return "0.0" if status == "zero" else format_norm(norm)
+
+
+# Text from the user's model (module, parameter, class, output-key and loss names) is data:
+# control characters become visible Unicode "control pictures", bidi overrides a visible
+# [U+XXXX] tag, lone surrogates U+FFFD. Nothing here adds markup.
+_PICTURES: dict[int, int | str] = {c: 0x2400 + c for c in range(0x20)} | {0x7F: 0x2421}
+_PICTURES |= {c: 0xFFFD for c in range(0x80, 0xA0)}
+_PICTURES |= {
+    c: f"[U+{c:04X}]"
+    for c in (
+        0x061C,
+        0x200E,
+        0x200F,
+        0x2028,
+        0x2029,
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    )
+}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def plain_text(text: object) -> str:
+    """`text` with control, bidi-override and surrogate characters made visible; safe to show.
+
+    Example:
+        >>> plain_text("a\\nb\\x1b")
+        'a␊b␛'
+    """
+    return _SURROGATE.sub("\ufffd", str(text).translate(_PICTURES))
+
+
+def html_text(text: object) -> str:
+    """`text` escaped for HTML (and Plotly's pseudo-HTML): never markup.
+
+    Example:
+        >>> html_text("<b>x</b>")
+        '&lt;b&gt;x&lt;/b&gt;'
+    """
+    return html.escape(plain_text(text), quote=True)
+
+
+__all__ = [
+    "FLOW_STRENGTH",
+    "GHOST_STYLE",
+    "LEGEND_ORDER",
+    "SELECTED_COLOR",
+    "SEVERITY",
+    "STATUSES",
+    "STYLES",
+    "StatusStyle",
+    "Thresholds",
+    "classify",
+    "combine_norms",
+    "format_norm",
+    "html_text",
+    "legend",
+    "norm_text",
+    "plain_text",
+    "strongest_flow",
+    "style",
+    "worst",
+]
