@@ -1,0 +1,108 @@
+"""The data and presentation side imports no torch: a saved report re-renders without it.
+
+A subprocess blocks torch (`sys.modules["torch"] = None`: any `import torch` raises) and then
+imports graph, report, render, chart, export, readout, vocabulary and ids, loads a report and
+graph from their JSON export and renders them to DOT and to a chart figure dict. The package's
+own `__init__` imports the capture side (torch), so the subprocess stands in an empty package
+object for it and loads the modules from their files.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gradviz_widgets import GradExplorer
+from gradviz_widgets.chart import figure_dict
+from gradviz_widgets.examples import nan_mid_graph_example
+from gradviz_widgets.export import load_json, report_json
+from gradviz_widgets.render import render_dot
+
+PACKAGE = Path(__file__).resolve().parents[1] / "gradviz_widgets"
+TORCH_FREE = ("vocabulary", "ids", "graph", "report", "render", "chart", "export", "readout")
+# and the modules they pull in, or that fold, diagnose and draw a saved graph
+ALSO = ("graph_view", "graph_groups", "graph_ghosts", "graph_scopes", "diagnose", "page_chart")
+
+SCRIPT = """
+import importlib, json, sys, types
+sys.modules["torch"] = None  # every `import torch` now raises ImportError
+package = types.ModuleType("gradviz_widgets")
+package.__path__ = [{package!r}]
+sys.modules["gradviz_widgets"] = package
+for name in {modules!r}:
+    importlib.import_module("gradviz_widgets." + name)
+from gradviz_widgets.export import load_json
+from gradviz_widgets.render import render_dot
+from gradviz_widgets.chart import figure_dict
+from gradviz_widgets.graph_ghosts import add_ghosts
+report, graph = load_json(sys.stdin.read())
+full = render_dot(add_ghosts(graph, report.none_reasons))
+folded = render_dot(graph.view(depth=0))
+figure = figure_dict(report)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] == "torch" and sys.modules[m])
+print(json.dumps({{"dot": full.dot, "keys": full.keys, "folded": folded.dot,
+                  "bars": figure["data"][0]["text"], "torch": loaded}}))
+"""
+
+
+def run_without_torch(saved: str) -> dict:
+    script = SCRIPT.format(package=str(PACKAGE), modules=TORCH_FREE + ALSO)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        input=saved,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def saved(dead_explorer) -> tuple[str, object]:
+    return report_json(dead_explorer.report, dead_explorer.graph), dead_explorer
+
+
+def test_saved_report_renders_without_torch(saved) -> None:
+    text, ex = saved
+    out = run_without_torch(text)
+    assert out["torch"] == []
+    from gradviz_widgets.graph_ghosts import add_ghosts
+
+    here = render_dot(add_ghosts(ex.graph, ex.report.none_reasons))
+    assert out["dot"] == here.dot and out["keys"] == here.keys
+    assert out["folded"] == render_dot(ex.graph.view(depth=0)).dot
+    assert out["bars"] == figure_dict(ex.report)["data"][0]["text"]
+
+
+def test_json_round_trip_keeps_the_report_and_graph(saved) -> None:
+    text, ex = saved
+    report, graph = load_json(text)
+    assert report.rows() == ex.report.rows()
+    assert report.thresholds == ex.report.thresholds
+    assert dict(report.module_norms) == dict(ex.report.module_norms)
+    assert graph is not None and graph.nodes == ex.graph.nodes
+    assert graph.edges == ex.graph.edges and dict(graph.modules) == dict(ex.graph.modules)
+    assert load_json(report_json(report))[1] is None
+
+
+def test_nonfinite_numbers_survive_the_round_trip() -> None:
+    model, xs = nan_mid_graph_example()[:2]
+    ex = GradExplorer(model, xs)
+    report, graph = load_json(report_json(ex.report, ex.graph))
+    assert _text(report.rows()) == _text(ex.report.rows())
+    assert "NaN" in figure_dict(report)["data"][0]["text"]
+    assert graph is not None
+    assert [n.status for n in graph.nodes] == [n.status for n in ex.graph.nodes]
+    assert render_dot(graph).dot == render_dot(ex.graph).dot
+    ex.close()
+
+
+def _text(rows: list[dict]) -> str:
+    return json.dumps(rows, sort_keys=True, default=str)
