@@ -6,7 +6,6 @@ actions into explorer calls and explorer results into widget state.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,10 @@ from .graph_ghosts import add_ghosts
 from .graph_pane import GraphPane
 from .hook_config import HOOK_KINDS
 from .readout import readout_html
-from .render import legend, render_dot
+from .render import render_dot
 from .widget_actions import ExportActions, SettingsActions
+from .widget_chart import CHART_WIDTH, ChartView
+from .widget_compare import CompareActions
 from .widget_controller import (
     ActionGuard,
     drawn_count,
@@ -33,16 +34,15 @@ from .widget_controller import (
     loss_line_html,
     module_of,
     node_info,
-    node_showing,
-    node_showing_module,
 )
-from .widget_controls import Controls
+from .widget_controls import ToolbarWiring
 
-CHART_WIDTH = 440  # px; with the graph's min width, side by side from ~800 px of output
 CHART_MAX_HEIGHT = "560px"  # taller charts (many flat bars) scroll inside their box
 
 
-class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
+class ExplorerWidget(
+    SettingsActions, ExportActions, CompareActions, ChartView, ToolbarWiring, W.VBox
+):
     """What `GradExplorer.show()` returns.
 
     Every callback (graph clicks, toolbar changes, bar clicks) runs through one guard: any
@@ -72,18 +72,21 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
         self.depth = None if depth == "full" else depth
         self.expand: set[str] = set()
         self.collapse: set[str] = set()
-        self.selected: str | None = None
+        self._selected: str | None = None
         self.selected_module: str | None = None
         self.export_dir = Path(export_dir)  # default folder of export_svg/csv/json (Python API)
         self.view: GradGraph | None = None
         self.last_error: str | None = None
         self.last_exception: BaseException | None = None
         self.runs = 0
+        self.baseline: tuple[Any, GradGraph | None] | None = None  # compare mode's run A
+        self.recent: list[tuple[Any, GradGraph]] = []  # runs shown, newest last
         self.guard = ActionGuard(self._failed, self._queued)
         self._quiet = False  # set while Python writes a control's value (no observer action)
 
         self.pane = GraphPane(height=height)
         self.readout = W.HTML(readout_html([], None, {}))
+        self.notes = W.HTML(layout=W.Layout(display="none"))  # compare summary, ranks
         first_error = self._first_run()
         # the first figure goes into the constructor: plotly's front end applies trace and
         # layout messages only once its module has loaded, so data added before that is lost
@@ -96,9 +99,19 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
         self.pane.on_node_click(g(self.click_node))
         self.pane.on_toggle_scope(g(self.toggle_scope))
         self.pane.on_layout_error(g(self._layout_failed))
-        # the chart has a fixed width (plotly cannot size itself from a flex box that has no
-        # width yet at first draw) and scrolls vertically when it has many rows; the graph
-        # takes the rest; narrow outputs stack them (flex wrap), so nothing scrolls sideways
+        super().__init__([self.toolbar, self.notes, self._body(), self.readout])
+        self.add_class("gv-explorer")
+        self.toolbar.add_class("gv-toolbar")
+        if first_error is None:
+            self.guard.call(self.refresh)
+        else:
+            self._fail(first_error)
+
+    def _body(self) -> W.HBox:
+        """The graph and the chart side by side. The chart has a fixed width (plotly cannot
+        size itself from a flex box that has no width yet at first draw) and scrolls vertically
+        when it has many rows; the graph takes the rest; narrow outputs stack them (flex wrap),
+        so nothing scrolls sideways."""
         chart_box = W.Box(
             [self.chart],
             layout=W.Layout(
@@ -109,23 +122,10 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
             ),
         )
         chart_box.add_class("gv-chart-box")
-        body = W.HBox(
-            [
-                W.Box(
-                    [self.pane],
-                    layout=W.Layout(flex="1 1 340px", min_width="300px", max_width="100%"),
-                ),
-                chart_box,
-            ],
-            layout=W.Layout(width="100%", flex_flow="row wrap"),
+        graph_box = W.Box(
+            [self.pane], layout=W.Layout(flex="1 1 340px", min_width="300px", max_width="100%")
         )
-        super().__init__([self.toolbar, body, self.readout])
-        self.add_class("gv-explorer")
-        self.toolbar.add_class("gv-toolbar")
-        if first_error is None:
-            self.guard.call(self.refresh)
-        else:
-            self._fail(first_error)
+        return W.HBox([graph_box, chart_box], layout=W.Layout(width="100%", flex_flow="row wrap"))
 
     def _first_run(self) -> str | None:
         """Use the explorer's newest run if still current, or run once; the error text if that
@@ -142,52 +142,6 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
         return None
 
     # ---- toolbar -----------------------------------------------------------------------------
-    def _build_toolbar(self, hook_kind: str, chart_mode: str) -> None:
-        ex = self.explorer
-        current = self._device_in_force()
-        devices = list(dict.fromkeys([current, *ex.available_devices()]))
-        c = self.controls = Controls(
-            devices,
-            current,
-            hook_kind,
-            chart_mode,
-            ex.thresholds,
-            self._depth_options(),
-            self._depth_value(),
-        )
-        g = self.guard.wrap
-        c.run_button.on_click(g(lambda _: self.rerun()))
-        c.clear_button.on_click(g(lambda _: self.clear_hooks()))
-        c.apply_modifier.on_click(g(lambda _: self.apply_modifier_to_selected()))
-        self._observe(c.device_box, lambda new: self.set_device(new))
-        self._observe(c.mode_box, lambda new: self._update_chart())
-        self._observe(c.vanishing_box, lambda new: self.set_thresholds())
-        self._observe(c.exploding_box, lambda new: self.set_thresholds())
-        self._observe(c.depth_box, self._set_depth)
-        self._observe(c.kind_box, lambda new: self._update_readout())
-        for button, action in zip(
-            c.export_buttons, (self.download_svg, self.download_csv, self.download_json)
-        ):
-            button.on_click(g(lambda _, act=action: act()))
-        self._modifier_value = c.modifier_value.value
-        self.toolbar = c.box
-
-    def _observe(self, control: W.Widget, action: Callable[[Any], Any]) -> None:
-        def changed(change: dict) -> None:
-            if not self._quiet:
-                self.guard.call(action, change["new"])
-
-        control.observe(changed, "value")
-
-    def _depth_options(self) -> list[tuple[str, Any]]:
-        deepest = self.explorer.graph.max_depth if self.explorer._last is not None else 1
-        return [("auto", "auto"), ("full", "full")] + [
-            (str(d), d) for d in range(0, max(deepest, 1))
-        ]
-
-    def _depth_value(self) -> Any:
-        return "full" if self.depth is None else self.depth
-
     def _device_in_force(self) -> str:
         return self.explorer.device or str(self.explorer.model_device)
 
@@ -198,8 +152,9 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
 
     def click_node(self, node_id: str) -> None:
         """Toggle the chosen kind of hook on the clicked node's module (or node), re-run."""
-        self.selected = node_id
-        self.pane.highlight = []  # a new selection ends the bar-click dimming
+        with self.pane.hold_sync():  # Python owns the selection: the page only sent a click
+            self.selected = node_id
+            self.pane.highlight = []  # a new selection ends the bar-click dimming
         node = find_node(node_id, self.view, self.explorer.graph)
         kind = self.controls.kind_box.value
         if node is None:
@@ -250,26 +205,11 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
             self.expand.discard(module)
         self.refresh()
 
-    def select_param(self, name: str) -> str | None:
-        """Select the graph node showing parameter `name` (its own node or its folded module)."""
-        try:
-            record = self.explorer.report.param(name)
-        except KeyError as e:
-            self._fail(str(e))
-            return None
-        node_id = node_showing(self.view, f"param:{name}")
-        self.selected = node_id
-        self._reveal(node_id, record.module)
-        if node_id is None:
-            self._set_status(f"{name} has no node in the graph: {record.none_reason}", "warning")
-        self._update_chart()
-        self._update_readout()
-        return node_id
-
     # ---- state -> widgets -------------------------------------------------------------------
     def refresh(self) -> None:
         """Rebuild the graph view, the chart and the readout from the newest run."""
         report = self.explorer.report
+        self._remember(report, self.explorer.graph)
         # parameters the gradient never reached are drawn as ghosts where they live
         graph = add_ghosts(self.explorer.graph, report.none_reasons)
         depth = (
@@ -279,57 +219,27 @@ class ExplorerWidget(SettingsActions, ExportActions, W.VBox):
         )
         view = graph.view(depth, self.expand, self.collapse)
         hooked = hooked_ids(view, self.explorer.hooks, self.explorer.modifiers)
-        drawn = render_dot(view, hooked=hooked, selected=self.selected)
+        # selection and hook markers are classes the page applies (node info, `selected`):
+        # the DOT carries neither, so they never need a new layout
+        colors = self._edge_colors(view, depth, self.expand, self.collapse)
+        drawn = render_dot(view, edge_colors=colors)
         drawn_ids = {v for k, v in drawn.keys.items() if k.startswith("n")}
         info = {n.id: node_info(n, n.id in hooked) for n in view.nodes if n.id in drawn_ids}
         self.view = view
-        self.pane.set_graph(drawn.dot, info, legend(), keys=drawn.keys)
+        self.pane.set_graph(drawn.dot, info, self._legend(), keys=drawn.keys)
         self._update_chart()
         self._update_readout()
+        self._update_notes()
         self.controls.loss_label.value = loss_line_html(
             report, len(drawn_ids), drawn_count(graph), depth
         )
         self._set_status(report.summary(), "warning" if report.findings else "info")
-
-    def _update_chart(self) -> None:
-        fig = figure_dict(self.explorer.report, self.controls.mode_box.value, self.selected_module)
-        with self.chart.batch_update():
-            if len(self.chart.data) != len(fig["data"]):
-                self.chart.data = ()
-                for trace in fig["data"]:
-                    self.chart.add_trace(trace)
-            else:
-                for trace, new in zip(self.chart.data, fig["data"]):
-                    trace.update(new, overwrite=True)
-            self.chart.layout.update(fig["layout"], overwrite=True)
-            self.chart.layout.update(width=CHART_WIDTH, autosize=False)
-        if self.chart.data and self.chart.data[0] is not self._clickable:
-            self._clickable = self.chart.data[0]
-            self._clickable.on_click(self.guard.wrap(self._bar_clicked))
 
     def _update_readout(self) -> None:
         target = self.selected if self.controls.kind_box.value == "tensor" else self.selected_module
         self.readout.value = readout_html(
             self.explorer.events, target, self.explorer.hook_mechanisms
         )
-
-    def _bar_clicked(self, trace: Any, points: Any, state: Any) -> None:
-        if not points.point_inds:
-            return
-        row = trace.customdata[points.point_inds[0]]
-        if self.controls.mode_box.value == "param":
-            self.select_param(row[0])
-        else:
-            self._reveal(node_showing_module(self.view, row[1]), row[1])
-            self._update_chart()
-
-    def _reveal(self, node_id: str | None, module: str) -> None:
-        """Select `module` for the chart and readout; highlight and centre its node if drawn."""
-        self.selected_module = module
-        with self.pane.hold_sync():
-            self.pane.highlight = [node_id] if node_id else []
-            if node_id:
-                self.pane.selected = node_id
 
     def _set_depth(self, value: Any) -> None:
         self.depth = None if value == "full" else value

@@ -221,3 +221,37 @@ def node_showing_module(view: GradGraph | None, module: str) -> str | None:
     if view is None:
         return None
     return next((n.id for n in view.nodes if n.module == module), None)
+
+
+def ranks_html(report: Any, limit: int = 8) -> str:
+    """The ranks line for a distributed run (`report.ranks`): parameters without a gradient on
+    some ranks, and parameters whose status differs across ranks; "" when all agree or there
+    are no ranks. User text is escaped.
+
+    Example:
+        >>> class R: ranks = {0: {"w": ("healthy", None, 1.0)}, 1: {"w": ("none", "unused", None)}}
+        >>> ranks_html(R())
+        '<div class="gv-ranks"><b>ranks</b> 2 ranks; no gradient on some ranks: w (rank 1)</div>'
+    """
+    table = getattr(report, "ranks", None) or {}
+    ranks = sorted(table)
+    if len(ranks) < 2:
+        return ""
+    missing, differ = [], []
+    for name in dict.fromkeys(n for r in ranks for n in table[r]):
+        statuses = {r: (table[r].get(name) or ("absent",))[0] for r in ranks}
+        without = [r for r in ranks if statuses[r] in ("none", "absent")]
+        if without and len(without) < len(ranks):
+            label = "rank" if len(without) == 1 else "ranks"
+            missing.append(f"{name} ({label} {', '.join(map(str, without))})")
+        elif len(set(statuses.values())) > 1:
+            differ.append(name)
+    if not (missing or differ):
+        return ""
+    parts = [f"{len(ranks)} ranks"]
+    if missing:
+        more = f", … {len(missing) - limit} more" if len(missing) > limit else ""
+        parts.append("no gradient on some ranks: " + ", ".join(missing[:limit]) + more)
+    if differ:
+        parts.append("status differs across ranks: " + ", ".join(differ[:limit]))
+    return f'<div class="gv-ranks"><b>ranks</b> {html_text("; ".join(parts))}</div>'

@@ -52,7 +52,6 @@ OVER_LIMIT = {
     "watch.recorder": 322,
     "watch.watch": 308,
     "watch.widget": 352,
-    "widget": 366,
 }
 
 

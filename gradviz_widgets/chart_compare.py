@@ -1,0 +1,163 @@
+"""Compare mode's chart: runs A and B as grouped bars per parameter (or module) on the log axis,
+and the ratio B/A as diamonds on a second log axis. Rows, pinned values (zero and None at the
+floor, NaN/Inf at the ceiling), patterns and colours are chart.py's; a row whose status changed
+is marked ◆ and bold, with a badge ("0.0 → healthy") in its hover.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .chart import (
+    PATTERN_INK,
+    PATTERNS,
+    axis_range,
+    bar_rows,
+    chart_shape,
+    figure_dict,
+    plotly_text,
+)
+from .compare import norm_ratio
+from .compare_view import badge, ratio_color
+from .render import STATUS_STYLE, format_norm
+
+A_INK, B_INK = "#555555", "#000000"  # bar outlines: thin grey for A, black for B
+
+
+def compare_rows(report_a: Any, report_b: Any, mode: str = "param") -> list[dict[str, Any]]:
+    """One row per name of either run (A's order, then B's new ones): name, module, the row of
+    each run (None where a run lacks it), ratio and whether the status changed."""
+    rows_a = {r["name"]: r for r in bar_rows(report_a, mode)}
+    rows_b = {r["name"]: r for r in bar_rows(report_b, mode)}
+    out = []
+    for name in [*rows_a, *(n for n in rows_b if n not in rows_a)]:
+        a, b = rows_a.get(name), rows_b.get(name)
+        status_a = a["status"] if a else "absent"
+        status_b = b["status"] if b else "absent"
+        out.append(
+            {
+                "name": name,
+                "module": (a or b or {}).get("module", ""),
+                "a": a,
+                "b": b,
+                "ratio": norm_ratio(a and a["norm"], b and b["norm"]),
+                "changed": status_a != status_b,
+                "badge": badge(status_a, status_b),
+            }
+        )
+    return out
+
+
+def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict:
+    """The grouped figure as a plain dict (data + layout), ready for go.FigureWidget.
+
+    Traces: [0] run B (clickable, like the normal chart's bars), [1] run A, [2] ratio B/A.
+    """
+    rows = compare_rows(report_a, report_b, mode)
+    present = [r["a"] for r in rows if r["a"]] + [r["b"] for r in rows if r["b"]]
+    lo, hi = axis_range(present, report_b)
+    floor, ceil = 10 ** (lo + 0.3), 10 ** (hi - 0.3)
+    shape = chart_shape(len(rows))
+    flat = shape["orientation"] == "h"
+    names = [("◆ <b>" if r["changed"] else "") + plotly_text(r["name"]) + ("</b>" if r["changed"] else "") for r in rows]  # fmt: skip
+    # one figure layout from chart.py (thresholds, axis, margins), then grouped
+    layout = figure_dict(report_b, mode)["layout"]
+    layout.update(barmode="group", showlegend=True, bargap=0.2, bargroupgap=0.05)
+    layout["title"]["text"] = "A vs B: gradient norms and the ratio B/A"
+    layout["legend"] = {"orientation": "h", "y": -0.25 if not flat else 1.0, "x": 0}
+    name_axis = "yaxis" if flat else "xaxis"
+    layout[name_axis] = {**layout[name_axis], "type": "category"}
+    ratios = [r["ratio"] for r in rows]
+    finite = [x for x in ratios if math.isfinite(x) and x > 0] + [1.0]
+    r_lo, r_hi = math.floor(math.log10(min(finite))) - 1, math.ceil(math.log10(max(finite))) + 1
+    ratio_axis = {"type": "log", "range": [r_lo, r_hi], "title": {"text": "ratio B/A (◆, log)"},
+                  "showgrid": False, "exponentformat": "power"}  # fmt: skip
+    if flat:
+        layout["xaxis2"] = {**ratio_axis, "overlaying": "x", "side": "bottom"}
+    else:
+        layout["yaxis2"] = {**ratio_axis, "overlaying": "y", "side": "right"}
+        layout["margin"] = {**layout["margin"], "r": 50}
+    data = [
+        _run_trace("B", [r["b"] for r in rows], rows, names, floor, ceil, flat, B_INK),
+        _run_trace("A", [r["a"] for r in rows], rows, names, floor, ceil, flat, A_INK),
+        _ratio_trace(rows, names, ratios, 10**r_lo, 10**r_hi, flat),
+    ]
+    return {"data": data, "layout": layout}
+
+
+def _run_trace(
+    run: str,
+    cells: list[dict | None],
+    rows: list[dict],
+    names: list[str],
+    floor: float,
+    ceil: float,
+    flat: bool,
+    ink: str,
+) -> dict:
+    values, text, fills, patterns = [], [], [], []
+    for c in cells:
+        s = c["status"] if c else "none"
+        n = c["norm"] if c else None
+        values.append(None if c is None else floor if s in ("zero", "none") else ceil if s == "nonfinite" else n)  # fmt: skip
+        text.append("absent" if c is None else format_norm(n) if s != "none" else "None")
+        fill, border, _, _ = STATUS_STYLE[s]
+        fills.append(fill if s in ("zero", "none") else border)
+        patterns.append(PATTERNS[s])
+    custom = [
+        [r["name"], r["module"], (c or {}).get("status", "absent"), plotly_text(r["name"]),
+         r["badge"] if r["changed"] else "status unchanged"]
+        for r, c in zip(rows, cells)
+    ]  # fmt: skip
+    trace = {
+        "type": "bar",
+        "name": f"run {run}",
+        "orientation": "h" if flat else "v",
+        "text": text,
+        "textposition": "none",
+        "customdata": custom,
+        "opacity": 1.0 if run == "B" else 0.6,
+        "marker": {
+            "color": fills,
+            "line": {"color": ink, "width": 1.5 if run == "B" else 1},
+            "pattern": {
+                "shape": patterns,
+                "fgcolor": PATTERN_INK,
+                "size": 6,
+                "fillmode": "replace",
+            },
+        },
+        "hovertemplate": f"<b>%{{customdata[3]}}</b><br>run {run}: ‖g‖ = %{{text}}"
+        "<br>status: %{customdata[2]}<br>%{customdata[4]}<extra></extra>",
+    }
+    return {**trace, "y": names, "x": values} if flat else {**trace, "x": names, "y": values}
+
+
+def _ratio_trace(
+    rows: list[dict], names: list[str], ratios: list[float], lo: float, hi: float, flat: bool
+) -> dict:
+    # inf (a gradient came back) pins to the top of the ratio axis, NaN (no ratio) is left out
+    pinned = [None if math.isnan(x) else hi if x == math.inf else lo if x == 0 else x for x in ratios]  # fmt: skip
+    text = ["no ratio" if math.isnan(x) else "0.0 → gradient" if x == math.inf else f"{x:.3g}" for x in ratios]  # fmt: skip
+    trace = {
+        "type": "scatter",
+        "mode": "markers",
+        "name": "ratio B/A",
+        "text": text,
+        "customdata": [[plotly_text(r["name"]), r["badge"] if r["changed"] else ""] for r in rows],
+        "marker": {
+            "symbol": "diamond",
+            "size": 9,
+            "color": [ratio_color(x) for x in ratios],
+            "line": {"color": "#000", "width": 1},
+        },
+        "hovertemplate": "<b>%{customdata[0]}</b><br>B/A = %{text}<br>%{customdata[1]}"
+        "<extra></extra>",
+    }
+    if flat:
+        return {**trace, "y": names, "x": pinned, "xaxis": "x2"}
+    return {**trace, "x": names, "y": pinned, "yaxis": "y2"}
+
+
+__all__ = ["compare_figure", "compare_rows"]
