@@ -22,6 +22,8 @@ from ipywidgets import CallbackDispatcher
 __all__ = ["GraphPane", "BUNDLE_PATH", "BundleMissingError"]
 
 BUNDLE_PATH = pathlib.Path(__file__).parent / "static" / "graph_pane.js"
+#: the pane's CSS (js/graph_pane.css, copied by the build): anywidget injects it as `_css`
+CSS_PATH = BUNDLE_PATH.with_name("graph_pane.css")
 _BUNDLE_AT_IMPORT = BUNDLE_PATH.is_file()
 
 _MISSING_MSG = (
@@ -55,9 +57,16 @@ class GraphPane(anywidget.AnyWidget):
     ``status_level``, ``selected`` and ``highlight``. The browser reports clicks
     (``on_node_click``), double-clicks on modules (``on_toggle_scope``), layout failures
     (``on_layout_error``) and, after each layout, sets ``rendered``.
+
+    Python owns the selection: a click only sends a message, and the pane selects the clicked
+    node here (before the callbacks run, which may select another); the page shows
+    ``selected`` and the hook markers as classes on the drawn nodes, never by a new layout.
     """
 
     _esm = BUNDLE_PATH if _BUNDLE_AT_IMPORT else _MISSING_ESM
+    # a file anywidget injects into the page (and re-reads in its dev mode); "" when the build
+    # has not run, and the bundle's own copy of the CSS takes over
+    _css = CSS_PATH if CSS_PATH.is_file() else ""
 
     dot = t.Unicode("").tag(sync=True)
     key_map = t.Dict().tag(sync=True)
@@ -160,6 +169,7 @@ class GraphPane(anywidget.AnyWidget):
             node_id = content.get("id")
             if node_id is None:  # a message naming only the DOT key
                 node_id = self.key_map.get(str(content.get("key", "")), "")
+            self.selected = str(node_id)
             self._node_click(str(node_id))
         elif kind == "toggle_scope":
             module = str(content.get("module", ""))

@@ -30,10 +30,12 @@ const workerSourcePlugin = {
   },
 };
 
-const main = await esbuild.build({ ...common, charset: "ascii", entryPoints: [join(here, "widget.js")], plugins: [workerSourcePlugin], write: false });
+const main = await esbuild.build({ ...common, charset: "ascii", entryPoints: [join(here, "widget.js")], plugins: [workerSourcePlugin], loader: { ".css": "text" }, write: false });
 await mkdir(dirname(outfile), { recursive: true });
 await writeFile(outfile, main.outputFiles[0].contents);
 // the standalone page's host script (gradviz_widgets/page.py inlines it next to the bundle)
 await copyFile(join(here, "page_host.js"), join(dirname(outfile), "page_host.js"));
+// the pane's CSS, which GraphPane passes to anywidget as `_css` (the bundle carries it too)
+await copyFile(join(here, "graph_pane.css"), join(dirname(outfile), "graph_pane.css"));
 const kb = (n) => `${(n / 1024).toFixed(0)} KiB`;
 console.log(`built ${outfile} (${kb(main.outputFiles[0].contents.length)}; worker ${kb(workerSource.length)}, gzipped ${kb(workerGzipB64.length * 0.75)}) in ${(performance.now() - t0).toFixed(0)} ms`);

@@ -11,7 +11,9 @@ import { injectStyles } from "./styles.js";
 /** @param {{model: any, el: HTMLElement}} ctx */
 function render({ model, el }) {
   const p = buildPane();
-  injectStyles(p.root);
+  // anywidget injects GraphPane's `_css` (graph_pane.css); a host without it (the standalone
+  // page) gets the same CSS from the bundle
+  if (!model.get("_css")) injectStyles(p.root);
   el.appendChild(p.root);
   /** @type {[string, Function][]} */
   const listeners = [];
@@ -19,7 +21,7 @@ function render({ model, el }) {
   let localError = "";
   let note = "";
   let busy = false;
-  let clickedId = "";
+  let clickedId = ""; // the last node clicked here: its selection needs no centring
   let revealPending = Boolean(model.get("selected"));
   /** @type {Promise<unknown>} */
   let pending = Promise.resolve();
@@ -43,9 +45,9 @@ function render({ model, el }) {
   };
   const view = new GraphView(p.viewport, {
     onNodeClick(id) {
+      // Python owns the selection: the page sends the click and shows `selected` when it comes
       clickedId = id;
       clearHighlight(); // a new selection ends the bar-click dimming
-      setTrait("selected", id);
       noteIfBusy();
       send({ kind: "node_click", id });
     },
@@ -113,8 +115,8 @@ function render({ model, el }) {
   on("change:height", () => { p.viewport.style.height = model.get("height") || ""; });
   on("change:selected", () => {
     const id = model.get("selected") ?? "";
-    const fromPython = id !== clickedId;
-    revealPending = !view.setSelected(id, fromPython) && fromPython && id !== "";
+    const centre = id !== clickedId; // selected from the chart or Python, not by a click here
+    revealPending = !view.setSelected(id, centre) && centre && id !== "";
     clickedId = "";
   });
   const downloadSvg = () => {

@@ -8,7 +8,7 @@ import pytest
 import traitlets
 
 from gradviz_widgets import graph_pane
-from gradviz_widgets.graph_pane import BundleMissingError, GraphPane
+from gradviz_widgets.graph_pane import BUNDLE_PATH, BundleMissingError, GraphPane
 
 DOT = 'digraph { subgraph "cluster_layer1" { "main1/AddmmBackward0#0" } "param:w" -> "main1/AddmmBackward0#0" }'
 NODES = {
@@ -161,3 +161,21 @@ def test_downloads_are_messages_to_the_browser(pane: tuple[GraphPane, list]) -> 
         },
         {"kind": "download_svg"},
     ]
+
+
+def test_css_goes_through_anywidget_css() -> None:
+    # anywidget injects the file; the bundle keeps its own copy for hosts without anywidget
+    w = GraphPane()
+    css = graph_pane.CSS_PATH.read_text(encoding="utf-8")
+    assert ".gvw-pane" in css and ".gvw-status" in css
+    assert ".gvw-pane" in str(w._css)
+    assert ".gvw-selected" in BUNDLE_PATH.read_text(encoding="utf-8")
+
+
+def test_a_click_selects_in_python(pane: tuple[GraphPane, list]) -> None:
+    # Python owns the selection: the page sends the click, the pane selects before callbacks
+    w, _ = pane
+    order: list[str] = []
+    w.on_node_click(lambda node_id: order.append(w.selected))
+    w._on_frontend_msg(w, {"kind": "node_click", "id": "param:w"}, [])
+    assert order == ["param:w"] and w.selected == "param:w"
