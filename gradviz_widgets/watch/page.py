@@ -1,0 +1,215 @@
+"""One self-contained HTML page of a GradWatch history: works offline over file://.
+
+The page shows the live view's two charts without Plotly or a kernel: a heat map of parameters
+x buckets of steps (canvas; each bucket keeps its smallest and largest norm and its most
+alarming status, history.py's min/max rule), a log-scale line chart of a few parameters (the
+most alarming first; pick others in the list or by clicking a heat-map row), the vanishing and
+exploding lines, and the anomalies (first step each parameter turned NaN/Inf, zero, None,
+exploding or vanishing). Numbers are formatted here; the small script (page_script.py) only
+draws. No request leaves the page.
+
+Example:
+    >>> import tempfile, torch
+    >>> from torch import nn
+    >>> from gradviz_widgets.watch import GradWatch
+    >>> net = nn.Linear(3, 2)
+    >>> opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    >>> watch = GradWatch(net, optimizer=opt)
+    >>> for _ in range(3):
+    ...     opt.zero_grad(); net(torch.randn(4, 3)).sum().backward(); opt.step()
+    >>> out = export_watch_html(watch, Path(tempfile.mkdtemp()) / "run.html")
+    >>> out.stat().st_size < 100_000, "bias" in out.read_text(encoding="utf-8")
+    (True, True)
+    >>> watch.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..render import STATUS_STYLE
+from ..stats import STATUSES
+from .history import Overview
+from .page_data import merge_buckets, view_data
+from .page_script import SCRIPT, STYLE
+from .store import DB_NAME, ParamInfo
+from .widget import default_selection, module_order
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: step columns of the heat map: a 1,000-parameter page stays near 1-2 MB
+MAX_STEPS = 400
+
+
+def export_watch_html(
+    source: Any,
+    path: str | os.PathLike[str],
+    *,
+    max_steps: int = MAX_STEPS,
+    title: str | None = None,
+) -> Path:
+    """Write the page of `source` (a GradWatch, what GradWatch.open returns, or the folder /
+    watch.sqlite file of a record) to `path`; at most `max_steps` step columns. Returns the path."""
+    out = Path(path)
+    text = watch_page_html(source, max_steps=max_steps, title=title)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return out
+
+
+def watch_page_html(source: Any, *, max_steps: int = MAX_STEPS, title: str | None = None) -> str:
+    """The page as text (see export_watch_html)."""
+    with _opened(source) as run:
+        data = page_data(run, max_steps=max_steps)
+    data["title"] = title or f"GradWatch: {data['path']}"
+    return _TEMPLATE.format(
+        title=html.escape(_CONTROL.sub(" ", data["title"])),
+        style=STYLE,
+        data=script_json(data),
+        script=SCRIPT.replace("</", "<\\/"),
+    )
+
+
+@contextlib.contextmanager
+def _opened(source: Any) -> Any:
+    """A run object for a path (closed afterwards), or the object itself."""
+    if isinstance(source, (str, os.PathLike)):
+        from .watch import GradWatch
+
+        folder = Path(source)
+        if folder.name == DB_NAME and folder.is_file():
+            folder = folder.parent
+        run = GradWatch.open(folder)
+        try:
+            yield run
+        finally:
+            run.close()
+    else:
+        yield source
+
+
+def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
+    """Everything the page draws, as JSON-ready data (numbers already formatted)."""
+    anomalies = list(run.anomalies)  # on a live GradWatch this waits for the queued steps
+    params, overview = _snapshot(run, max_steps)
+    order = module_order(params)
+    index = {params[i].name: row for row, i in enumerate(order)}
+    ranks = _rank_overviews(run, params, max_steps)
+    views = (
+        [view_data(merge_buckets(ov, max_steps), order, f"rank {r}") for r, ov in ranks]
+        if ranks
+        else [view_data(merge_buckets(overview, max_steps), order, "")]
+    )
+    th = run.thresholds
+    return {
+        "path": str(getattr(run, "path", "")),
+        "names": [params[i].name for i in order],
+        "modules": [params[i].module for i in order],
+        "shapes": [" x ".join(map(str, params[i].shape)) or "scalar" for i in order],
+        "selected": [index[n] for n in default_selection(overview, params) if n in index],
+        "thresholds": [th.vanishing, th.exploding],
+        "threshold_text": [f"{th.vanishing:.3g}", f"{th.exploding:.3g}"],
+        "statuses": list(STATUSES),
+        "colors": {s: list(STATUS_STYLE[s][:2]) for s in STATUSES},
+        "labels": {s: STATUS_STYLE[s][3] for s in STATUSES},
+        "anomalies": [
+            [int(a.step), a.kind, sorted(index[p] for p in a.params if p in index)]
+            for a in anomalies
+        ],
+        "views": views,
+    }
+
+
+def _snapshot(run: Any, max_steps: int) -> tuple[list[ParamInfo], Overview]:
+    """Parameters and overview; a live watch's are copied under its writer's lock."""
+    writer = getattr(run, "_writer", None)
+    if writer is None:
+        params = list(run.params)
+        try:
+            overview = run.overview(n_buckets=max(max_steps, 2))
+        except TypeError:  # an overview() without a size
+            overview = run.overview()
+        return params, overview
+    with writer._lock:
+        params = list(writer.params)
+        live = run.overview()
+        copy = Overview(live.n_buckets)
+        copy.first, copy.width, copy.used = live.first, live.width, live.used
+        for name in ("hi", "lo", "hi_step", "lo_step", "status"):
+            setattr(copy, name, getattr(live, name).copy())
+    return params, copy
+
+
+def _rank_overviews(
+    run: Any, params: list[ParamInfo], max_steps: int
+) -> list[tuple[Any, Overview]]:
+    """One overview per rank when the history has a `rank` column, else []."""
+    if not params or "rank" not in run.history(params=[params[0].name], stop=1).columns:
+        return []
+    frame = run.history()
+    ids = {p.name: p.id for p in params}
+    out = []
+    for rank in sorted(frame["rank"].dropna().unique().tolist()):
+        part = frame[frame["rank"] == rank]
+        steps = np.unique(part["step"].to_numpy(dtype=np.int64))
+        row = np.searchsorted(steps, part["step"].to_numpy(dtype=np.int64))
+        col = np.array([ids[str(n)] for n in part["param"]], dtype=np.int64)
+        norm = np.full((len(steps), len(params)), np.nan)
+        status = np.full((len(steps), len(params)), STATUSES.index("none"), dtype=np.uint8)
+        norm[row, col] = part["norm"].to_numpy(dtype=np.float64)
+        codes = [STATUSES.index(str(s)) for s in part["status"]]
+        status[row, col] = np.array(codes, dtype=np.uint8)
+        ov = Overview(max(2 * max_steps, 2))
+        ov.add_many(steps, norm, status)
+        out.append((rank, ov))
+    return out
+
+
+def script_json(value: Any) -> str:
+    """JSON that cannot end or confuse a <script> element: `<`, `>`, `&` and U+2028/2029 escaped.
+
+    Example:
+        >>> script_json({"n": "</script><b>&\\u2028"})
+        '{"n": "\\\\u003c/script\\\\u003e\\\\u003cb\\\\u003e\\\\u0026\\\\u2028"}'
+    """
+    text = json.dumps(value, ensure_ascii=True, allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>{style}</style>
+</head><body>
+<header><h1 id="title"></h1><div id="summary"></div><div id="legend"></div></header>
+<main>
+<section id="heat-section"><h2>Gradient norm per parameter and step
+<label id="rank-box" hidden>rank <select id="rank"></select></label></h2>
+<div id="heat-wrap"><div id="heat-labels"></div><canvas id="heat"></canvas></div>
+<svg id="heat-axis" height="34"></svg>
+<p class="hint">Each column is a bucket of steps; it shows the bucket's largest norm (its
+smallest where it dipped below the vanishing line), so no spike or dip disappears.
+Click a row to add it to the lines.</p></section>
+<section id="lines-section"><h2>Norm over steps (log axis)</h2>
+<div id="lines-legend"></div>
+<div id="lines-row"><svg id="lines" height="340"></svg>
+<label id="pick-box">parameters<select id="pick" multiple size="14"></select></label></div>
+</section>
+<section id="anomaly-section"><h2>Anomalies (first step per kind)</h2>
+<table id="anomalies"><thead><tr><th>step</th><th>kind</th><th>parameters</th></tr></thead>
+<tbody></tbody></table></section>
+</main>
+<div id="tip" role="tooltip" hidden></div>
+<noscript>This page needs JavaScript to draw its charts.</noscript>
+<script type="application/json" id="watch-data">{data}</script>
+<script type="module">{script}</script>
+</body></html>
+"""

@@ -1,0 +1,194 @@
+"""export_watch_html: one self-contained offline page of a GradWatch history."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from gradviz_widgets.examples import dead_branch_example
+from gradviz_widgets.stats import STATUSES, Thresholds
+from gradviz_widgets.watch import Anomaly, GradWatch, Overview
+from gradviz_widgets.watch.history import COLUMNS
+from gradviz_widgets.watch.page import export_watch_html, page_data, script_json
+from gradviz_widgets.watch.store import ParamInfo
+
+HOSTILE = "<img src=x onerror=alert(1)>\"'\\\n\r\x07&amp;@\u2028漢字</script>"
+
+
+class Synthetic:
+    """A recorded run built in memory: `n_params` x `n_steps` log-normal random walks, one
+    parameter turning NaN, one exactly 0.0, one None; duck-types GradWatch.open's result."""
+
+    def __init__(self, n_params: int, n_steps: int, names: list[str] | None = None) -> None:
+        rng = np.random.default_rng(0)
+        self.path = Path("synthetic")
+        self.thresholds = Thresholds()
+        names = names or [
+            f"layers.{i // 2}.{'weight' if i % 2 == 0 else 'bias'}" for i in range(n_params)
+        ]
+        self.params = [
+            ParamInfo(i, n, n.rsplit(".", 1)[0], (4, 4), 16, 0) for i, n in enumerate(names)
+        ]
+        self._ov = Overview(400)
+        level = rng.normal(-2, 1.5, n_params)
+        block = 1000
+        for first in range(0, n_steps, block):
+            steps = np.arange(first, min(first + block, n_steps))
+            level = level + rng.normal(0, 0.01, n_params)
+            norm = 10 ** (level + rng.normal(0, 0.15, (len(steps), n_params)))
+            norm[:, 0] = np.where(steps >= n_steps // 2, np.nan, norm[:, 0])
+            norm[:, 1] = 0.0
+            norm[:, 2] = np.nan
+            status = np.full(norm.shape, STATUSES.index("healthy"), dtype=np.uint8)
+            status[:, 0] = np.where(
+                steps >= n_steps // 2, STATUSES.index("nonfinite"), status[:, 0]
+            )
+            status[:, 1], status[:, 2] = STATUSES.index("zero"), STATUSES.index("none")
+            self._ov.add_many(steps, norm, status)
+        self.anomalies = [
+            Anomaly(0, "zero", [names[1]]),
+            Anomaly(0, "none", [names[2]]),
+            Anomaly(n_steps // 2, "nonfinite", [names[0]]),
+        ]
+
+    def overview(self, n_buckets: int = 400) -> Overview:
+        return self._ov
+
+    def history(
+        self, params: object = None, start: object = None, stop: object = None
+    ) -> pd.DataFrame:
+        return pd.DataFrame({k: [] for k in COLUMNS})
+
+
+def _data(text: str) -> dict:
+    raw = re.search(r'<script type="application/json" id="watch-data">(.*?)</script>', text, re.S)
+    assert raw is not None
+    return json.loads(raw.group(1))
+
+
+def _train(path: Path | None = None, steps: int = 6) -> GradWatch:
+    net, x, y = dead_branch_example()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    watch = GradWatch(net, optimizer=opt, path=path)
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+    return watch
+
+
+def _self_contained(text: str) -> None:
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", text, re.I)
+    assert "http://" not in text.replace("http://www.w3.org/2000/svg", "")
+    assert "https://" not in text
+    assert "<link" not in text.lower() and "import(" not in text and "fetch(" not in text
+
+
+def test_live_watch_and_store_path_give_the_same_page(tmp_path: Path) -> None:
+    watch = _train(tmp_path / "run")
+    live = export_watch_html(watch, tmp_path / "live.html", title="tiny run")
+    watch.close()
+    disk = export_watch_html(tmp_path / "run", tmp_path / "disk.html", title="tiny run")
+    also = export_watch_html(
+        GradWatch.open(tmp_path / "run"), tmp_path / "open.html", title="tiny run"
+    )
+    file = export_watch_html(
+        tmp_path / "run" / "watch.sqlite", tmp_path / "file.html", title="tiny run"
+    )
+    texts = [p.read_text(encoding="utf-8") for p in (live, disk, also, file)]
+    assert texts[1] == texts[2] == texts[3]
+    for text in texts:
+        _self_contained(text)
+        data = _data(text)
+        assert "gate.weight" in data["names"] and data["views"][0]["buckets"] == 6
+        assert data["title"] == "tiny run"
+    assert _data(texts[0])["views"] == _data(texts[1])["views"]
+    kinds = {
+        (k, _data(texts[1])["names"][r])
+        for _, k, rows in _data(texts[1])["anomalies"]
+        for r in rows
+    }
+    assert ("zero", "gate.weight") in kinds
+
+
+def test_anomalies_and_default_lines_follow_the_worst(tmp_path: Path) -> None:
+    data = page_data(Synthetic(12, 3000))
+    kinds = {(k, data["names"][r]) for _, k, rows in data["anomalies"] for r in rows}
+    assert ("nonfinite", "layers.0.weight") in kinds and ("zero", "layers.0.bias") in kinds
+    assert [data["names"][r] for r in data["selected"][:2]] == ["layers.0.weight", "layers.0.bias"]
+    assert data["threshold_text"] == ["1e-07", "1e+04"]
+
+
+def test_hostile_names_are_data_everywhere(tmp_path: Path) -> None:
+    names = [HOSTILE, "ok.weight", HOSTILE + ".bias"]
+    text = export_watch_html(Synthetic(3, 50, names), tmp_path / "h.html", title=HOSTILE).read_text(
+        encoding="utf-8"
+    )
+    _self_contained(text)
+    assert "<img" not in text and '</script>"' not in text and "\u2028" not in text
+    assert text.count("</script>") == 2  # the data element's and the script's own
+    assert "&lt;img src=x onerror=alert(1)&gt;" in text  # the <title>
+    data = _data(text)
+    assert data["names"][0] == HOSTILE and data["title"] == HOSTILE
+    assert script_json("</script>\u2029&") == '"\\u003c/script\\u003e\\u2029\\u0026"'
+
+
+def test_big_history_stays_under_3_mb(tmp_path: Path) -> None:
+    run = Synthetic(1000, 100_000)
+    start = time.perf_counter()
+    path = export_watch_html(run, tmp_path / "big.html")
+    elapsed = time.perf_counter() - start
+    size = path.stat().st_size
+    data = _data(path.read_text(encoding="utf-8"))
+    print(f"1,000 params x 100,000 steps: {size / 1e6:.2f} MB in {elapsed:.1f} s")
+    assert size <= 3_000_000
+    assert data["views"][0]["buckets"] <= 400 and data["views"][0]["width"] >= 250
+    small = export_watch_html(run, tmp_path / "small.html", max_steps=100)
+    assert _data(small.read_text(encoding="utf-8"))["views"][0]["buckets"] <= 100
+
+
+@pytest.mark.parametrize("max_steps", [1, 7, 400])
+def test_merged_buckets_keep_spikes_dips_and_the_worst_status(max_steps: int) -> None:
+    from gradviz_widgets.watch.page_data import merge_buckets
+
+    ov = Overview(400)
+    norm = np.full((1000, 2), 1.0)
+    norm[333, 0], norm[777, 0] = 1e9, 1e-12
+    status = np.full(norm.shape, STATUSES.index("healthy"), dtype=np.uint8)
+    status[500, 1] = STATUSES.index("nonfinite")
+    ov.add_many(np.arange(1000), norm, status)
+    small = merge_buckets(ov, max_steps)
+    assert small.used <= max_steps
+    assert (
+        np.nanmax(small.hi[: small.used, 0]) == 1e9
+        and np.nanmin(small.lo[: small.used, 0]) == 1e-12
+    )
+    assert 333 in small.hi_step[: small.used, 0] and 777 in small.lo_step[: small.used, 0]
+    assert (small.status[: small.used, 1] == STATUSES.index("nonfinite")).sum() == 1
+
+
+def test_rank_column_gives_one_view_per_rank(tmp_path: Path) -> None:
+    class Ranked(Synthetic):
+        def history(
+            self, params: object = None, start: object = None, stop: object = None
+        ) -> pd.DataFrame:
+            rows = [
+                (r, s, p.name, 10.0 ** -(r + 1), "healthy")
+                for r in (0, 1)
+                for s in range(5)
+                for p in self.params
+            ]
+            frame = pd.DataFrame(rows, columns=["rank", "step", "param", "norm", "status"])
+            return frame if params is None else frame.head(0)
+
+    data = page_data(Ranked(3, 5))
+    assert [v["label"] for v in data["views"]] == ["rank 0", "rank 1"]
+    assert data["views"][0]["table"] == ["0.1"] and data["views"][1]["table"] == ["0.01"]
