@@ -108,16 +108,6 @@ def parse_leaf_id(node_id: str) -> tuple[str, str]:
     return kind, name
 
 
-def param_name(node_id: str) -> str | None:
-    """The parameter a parameter id names, else None.
-
-    Example:
-        >>> param_name("param:fc.weight"), param_name("input:0")
-        ('fc.weight', None)
-    """
-    return node_id[len("param:") :] if node_id.startswith("param:") else None
-
-
 def acc_id(leaf: str) -> str:
     """Id of the AccumulateGrad node of leaf id `leaf` ("acc:param:w")."""
     return ACC + leaf

@@ -77,7 +77,7 @@ def worst(statuses: Iterable[str]) -> str:
         >>> worst(["healthy", "zero", "vanishing"]), worst([])
         ('zero', 'none')
     """
-    return _first_of(SEVERITY, statuses, "none")
+    return _first_of(SEVERITY, statuses, None) or "none"
 
 
 def strongest_flow(statuses: Iterable[str]) -> str | None:
@@ -92,7 +92,7 @@ def strongest_flow(statuses: Iterable[str]) -> str | None:
 
 def _first_of(order: Sequence[str], statuses: Iterable[str], default: str | None) -> str | None:
     found = set(statuses)
-    return next((s for s in order if s in found), default)  # type: ignore[return-value]
+    return next((s for s in order if s in found), default)
 
 
 def combine_norms(norms: Sequence[float | None]) -> float | None:
@@ -246,7 +246,8 @@ def norm_text(norm: float | None, status: str) -> str:
 # Text from the user's model (module, parameter, class, output-key and loss names) is data:
 # control characters become visible Unicode "control pictures", bidi overrides a visible
 # [U+XXXX] tag, lone surrogates U+FFFD. Nothing here adds markup.
-_PICTURES: dict[int, int | str] = {c: 0x2400 + c for c in range(0x20)} | {0x7F: 0x2421}
+_PICTURES: dict[int, int | str] = {c: 0x2400 + c for c in range(0x20)}
+_PICTURES |= {0x7F: 0x2421}
 _PICTURES |= {c: 0xFFFD for c in range(0x80, 0xA0)}
 _PICTURES |= {
     c: f"[U+{c:04X}]"

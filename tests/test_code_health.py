@@ -31,11 +31,13 @@ ANALYSIS = (
     "hook_config",
     "hook_events",
     "hooks",
+    "ids",
     "inputs",
     "modifiers",
     "report",
     "stats",
     "tensor_stats",
+    "vocabulary",
     "walk",
 )
 UI_LIBS = ("ipywidgets", "anywidget", "traitlets", "plotly", "IPython")
@@ -47,7 +49,6 @@ OVER_LIMIT = {
     "distributed": 309,
     "explorer": 358,
     "hooks": 328,
-    "render": 336,
     "stats": 302,
     "watch.recorder": 322,
     "watch.watch": 308,
