@@ -39,7 +39,8 @@ from ..render import STATUS_STYLE
 from ..stats import STATUSES
 from .history import Overview
 from .page_data import merge_buckets, view_data
-from .page_script import SCRIPT, STYLE
+from .page_script import SCRIPT
+from .page_style import STYLE
 from .store import DB_NAME, ParamInfo
 from .widget import default_selection, module_order
 
