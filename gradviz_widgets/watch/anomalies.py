@@ -17,7 +17,7 @@ from torch.utils._pytree import tree_map
 from ..errors import GradExplorerError
 from ..stats import STATUSES
 
-#: what counts as an anomaly, most alarming first
+#: what counts as an anomaly, most alarming first (plus "rank_divergence", watch/ranks.py)
 KINDS = ("nonfinite", "exploding", "zero", "none", "vanishing")
 _CODES = np.array([STATUSES.index(k) for k in KINDS])
 
@@ -54,7 +54,9 @@ def cpu_copy(value: Any) -> Any:
 
 @dataclasses.dataclass
 class Anomaly:
-    """The first step where `params` turned `kind` (one of KINDS).
+    """The first step where `params` turned `kind` (one of KINDS, or "rank_divergence":
+    gradients produced on some ranks only, or norms that differ across ranks; `detail` says
+    which ranks). `ranks`: the ranks whose records hold it (a run opened from disk).
 
     Example:
         >>> Anomaly(12, "nonfinite", ["fc1.weight"])
@@ -68,6 +70,23 @@ class Anomaly:
         default=None, repr=False
     )
     _explore: Callable[..., Any] | None = dataclasses.field(default=None, repr=False)
+    detail: str = ""
+    ranks: tuple[int, ...] = ()
+
+    @classmethod
+    def from_row(
+        cls,
+        row: tuple[int, str, Any],
+        flight: Callable[[int], FlightRecord | None] | None = None,
+        explore: Callable[..., Any] | None = None,
+        ranks: tuple[int, ...] = (),
+    ) -> Anomaly:
+        """From a stored row: (step, kind, names) or (step, kind, {"params", "detail"})."""
+        step, kind, params = row
+        detail = ""
+        if isinstance(params, dict):
+            params, detail = params.get("params", []), str(params.get("detail", ""))
+        return cls(step, kind, list(params), flight, explore, detail, ranks)
 
     @property
     def flight_record(self) -> FlightRecord | None:
@@ -89,7 +108,8 @@ class Anomaly:
         shown = ", ".join(self.params[:3]) + (
             f" and {len(self.params) - 3} more" if len(self.params) > 3 else ""
         )
-        return f"Anomaly(step {self.step}: {self.kind} in {shown})"
+        where = f" on rank {', '.join(map(str, self.ranks))}" if self.ranks else ""
+        return f"Anomaly(step {self.step}: {self.kind} in {shown}{where})"
 
 
 class Tracker:

@@ -22,7 +22,17 @@ if TYPE_CHECKING:
 SEVERITY = {"healthy": 0, "vanishing": 1, "none": 2, "zero": 3, "exploding": 4, "nonfinite": 5}
 _RANK = np.array([SEVERITY[s] for s in STATUSES] + [-1])  # index len(STATUSES): no data
 EMPTY = len(STATUSES)
-COLUMNS = ["step", "param", "module", "norm", "max_abs", "zero_fraction", "status", "update_ratio"]
+COLUMNS = [
+    "step",
+    "rank",
+    "param",
+    "module",
+    "norm",
+    "max_abs",
+    "zero_fraction",
+    "status",
+    "update_ratio",
+]
 
 
 def minmax_downsample(
@@ -205,8 +215,10 @@ def history_frame(
     names: Sequence[str] | None = None,
     start: int | None = None,
     stop: int | None = None,
+    rank: int = 0,
 ) -> pd.DataFrame:
-    """One row per (step, parameter); `names` picks parameters, [start, stop) picks steps."""
+    """One row per (step, parameter); `names` picks parameters, [start, stop) picks steps;
+    `rank`: the process that recorded them (0 for one process)."""
     import pandas as pd  # only readers need it
 
     n = len(params)
@@ -228,7 +240,13 @@ def history_frame(
     if not blocks:
         return pd.DataFrame(
             {
-                k: pd.Series(dtype=object if k in ("param", "module", "status") else float)
+                k: pd.Series(
+                    dtype=object
+                    if k in ("param", "module", "status")
+                    else int
+                    if k == "rank"
+                    else float
+                )
                 for k in COLUMNS
             }
         )
@@ -248,6 +266,7 @@ def history_frame(
     return pd.DataFrame(
         {
             "step": steps[live],
+            "rank": np.full(int(live.sum()), rank, dtype=np.int64),
             "param": pd.Categorical.from_codes(ids[live], [p.name for p in params]),
             "module": pd.Categorical([params[i].module for i in wanted])[positions[live]],
             **{k: cols[k][live] for k in ("norm", "max_abs", "zero_fraction")},

@@ -6,6 +6,11 @@ With an optimizer: `register_step_pre_hook` reads the gradients the optimizer is
 parameter queues one end-of-backward callback, so each backward is one step and the numbers are
 those of `p.grad` after accumulation.
 
+Across ranks (watch/ranks.py): under DDP a post-accumulate-grad hook also notes which parameters
+this rank's own backward reached, and without an optimizer the step is read after DDP has
+averaged the gradients; under FSDP2 the numbers are those of this rank's shard, made whole by
+the writer thread's one collective.
+
 On an accelerator nothing here waits for the device: the per-step numbers are reduced on the
 device into one small tensor and copied to pinned host memory without blocking; the writer
 thread reads it once the copy's event completes. On the CPU the numbers are plain floats at once.
@@ -13,8 +18,6 @@ thread reads it once the copy's event completes. On the CPU the numbers are plai
 
 from __future__ import annotations
 
-import dataclasses
-import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -25,37 +28,11 @@ from torch import nn
 from torch.autograd import Variable
 
 from .anomalies import FlightRecord, cpu_copy
+from .ranks import RankSetup, local_part
 from .ratio import Snapshot
 from .reduce import by_device, grad_stats
+from .steps import assemble, trigger_array, trigger_tensor
 from .store import ParamInfo
-
-#: columns of a step's values: per parameter with a gradient
-VALUES = ("norm", "max_abs", "nonzero", "delta_norm", "param_norm")
-
-
-@dataclasses.dataclass
-class StepRecord:
-    """One step's numbers: `ids` are the watched parameters that had a gradient."""
-
-    step: int
-    time: float
-    ids: np.ndarray
-    values: np.ndarray | None = None
-    pending: tuple[torch.Tensor, Any] | None = None
-
-    def ready(self) -> bool:
-        """Whether the numbers can be read without waiting for the device."""
-        return self.pending is None or self.pending[1] is None or self.pending[1].query()
-
-    def resolve(self) -> np.ndarray:
-        """The (len(ids), 5) float64 values; waits for the device copy (writer thread only)."""
-        if self.values is None and self.pending is not None:
-            host, event = self.pending
-            if event is not None:
-                event.synchronize()
-            self.values = host.double().numpy()
-            self.pending = None
-        return self.values  # type: ignore[return-value]
 
 
 class Recorder:
@@ -71,12 +48,18 @@ class Recorder:
         flight: bool | float = True,
         sync_check: bool | None = None,
         on_flight: Callable[[FlightRecord], None] | None = None,
+        ranks: RankSetup | None = None,
     ) -> None:
         self.model, self.optimizer, self.emit = model, optimizer, emit
-        self.update_ratio = bool(update_ratio) and optimizer is not None
+        self.ranks = ranks or RankSetup()
+        #: ids of the parameters this rank's own backward reached since the last step (DDP)
+        self._used: set[int] | None = set() if self.ranks.mode == "ddp" else None
+        self._deferred = False
+        fsdp = self.ranks.mode == "fsdp"  # Δp of a shard is not the update: off
+        self.update_ratio = bool(update_ratio) and optimizer is not None and not fsdp
         #: update ratios are measured at the steps divisible by this (True: every step)
         self.ratio_every = max(int(update_ratio), 1)
-        self.flight = flight
+        self.flight = flight if not fsdp else False  # an FSDP2 model cannot be replayed
         self.sync_check = sync_check
         self.on_flight = on_flight
         self.params: list[nn.Parameter] = []
@@ -90,7 +73,7 @@ class Recorder:
         self._queued = False
         self._last_call: tuple[tuple, dict] | None = None
         self._rng: torch.Tensor | None = None
-        self._pre: tuple[list[int], Any, Any] | None = None
+        self._pre: tuple[list[int], Any, Any, Any] | None = None
         self._snap = Snapshot()
         self._where: tuple | None = None
         self._dicts: list[dict] = []
@@ -112,7 +95,7 @@ class Recorder:
             )
 
     def _hook_params(self, params: list[nn.Parameter]) -> None:
-        if self.optimizer is not None:
+        if self.optimizer is not None and self._used is None:
             return
         for p in params:
             if p._post_accumulate_grad_hooks is None:
@@ -191,12 +174,19 @@ class Recorder:
         self._rng = torch.get_rng_state()
 
     def _on_accumulated(self, p: torch.Tensor) -> None:
-        if self.enabled and not self._queued:
+        if self._used is not None:
+            self._used.add(id(p))
+        if self.enabled and not self._queued and self.optimizer is None:
             self._queued = True
             Variable._execution_engine.queue_callback(self._guarded(self._end_backward))
 
     def _end_backward(self) -> None:
-        self._queued = False
+        if self.ranks.world > 1 and not self._deferred:
+            # DDP averages the gradients in a callback queued during backward: read after it
+            self._deferred = True
+            Variable._execution_engine.queue_callback(self._guarded(self._end_backward))
+            return
+        self._queued = self._deferred = False
         self._pre_step(None, (), {})
         self._post_step(None, (), {})
 
@@ -204,23 +194,39 @@ class Recorder:
         self._check_model()
         ids = [i for i, p in enumerate(self.params) if p.grad is not None]
         grads = [g for g in (self.params[i].grad for i in ids) if g is not None]
+        extra = self._rank_part(ids, grads) if self.ranks.world > 1 else None
+        if self.ranks.mode == "fsdp":
+            grads = [local_part(g, self.ranks.world)[0].detach() for g in grads]
         stats = by_device(grad_stats, grads, 3)
         if self.flight and not self.flight_recorded and self._should_record(stats):
             self._record_flight()
         due = bool(ids) and self.update_ratio and self.step % self.ratio_every == 0
         if due:
             self._snap.take(ids, [self.params[i] for i in ids])
-        self._pre = (ids, stats, due)
+        self._pre = (ids, stats, due, extra)
+
+    def _rank_part(self, ids: list[int], grads: list[torch.Tensor]) -> tuple:
+        """Which parameters this rank's own backward reached; FSDP2: the weights of the shards."""
+        own = np.zeros(len(self.params), dtype=bool)
+        if self._used is not None:
+            own[[i for i, p in enumerate(self.params) if id(p) in self._used]] = True
+            self._used.clear()
+        else:
+            own[ids] = True
+        weights = None
+        if self.ranks.mode == "fsdp":
+            weights = np.array([local_part(g, self.ranks.world)[1] for g in grads])
+        return own, weights
 
     def _post_step(self, opt: Any, args: tuple, kwargs: dict) -> None:
         if self._pre is None:
             return
-        ids, stats, due = self._pre
+        ids, stats, due, extra = self._pre
         self._pre = None
         dnorm = pnorm = None
         if due:
             dnorm, pnorm = self._snap.measure([self.params[i] for i in ids])
-        self.emit("step", _assemble(self.step, ids, stats, dnorm, pnorm))
+        self.emit("step", assemble(self.step, ids, stats, dnorm, pnorm, extra))
         self.step += 1
 
     # ---- helpers ------------------------------------------------------------------------
@@ -253,8 +259,8 @@ class Recorder:
         if isinstance(stats, torch.Tensor):  # on a device: decide only when asked (one sync)
             if not self.sync_check:
                 return False
-            return bool(_trigger_tensor(stats, self.flight).item())
-        return bool(_trigger_array(stats, self.flight))
+            return bool(trigger_tensor(stats, self.flight).item())
+        return bool(trigger_array(stats, self.flight))
 
     def _record_flight(self) -> None:
         args, kwargs = self._last_call if self._last_call is not None else ((), {})
@@ -275,48 +281,3 @@ class Recorder:
         self.flight_recorded = True
         if self.on_flight is not None:
             self.on_flight(record)
-
-
-def _trigger_array(stats: np.ndarray, flight: bool | float) -> bool:
-    if not np.isfinite(stats[:, :2]).all():
-        return True
-    return flight is not True and bool((stats[:, 0] > float(flight)).any())
-
-
-def _trigger_tensor(stats: torch.Tensor, flight: bool | float) -> torch.Tensor:
-    bad = ~torch.isfinite(stats[:, :2]).all(dim=1)
-    if flight is not True:
-        bad |= stats[:, 0] > float(flight)
-    return bad.any()
-
-
-def _assemble(step: int, ids: list[int], stats: Any, dnorm: Any, pnorm: Any) -> StepRecord:
-    """One (n, 5) block per step; on an accelerator one non-blocking copy to pinned memory."""
-    ids_arr = np.asarray(ids, dtype=np.int64)
-    if not isinstance(stats, torch.Tensor):
-        values = np.full((len(ids), 5), np.nan)
-        values[:, :3] = stats
-        if dnorm is not None:
-            values[:, 3] = _as_np(dnorm)
-            values[:, 4] = _as_np(pnorm)
-        return StepRecord(step, time.time(), ids_arr, values=values)
-    cols = [stats]
-    if dnorm is not None:
-        cols += [
-            torch.as_tensor(dnorm, device=stats.device, dtype=stats.dtype).reshape(-1, 1),
-            torch.as_tensor(pnorm, device=stats.device, dtype=stats.dtype).reshape(-1, 1),
-        ]
-    else:
-        cols.append(torch.full((len(ids), 2), float("nan"), device=stats.device, dtype=stats.dtype))
-    block = torch.cat(cols, dim=1)
-    if block.device.type != "cuda":
-        return StepRecord(step, time.time(), ids_arr, values=block.cpu().double().numpy())
-    host = torch.empty(block.shape, dtype=block.dtype, pin_memory=True)
-    host.copy_(block, non_blocking=True)
-    event = torch.cuda.Event()
-    event.record()
-    return StepRecord(step, time.time(), ids_arr, pending=(host, event))
-
-
-def _as_np(x: Any) -> np.ndarray:
-    return x.cpu().double().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)

@@ -21,6 +21,7 @@ import sqlite3
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -158,7 +159,7 @@ class MemoryStore:
         self.params: list[ParamInfo] = []
         self._chunks: list[tuple[int, int, bytes]] = []
         self._exact: list[tuple[int, int, int, float]] = []
-        self.anomaly_rows: list[tuple[int, str, list[str]]] = []
+        self.anomaly_rows: list[tuple[int, str, Any]] = []
         self.bytes = 0
 
     def set_meta(self, meta: dict[str, str]) -> None:
@@ -167,7 +168,7 @@ class MemoryStore:
     def add_params(self, params: list[ParamInfo]) -> None:
         self.params += params
 
-    def write(self, chunk: Chunk, anomalies: list[tuple[int, str, list[str]]]) -> None:
+    def write(self, chunk: Chunk, anomalies: list[tuple[int, str, Any]]) -> None:
         if self.bytes > self.limit_bytes:
             raise MemoryError(f"the in-memory record reached {self.limit_bytes >> 20} MB")
         data, exact = encode(chunk)
@@ -224,7 +225,7 @@ class SQLiteStore:
                 ],
             )
 
-    def write(self, chunk: Chunk, anomalies: list[tuple[int, str, list[str]]]) -> None:
+    def write(self, chunk: Chunk, anomalies: list[tuple[int, str, Any]]) -> None:
         data, exact = encode(chunk)
         with self._db:  # one transaction: all of it or nothing
             self._db.execute(
@@ -256,7 +257,7 @@ class SQLiteStore:
         return [ParamInfo(i, n, m, tuple(json.loads(s)), k, f) for i, n, m, s, k, f in rows]
 
     @property
-    def anomaly_rows(self) -> list[tuple[int, str, list[str]]]:
+    def anomaly_rows(self) -> list[tuple[int, str, Any]]:
         rows = self._db.execute("SELECT step, kind, params FROM anomalies ORDER BY step")
         return [(s, k, json.loads(p)) for s, k, p in rows]
 

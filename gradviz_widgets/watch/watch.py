@@ -6,7 +6,6 @@ import json
 import tempfile
 import time
 import warnings
-import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,12 +17,13 @@ from ..errors import GradExplorerError
 from ..stats import Thresholds
 from .anomalies import Anomaly, FlightRecord, replay
 from .history import Overview, history_frame
+from .ranks import Exchange, rank_setup
+from .recorded import WATCHED as _WATCHED
+from .recorded import RecordedRun, no_flight_message
 from .store import MemoryStore, SQLiteStore
 
 if TYPE_CHECKING:
     import pandas as pd
-
-_WATCHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class GradWatch:
@@ -33,6 +33,11 @@ class GradWatch:
     `update_ratio`: ‖Δp‖/‖p‖ (exact) at the steps divisible by N, NaN between; the default 10
     keeps its cost (a copy of the parameters and three passes over them per measured step, ~5%
     of a CPU ResNet-50 step) under 1%. True: every step; False: never (docs/watch.md, "Cost").
+
+    Under torchrun (DDP, FSDP2) every rank creates its own GradWatch on the same `path` and
+    writes `path/rank<r>/`; `ranks=None` (default) adds one all_reduce per step, on the writer
+    thread, that compares the ranks (FSDP2: makes the norms whole); `ranks=False`: none
+    (docs/distributed.md, "GradWatch across ranks").
 
     Example:
         >>> from gradviz_widgets.examples import dead_branch_example
@@ -60,6 +65,8 @@ class GradWatch:
         sync_check: bool | None = None,
         tensorboard: Any = False,
         flush_s: float = 0.5,
+        ranks: bool | None = None,
+        rank_timeout_s: float = 60.0,
     ) -> None:
         from .recorder import Recorder
         from .writer import Writer
@@ -69,6 +76,9 @@ class GradWatch:
         self.thresholds = thresholds or Thresholds()
         self.loss_fn = loss_fn
         self.path = Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="gradwatch-"))
+        inner, self.ranks = rank_setup(model, ranks, rank_timeout_s)
+        #: where this process writes: `path`, or `path/rank<r>` under torchrun
+        self.rank_path = self.ranks.directory(self.path)
         self.closed = False
         self._model: nn.Module | None = model
         self._flights: dict[int, FlightRecord] = {}
@@ -82,11 +92,13 @@ class GradWatch:
             )
             previous.close()
         store = self._open_store()
-        self._writer = Writer(store, self.thresholds, flush_s=flush_s)
+        exchange = Exchange(self.ranks) if self.ranks.group is not None else None
+        self._writer = Writer(store, self.thresholds, flush_s=flush_s, exchange=exchange)
         self._writer.store.set_meta(
             {
+                **self.ranks.meta(),
                 "thresholds": json.dumps([self.thresholds.vanishing, self.thresholds.exploding]),
-                "model": type(model).__name__,
+                "model": type(inner).__name__,
                 "started": str(time.time()),
                 "optimizer": type(optimizer).__name__ if optimizer else "",
             }
@@ -94,26 +106,27 @@ class GradWatch:
         if tensorboard:
             from .tb import TensorBoardSink
 
-            self._writer.listeners.append(TensorBoardSink(tensorboard, self.path))
+            self._writer.listeners.append(TensorBoardSink(tensorboard, self.rank_path))
         self._writer.start()
         self._recorder = Recorder(
-            model,
+            inner,
             optimizer,
             self._writer.put,
             update_ratio=update_ratio,
             flight=flight_recorder,
-            sync_check=_sync_default(model, sync_check),
+            sync_check=_sync_default(inner, sync_check),
             on_flight=self._keep_flight,
+            ranks=self.ranks,
         )
         self._recorder.attach()
         _WATCHED[model] = self
 
     def _open_store(self) -> Any:
         try:
-            return SQLiteStore(self.path)
+            return SQLiteStore(self.rank_path)
         except Exception as e:
             warnings.warn(
-                f"GradWatch cannot write to {self.path} ({type(e).__name__}: {e}); it "
+                f"GradWatch cannot write to {self.rank_path} ({type(e).__name__}: {e}); it "
                 "keeps this run in memory instead, and training goes on",
                 stacklevel=3,
             )
@@ -124,7 +137,7 @@ class GradWatch:
         self._flights[record.step] = record
         if isinstance(self._writer.store, SQLiteStore):
             try:
-                record.save(self.path)
+                record.save(self.rank_path)
             except Exception as e:
                 warnings.warn(
                     f"GradWatch could not save the flight record of step {record.step}: {e}",
@@ -134,7 +147,8 @@ class GradWatch:
     # ---- reading ------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | Path) -> RecordedRun:
-        """A finished (or crashed) run's record; no model needed."""
+        """A finished (or crashed, or still running) run's record, every rank's; no model
+        needed."""
         return RecordedRun(path)
 
     @property
@@ -157,12 +171,14 @@ class GradWatch:
     def history(
         self, params: Sequence[str] | None = None, start: int | None = None, stop: int | None = None
     ) -> pd.DataFrame:
-        """One row per (step, parameter): step, param, module, norm, max_abs, zero_fraction,
-        status, update_ratio. Waits for the steps recorded so far to be written."""
+        """One row per (step, parameter): step, rank, param, module, norm, max_abs,
+        zero_fraction, status, update_ratio (this process's rows; every rank's:
+        `GradWatch.open(path)`). Waits for the steps recorded so far to be written."""
         self._writer.sync()
         store = self._reader()
+        rank = self.ranks.rank
         return history_frame(
-            list(self._writer.params), store.chunks(), store.exact(), params, start, stop
+            list(self._writer.params), store.chunks(), store.exact(), params, start, stop, rank
         )
 
     def _reader(self) -> Any:
@@ -171,15 +187,16 @@ class GradWatch:
         if not isinstance(store, SQLiteStore):
             return store
         if getattr(self, "_read_store", None) is None:
-            self._read_store = SQLiteStore(self.path, readonly=True)
+            self._read_store = SQLiteStore(self.rank_path, readonly=True)
         return self._read_store
 
     @property
     def anomalies(self) -> list[Anomaly]:
-        """First steps where parameters turned nonfinite / exploding / zero / none / vanishing."""
+        """First steps where parameters turned nonfinite / exploding / zero / none / vanishing,
+        or differed across ranks ("rank_divergence")."""
         self._writer.sync()
         _, rows, _ = self._writer.snapshot()
-        return [Anomaly(s, k, list(p), self._flights.get, self._explore) for s, k, p in rows]
+        return [Anomaly.from_row(row, self._flights.get, self._explore) for row in rows]
 
     def overview(self) -> Overview:
         return self._writer.overview
@@ -187,7 +204,7 @@ class GradWatch:
     def _explore(self, anomaly: Anomaly, model: nn.Module | None, **options: Any) -> Any:
         record = self._flights.get(anomaly.step)
         if record is None:
-            raise GradExplorerError(_no_flight_message(anomaly, sorted(self._flights)))
+            raise GradExplorerError(no_flight_message(anomaly, sorted(self._flights)))
         model = model or self._model
         if model is None:
             raise GradExplorerError("this watch was closed; pass the model: anomaly.explore(model)")
@@ -225,84 +242,9 @@ class GradWatch:
         return f"GradWatch({self.path}, {self.steps} steps, {state})"
 
 
-class RecordedRun:
-    """A run read back from disk: history(), anomalies, show(); explore() needs a model."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._store = SQLiteStore(self.path, readonly=True)
-        meta = self._store.meta
-        vanishing, exploding = json.loads(meta.get("thresholds", "[1e-7, 1e4]"))
-        self.thresholds = Thresholds(vanishing, exploding)
-        self.closed = True
-
-    def history(
-        self, params: Sequence[str] | None = None, start: int | None = None, stop: int | None = None
-    ) -> pd.DataFrame:
-        return history_frame(
-            self._store.params, self._store.chunks(), self._store.exact(), params, start, stop
-        )
-
-    @property
-    def anomalies(self) -> list[Anomaly]:
-        return [
-            Anomaly(s, k, p, self._flight, self._explore) for s, k, p in self._store.anomaly_rows
-        ]
-
-    def _flight(self, step: int) -> FlightRecord | None:
-        path = self.path / f"flight-{step}.pt"
-        return FlightRecord.load(path) if path.exists() else None
-
-    def _explore(self, anomaly: Anomaly, model: nn.Module | None, **options: Any) -> Any:
-        record = self._flight(anomaly.step)
-        if record is None:
-            steps = sorted(int(p.stem.split("-")[1]) for p in self.path.glob("flight-*.pt"))
-            raise GradExplorerError(_no_flight_message(anomaly, steps))
-        if model is None:
-            raise GradExplorerError(
-                "a run opened from disk has no model: pass one of the same "
-                "architecture, anomaly.explore(model); it is copied, not changed"
-            )
-        watch = _WATCHED.get(model)
-        return replay(
-            record,
-            model,
-            options.pop("loss_fn", None),
-            watch._recorder if watch is not None else None,
-            **options,
-        )
-
-    def overview(self, n_buckets: int = 400) -> Overview:
-        ov = Overview(n_buckets)
-        for chunk in self._store.chunks():
-            ov.add_chunk(chunk.widened(len(self._store.params)))
-        return ov
-
-    @property
-    def params(self) -> list:
-        return self._store.params
-
-    def show(self, **options: Any) -> Any:
-        from .widget import WatchWidget
-
-        return WatchWidget(self, **options)
-
-    def close(self) -> None:
-        self._store.close()
-
-
 def _sync_default(model: nn.Module, sync_check: bool | None) -> bool:
     """On the CPU the check is free; on accelerators it costs one host sync per step."""
     if sync_check is not None:
         return sync_check
     first = next(model.parameters(), None)
     return first is None or first.device.type == "cpu"
-
-
-def _no_flight_message(anomaly: Anomaly, recorded: list[int]) -> str:
-    return (
-        f"no flight record for step {anomaly.step} ({anomaly.kind}): the flight recorder "
-        f"keeps the first NaN/Inf step only (recorded: {recorded or 'none'}). On a GPU it "
-        "needs GradWatch(..., sync_check=True) (one host sync per step); a threshold "
-        "trigger is GradWatch(..., flight_recorder=<norm>)."
-    )

@@ -9,237 +9,30 @@ vermillion = NaN/Inf, black = exactly 0.0, grey = None.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from typing import Any
 
-import numpy as np
-
-from ..render import STATUS_STYLE
-from ..stats import STATUSES, Thresholds
-from .history import Overview
+from .figures import (
+    colorscale,
+    default_selection,
+    heatmap_figure,
+    json_safe,
+    lines_figure,
+    module_order,
+    z_range,
+)
 from .store import ParamInfo
 
-SPECIAL = ("none", "zero", "nonfinite")
-MAX_LINES = 6
-
-
-def colorscale(zmin: float, zmax: float, thresholds: Thresholds) -> list[list]:
-    """A log-norm colour scale whose bands change colour at the vanishing and exploding lines.
-
-    Example:
-        >>> colorscale(-10, 6, Thresholds())[0]
-        [0.0, '#0072b2']
-    """
-    span = max(zmax - zmin, 1e-9)
-
-    def at(v: float) -> float:
-        return min(max((v - zmin) / span, 0.0), 1.0)
-
-    van, exp = at(math.log10(thresholds.vanishing)), at(math.log10(thresholds.exploding))
-    v_fill, v_line = STATUS_STYLE["vanishing"][:2]
-    h_fill, h_line = STATUS_STYLE["healthy"][:2]
-    e_fill, e_line = STATUS_STYLE["exploding"][:2]
-    return [
-        [0.0, v_line],
-        [van, v_fill],
-        [van, h_fill],
-        [max(exp, van), h_line],
-        [max(exp, van), e_fill],
-        [1.0, e_line],
-    ]
-
-
-def z_range(values: np.ndarray, thresholds: Thresholds) -> tuple[float, float]:
-    finite = values[np.isfinite(values) & (values > 0)]
-    lo = math.log10(thresholds.vanishing) - 1
-    hi = math.log10(thresholds.exploding) + 1
-    if finite.size:
-        lo, hi = min(lo, math.log10(finite.min())), max(hi, math.log10(finite.max()))
-    return math.floor(lo), math.ceil(hi)
-
-
-def module_order(params: list[ParamInfo]) -> list[int]:
-    """Parameter indices grouped by module (modules in order of first appearance)."""
-    first: dict[str, int] = {}
-    for p in params:
-        first.setdefault(p.module, len(first))
-    return sorted(range(len(params)), key=lambda i: (first[params[i].module], i))
-
-
-def heatmap_figure(
-    overview: Overview,
-    params: list[ParamInfo],
-    thresholds: Thresholds,
-    anomalies: list | None = None,
-) -> dict:
-    """Parameters (rows, grouped by module) x buckets of steps; colour = log10 of the bucket's
-    largest norm (smallest where it dipped below the vanishing line). None, 0.0 and NaN/Inf
-    cells get their own colours on top; anomalies are marked on the step axis."""
-    order = module_order(params)[: overview.n_params]
-    x = overview.bucket_steps().tolist()
-    values = overview.cell_values()[:, order] if overview.used else np.zeros((0, len(order)))
-    status = overview.status[: overview.used, order]
-    zmin, zmax = z_range(values, thresholds)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(np.isfinite(values) & (values > 0), np.log10(values), np.nan).T
-    names = [params[i].name for i in order]
-    data = [
-        {
-            "type": "heatmap",
-            "name": "log10 ‖g‖",
-            "x": x,
-            "y": names,
-            "z": z,
-            "zmin": zmin,
-            "zmax": zmax,
-            "colorscale": colorscale(zmin, zmax, thresholds),
-            "colorbar": {"title": {"text": "log10 ‖g‖"}, "len": 0.8},
-            "hoverongaps": False,
-            "hovertemplate": "%{y}<br>steps from %{x}<br>log10 ‖g‖ = %{z:.2f}<extra></extra>",
-        }
-    ]
-    for s in SPECIAL:
-        mask = (status == STATUSES.index(s)).T
-        colour = STATUS_STYLE[s][1]
-        data.append(
-            {
-                "type": "heatmap",
-                "name": STATUS_STYLE[s][3],
-                "x": x,
-                "y": names,
-                "z": np.where(mask, 1.0, np.nan),
-                "showscale": False,
-                "colorscale": [[0, colour], [1, colour]],
-                "hoverongaps": False,
-                "hovertemplate": f"%{{y}}<br>steps from %{{x}}<br>{STATUS_STYLE[s][3]}"
-                "<extra></extra>",
-            }
-        )
-    layout = {
-        "title": {
-            "text": f"gradient norms per parameter ({overview.width} step(s) per "
-            "column: spikes and dips kept)",
-            "font": {"size": 13},
-        },
-        "xaxis": {"title": {"text": "step"}},
-        "yaxis": {"autorange": "reversed", "automargin": True},
-        "height": max(300, 16 * len(names) + 120),
-        "margin": {"l": 10, "r": 10, "t": 40},
-        **_anomaly_marks(anomalies or []),
-    }
-    return {"data": data, "layout": layout}
-
-
-def lines_figure(
-    overview: Overview,
-    params: list[ParamInfo],
-    selected: list[str],
-    thresholds: Thresholds,
-    anomalies: list | None = None,
-) -> dict:
-    """Min/max envelope per bucket of each selected parameter's norm, on a log axis."""
-    index = {p.name: p.id for p in params}
-    data = []
-    for name in selected[:MAX_LINES]:
-        j = index.get(name)
-        steps, vals = overview.series(j) if j is not None and j < overview.n_params else ([], [])
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "name": name,
-                "x": [int(s) for s in steps],  # type: ignore[attr-defined]
-                "y": [float(v) for v in vals],  # type: ignore[attr-defined]
-                "hovertemplate": f"{name}<br>step %{{x}}<br>‖g‖ = %{{y:.3g}}<extra></extra>",
-            }
-        )
-    th = thresholds
-    layout = {
-        "title": {
-            "text": "gradient norm over steps (min and max of each bucket)",
-            "font": {"size": 13},
-        },
-        "xaxis": {"title": {"text": "step"}},
-        "yaxis": {"type": "log", "title": {"text": "‖g‖ (log)"}, "exponentformat": "power"},
-        "height": 320,
-        "margin": {"l": 60, "r": 10, "t": 40},
-        "showlegend": True,
-    }
-    marks = _anomaly_marks(anomalies or [])
-    layout["shapes"] = marks["shapes"] + [
-        _hline(th.vanishing, "vanishing"),
-        _hline(th.exploding, "exploding"),
-    ]
-    layout["annotations"] = marks["annotations"]
-    return {"data": data, "layout": layout}
-
-
-def default_selection(overview: Overview, params: list[ParamInfo], n: int = 4) -> list[str]:
-    """The parameters with the most alarming buckets, then the first ones."""
-    from .history import _RANK
-
-    if not overview.used or not params:
-        return [p.name for p in params[:n]]
-    worst = _RANK[overview.status[: overview.used]].max(axis=0)
-    order = sorted(range(len(worst)), key=lambda i: (-int(worst[i]), i))
-    return [params[i].name for i in order[:n] if i < len(params)]
-
-
-def _anomaly_marks(anomalies: list, limit: int = 40) -> dict:
-    shapes, notes = [], []
-    for a in anomalies[:limit]:
-        colour = STATUS_STYLE.get(a.kind, STATUS_STYLE["none"])[1]
-        shapes.append(
-            {
-                "type": "line",
-                "xref": "x",
-                "yref": "paper",
-                "x0": a.step,
-                "x1": a.step,
-                "y0": 0,
-                "y1": 1,
-                "line": {"color": colour, "dash": "dot", "width": 1},
-            }
-        )
-        notes.append(
-            {
-                "xref": "x",
-                "yref": "paper",
-                "x": a.step,
-                "y": 1.0,
-                "showarrow": False,
-                "text": a.kind,
-                "textangle": -60,
-                "yanchor": "bottom",
-                "font": {"size": 9, "color": colour},
-            }
-        )
-    return {"shapes": shapes, "annotations": notes}
-
-
-def _hline(y: float, status: str) -> dict:
-    return {
-        "type": "line",
-        "xref": "paper",
-        "x0": 0,
-        "x1": 1,
-        "y0": y,
-        "y1": y,
-        "line": {"color": STATUS_STYLE[status][1], "dash": "dash", "width": 1},
-    }
-
-
-def _json_safe(trace: dict) -> dict:
-    """NaN is not JSON: arrays go to the browser with None in the gaps."""
-    out = dict(trace)
-    for key, value in trace.items():
-        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
-            obj = value.astype(object)
-            obj[~np.isfinite(value)] = None
-            out[key] = obj.tolist()
-    return out
+__all__ = [
+    "WatchWidget",
+    "colorscale",
+    "default_selection",
+    "heatmap_figure",
+    "lines_figure",
+    "module_order",
+    "z_range",
+]
 
 
 class WatchWidget:
@@ -324,7 +117,7 @@ class WatchWidget:
         heat, lines = self.figures()
         for fig, new in ((self.heatmap, heat), (self.lines, lines)):
             with fig.batch_update():
-                traces = [_json_safe(d) for d in new["data"]]
+                traces = [json_safe(d) for d in new["data"]]
                 if len(fig.data) != len(traces):
                     fig.data = []
                     fig.add_traces(traces)

@@ -20,7 +20,8 @@ import numpy as np
 from ..stats import STATUSES, Thresholds
 from .anomalies import Tracker
 from .history import Overview
-from .recorder import StepRecord
+from .ranks import Exchange
+from .steps import StepRecord
 from .store import Chunk, MemoryStore, ParamInfo
 
 _NONE = STATUSES.index("none")
@@ -36,6 +37,7 @@ class Writer(threading.Thread):
         *,
         flush_s: float = 0.5,
         listeners: list[Callable[[Writer, Chunk | None], None]] | None = None,
+        exchange: Exchange | None = None,
     ) -> None:
         super().__init__(name="GradWatch-writer", daemon=True)
         self.store = store
@@ -46,14 +48,15 @@ class Writer(threading.Thread):
         self.poll_s = min(0.1, flush_s)
         self.params: list[ParamInfo] = []
         self.tracker = Tracker()
-        self.anomaly_rows: list[tuple[int, str, list[str]]] = []
+        self.anomaly_rows: list[tuple[int, str, Any]] = []
+        self.exchange = exchange
         self.overview = Overview()
         self.listeners = listeners if listeners is not None else []
         self.last_step = -1
         self.steps_written = 0
         self.store_error: str | None = None
         self._rows: list[tuple[StepRecord, np.ndarray, np.ndarray]] = []
-        self._new_anomalies: list[tuple[int, str, list[str]]] = []
+        self._new_anomalies: list[tuple[int, str, Any]] = []
         self._last_flush = time.monotonic()
         self._lock = threading.Lock()
 
@@ -137,8 +140,12 @@ class Writer(threading.Thread):
         cols = np.full((4, k, n), np.nan)  # norm, max_abs, zero_fraction, update_ratio
         status = np.full((k, n), _NONE, dtype=np.uint8)
         numel = np.array([p.numel for p in self.params], dtype=np.float64)
+        names = [p.name for p in self.params]
+        across: list[tuple[int, str, Any]] = []
         for r, record in enumerate(records):
             values, ids = record.resolve(), record.ids
+            if self.exchange is not None:  # one collective per step, in step order
+                across += self.exchange.combine(record.step, ids, values, record.extra, names)
             cols[0, r, ids], cols[1, r, ids] = values[:, 0], values[:, 1]
             cols[2, r, ids] = values[:, 2]
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -150,7 +157,7 @@ class Writer(threading.Thread):
         cols[2] = np.where(measured, zf, np.nan)
         status[measured] = classify_many(cols[0][measured], cols[1][measured], self.thresholds)
         steps = np.array([r.step for r in records], dtype=np.int64)
-        found = self.tracker.update_many(steps, status, [p.name for p in self.params])
+        found = sorted(self.tracker.update_many(steps, status, names) + across, key=_step_of)
         with self._lock:
             self.anomaly_rows += found
             self.overview.add_many(steps, cols[0], status)
@@ -223,7 +230,7 @@ class Writer(threading.Thread):
             if fn.__name__ == "write":
                 self.store.write(*args)
 
-    def snapshot(self) -> tuple[list[ParamInfo], list[tuple[int, str, list[str]]], int]:
+    def snapshot(self) -> tuple[list[ParamInfo], list[tuple[int, str, Any]], int]:
         with self._lock:
             return list(self.params), list(self.anomaly_rows), self.last_step
 
@@ -250,10 +257,14 @@ def classify_many(norm: np.ndarray, max_abs: np.ndarray, th: Thresholds) -> np.n
             ("exploding", norm > th.exploding),
             ("vanishing", norm < th.vanishing),
             ("zero", max_abs == 0.0),
-            ("nonfinite", ~np.isfinite(norm) | ~np.isfinite(max_abs)),
+            ("nonfinite", ~np.isfinite(norm) | np.isinf(max_abs)),  # NaN max: unknown (FSDP2)
         ):
             out[hit] = STATUSES.index(name)  # later rules win, as earlier returns in classify
     return out
+
+
+def _step_of(row: tuple[int, str, Any]) -> int:
+    return row[0]
 
 
 def _pad(a: np.ndarray, width: int, value: float) -> np.ndarray:

@@ -1,0 +1,216 @@
+"""GradWatch across ranks (DDP, FSDP2): where each rank writes, and the one collective per step.
+
+Every rank records its own gradients locally, into its own file. Then, per step, the writer
+thread (never the training thread) sends ONE `all_reduce` (SUM) of a float64 vector of 4 x
+n_params numbers over a gloo side group created by the watch:
+
+- a rank bit (2^rank) per parameter whose gradient this rank's own backward produced (under DDP:
+  the parameter's grad accumulator ran here, seen by a post-accumulate-grad hook; elsewhere:
+  `p.grad is not None`), so every rank learns which ranks produced one;
+- DDP and plain replicas: the norm each rank saw, its square and a 1 per rank with a gradient, so
+  every rank sees the spread of the norms (equal after DDP's all-reduce, up to rounding);
+- FSDP2: the sum of squares and the non-zero count of this rank's shard (Shard placements count
+  once, Replicate dimensions divided by their size), so every rank records the FULL gradient's
+  norm and zero share; max |g| stays this rank's shard's.
+
+Divergence (gradients produced on some ranks only; norms whose relative spread exceeds
+`NORM_RTOL`) becomes the anomaly kind "rank_divergence", first step per parameter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..distributed import unwrap
+
+#: relative spread of the ranks' norms taken as divergence (DDP's averaged gradients are equal
+#: on every rank, bit for bit with gloo and NCCL; the check's own rounding is ~1e-8)
+NORM_RTOL = 1e-6
+#: rank bits are exact in float64 up to this world size (above it: counts, ranks not named)
+MAX_BITS = 53
+KIND = "rank_divergence"
+
+
+@dataclasses.dataclass
+class RankSetup:
+    """Where this process stands: rank, world size, mode ("local", "ddp", "fsdp") and the side
+    group of the per-step check (None: no collective)."""
+
+    rank: int = 0
+    world: int = 1
+    mode: str = "local"
+    group: Any = None
+    timeout_s: float = 60.0
+
+    def directory(self, path: Path) -> Path:
+        """`path` for one process; `path/rank{r}` for each rank of a world larger than 1.
+
+        Example:
+            >>> RankSetup(1, 2).directory(Path("run")).as_posix()
+            'run/rank1'
+        """
+        return path / f"rank{self.rank}" if self.world > 1 else path
+
+    def meta(self) -> dict[str, str]:
+        check = "off" if self.group is None else "one all_reduce per step"
+        return {"rank": str(self.rank), "world": str(self.world), "mode": self.mode, "check": check}
+
+
+def rank_setup(
+    model: nn.Module, ranks: bool | None, timeout_s: float
+) -> tuple[nn.Module, RankSetup]:
+    """The user's module (DDP / compile unwrapped) and the setup. Creating the side group is a
+    collective: every rank of the default group must create its GradWatch (as every rank runs
+    the same training script)."""
+    inner, kind = unwrap(model)
+    on = dist.is_available() and dist.is_initialized()
+    rank, world = (dist.get_rank(), dist.get_world_size()) if on else (0, 1)
+    mode = "fsdp" if kind and "fully_shard" in kind else ("ddp" if world > 1 else "local")
+    group = None
+    if on and world > 1 and ranks is not False:
+        timeout = datetime.timedelta(seconds=timeout_s)
+        group = dist.new_group(backend="gloo", timeout=timeout)
+    return inner, RankSetup(rank, world, mode, group, timeout_s)
+
+
+def local_part(grad: torch.Tensor, world: int) -> tuple[torch.Tensor, float]:
+    """This rank's values of `grad` (a DTensor's local shard) and their weight in the sums."""
+    from ..distributed_fsdp import _local_and_weight
+
+    if getattr(grad, "placements", None) is None:
+        return grad, 1.0
+    return _local_and_weight(grad, world)
+
+
+class Exchange:
+    """The writer thread's side of the check: one all_reduce per step, in step order."""
+
+    def __init__(self, setup: RankSetup) -> None:
+        self.setup = setup
+        self.failed: str | None = None
+        self._seen: set[tuple[int, str]] = set()
+
+    @property
+    def active(self) -> bool:
+        return self.setup.group is not None and self.failed is None
+
+    def combine(
+        self, step: int, ids: np.ndarray, values: np.ndarray, extra: Any, names: list[str]
+    ) -> list:
+        """Send this step's numbers; FSDP2: put the full norms and counts into `values` (in
+        place). Returns the anomaly rows found (kind "rank_divergence")."""
+        if not self.active:
+            return []
+        n, s = len(names), self.setup
+        local, weights = extra if extra is not None else (np.zeros(0, dtype=bool), None)
+        vec = np.zeros(4 * n + 1)
+        vec[-1] = n  # a rank that watches other parameters shows up as a mismatch
+        bit = 2.0**s.rank if s.world <= MAX_BITS else 1.0
+        vec[: len(local)][local[:n]] = bit
+        norm = values[:, 0]
+        if s.mode == "fsdp":
+            w = np.ones(len(ids)) if weights is None else weights
+            vec[n + ids], vec[2 * n + ids] = norm * norm, values[:, 2]
+            vec[3 * n + ids] = w
+        else:
+            vec[n + ids], vec[2 * n + ids], vec[3 * n + ids] = norm, norm * norm, 1.0
+        total = self._all_reduce(step, vec)
+        if total is None:
+            return []
+        if not math.isclose(total[-1], n * s.world):
+            self._fail(step, f"ranks watch different parameters ({total[-1]:g} != {n} x {s.world})")
+            return []
+        if s.mode == "fsdp":
+            values[:, 0] = np.sqrt(total[n + ids])
+            values[:, 2] = np.round(total[2 * n + ids])
+            # a shard without non-zero values says nothing of the full max |g|: unknown
+            values[:, 1] = np.where((values[:, 1] == 0) & (values[:, 2] > 0), np.nan, values[:, 1])
+        return self._divergence(step, total, local, values[:, 0], ids, names)
+
+    def _all_reduce(self, step: int, vec: np.ndarray) -> np.ndarray | None:
+        tensor = torch.from_numpy(vec)
+        try:
+            work = dist.all_reduce(tensor, group=self.setup.group, async_op=True)
+            if work is not None:
+                work.wait(datetime.timedelta(seconds=self.setup.timeout_s))
+        except Exception as e:  # a rank died, or left the loop early: never wait again
+            self._fail(step, f"{type(e).__name__}: {str(e)[:200]}")
+            return None
+        return tensor.numpy()
+
+    def _fail(self, step: int, why: str) -> None:
+        self.failed = f"step {step}: {why}"
+        warnings.warn(
+            f"GradWatch: the cross-rank check stopped at step {step} ({why}); every rank "
+            "goes on recording its own gradients",
+            stacklevel=1,
+        )
+
+    def _divergence(
+        self,
+        step: int,
+        total: np.ndarray,
+        local: np.ndarray,
+        norms: np.ndarray,
+        ids: np.ndarray,
+        names: list[str],
+    ) -> list:
+        n, s = len(names), self.setup
+        hit: list[str] = []
+        notes: list[str] = []
+        mine = dict(zip(ids.tolist(), norms.tolist()))
+        for i in range(n):
+            bits = total[i]
+            with_ = _ranks_of(bits, s.world)
+            if 0 < bits and len(with_) < s.world and (i, "none") not in self._seen:
+                self._seen.add((i, "none"))
+                hit.append(names[i])
+                notes.append(f"{names[i]}: {_gradient_on(with_, s.world, bits)}")
+            k = total[3 * n + i] if s.mode != "fsdp" else 0.0
+            if k >= 2 and (i, "norm") not in self._seen:
+                mean = total[n + i] / k
+                spread = math.sqrt(max(total[2 * n + i] / k - mean * mean, 0.0))
+                if spread > NORM_RTOL * abs(mean) and math.isfinite(spread):
+                    self._seen.add((i, "norm"))
+                    hit += [] if names[i] in hit else [names[i]]
+                    here = mine.get(i)
+                    notes.append(
+                        f"{names[i]}: ‖g‖ differs across ranks more than the all-reduce "
+                        f"explains (mean {mean:.6g}, spread {spread:.3g}"
+                        + (f"; rank {s.rank}: {here:.6g})" if here is not None else ")")
+                    )
+        if not hit:
+            return []
+        return [(step, KIND, {"params": hit, "detail": "; ".join(notes)})]
+
+
+def _ranks_of(bits: float, world: int) -> list[int]:
+    if world > MAX_BITS:
+        return list(range(round(bits)))  # a count: which ranks is unknown
+    b = round(bits)
+    return [r for r in range(world) if b >> r & 1]
+
+
+def _gradient_on(with_: list[int], world: int, bits: float) -> str:
+    """Example:
+    >>> _gradient_on([0, 2], 3, 5.0)
+    'a gradient of its own on ranks 0, 2, none on rank 1'
+    """
+    if world > MAX_BITS:
+        return f"a gradient of its own on {round(bits)} of {world} ranks"
+    without = [r for r in range(world) if r not in with_]
+    return f"a gradient of its own on {_named(with_)}, none on {_named(without)}"
+
+
+def _named(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))

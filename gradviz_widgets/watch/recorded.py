@@ -1,0 +1,156 @@
+"""A run read back from disk: one process's record, or every rank's (`<path>/rank<r>/`)."""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torch import nn
+
+from ..errors import GradExplorerError
+from ..stats import Thresholds
+from .anomalies import Anomaly, FlightRecord, replay
+from .history import Overview, history_frame
+from .store import DB_NAME, SQLiteStore
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: model -> its recording GradWatch (one watch per model)
+WATCHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class RecordedRun:
+    """A run read back from disk: history(), anomalies, show(); explore() needs a model.
+
+    Under torchrun each rank wrote `<path>/rank<r>/watch.sqlite`: they are read together, and
+    `history()` puts the ranks side by side (its `rank` column; one process: rank 0)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.folders = rank_folders(self.path)
+        self.stores = {r: SQLiteStore(d, readonly=True) for r, d in self.folders.items()}
+        #: the ranks found on disk, and the one the view shows first
+        self.ranks = sorted(self.stores)
+        self.rank = self.ranks[0]
+        self._store = self.stores[self.rank]
+        self.meta = self._store.meta
+        vanishing, exploding = json.loads(self.meta.get("thresholds", "[1e-7, 1e4]"))
+        self.thresholds = Thresholds(vanishing, exploding)
+        self.closed = True
+
+    def history(
+        self,
+        params: Sequence[str] | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        ranks: Sequence[int] | None = None,
+    ) -> pd.DataFrame:
+        """One row per (step, rank, parameter), ranks side by side within each step;
+        `ranks` picks some. Pivot to compare: `h.pivot_table("norm", ["step", "param"], "rank")`."""
+        frames = [
+            history_frame(s.params, s.chunks(), s.exact(), params, start, stop, rank=r)
+            for r, s in self.stores.items()
+            if ranks is None or r in ranks
+        ]
+        if len(frames) == 1:
+            return frames[0]
+        import pandas as pd
+
+        out = pd.concat(frames, ignore_index=True)
+        return out.sort_values(["step", "rank"], kind="stable").reset_index(drop=True)
+
+    @property
+    def anomalies(self) -> list[Anomaly]:
+        """Every rank's anomalies; one entry per finding with the ranks that recorded it."""
+        merged: dict[tuple, list] = {}
+        for r, store in self.stores.items():
+            for row in store.anomaly_rows:
+                a = Anomaly.from_row(row, self._flight, self._explore)
+                key = (a.step, a.kind, tuple(a.params))
+                entry = merged.setdefault(key, [a, [], []])
+                entry[1].append(r)
+                entry[2] += [a.detail] if a.detail and a.detail not in entry[2] else []
+        out = []
+        for a, ranks, details in merged.values():
+            a.ranks = tuple(ranks) if len(self.ranks) > 1 else ()
+            a.detail = " | ".join(details)
+            out.append(a)
+        return sorted(out, key=lambda a: a.step)
+
+    def _flight(self, step: int) -> FlightRecord | None:
+        for folder in self.folders.values():
+            path = folder / f"flight-{step}.pt"
+            if path.exists():
+                return FlightRecord.load(path)
+        return None
+
+    def _explore(self, anomaly: Anomaly, model: nn.Module | None, **options: Any) -> Any:
+        record = self._flight(anomaly.step)
+        if record is None:
+            steps = sorted(
+                int(p.stem.split("-")[1])
+                for d in self.folders.values()
+                for p in d.glob("flight-*.pt")
+            )
+            raise GradExplorerError(no_flight_message(anomaly, steps))
+        if model is None:
+            raise GradExplorerError(
+                "a run opened from disk has no model: pass one of the same "
+                "architecture, anomaly.explore(model); it is copied, not changed"
+            )
+        watch = WATCHED.get(model)
+        return replay(
+            record,
+            model,
+            options.pop("loss_fn", None),
+            watch._recorder if watch is not None else None,
+            **options,
+        )
+
+    def overview(self, n_buckets: int = 400, rank: int | None = None) -> Overview:
+        """Buckets of steps for the heat map, of one rank (default: the first)."""
+        store = self.stores[self.rank if rank is None else rank]
+        ov = Overview(n_buckets)
+        for chunk in store.chunks():
+            ov.add_chunk(chunk.widened(len(store.params)))
+        return ov
+
+    @property
+    def params(self) -> list:
+        return self._store.params
+
+    def show(self, **options: Any) -> Any:
+        from .widget import WatchWidget
+
+        return WatchWidget(self, **options)
+
+    def close(self) -> None:
+        for store in self.stores.values():
+            store.close()
+
+
+def rank_folders(path: Path) -> dict[int, Path]:
+    """rank -> folder holding its watch.sqlite: `path` itself (one process), else `path/rank<r>`."""
+    if (path / DB_NAME).exists():
+        return {0: path}
+    found = {
+        int(d.name[4:]): d
+        for d in path.glob("rank*")
+        if d.name[4:].isdigit() and (d / DB_NAME).exists()
+    }
+    if not found:
+        raise FileNotFoundError(f"no GradWatch record at {path / DB_NAME} nor {path}/rank*/")
+    return dict(sorted(found.items()))
+
+
+def no_flight_message(anomaly: Anomaly, recorded: list[int]) -> str:
+    return (
+        f"no flight record for step {anomaly.step} ({anomaly.kind}): the flight recorder "
+        f"keeps the first NaN/Inf step only (recorded: {recorded or 'none'}). On a GPU it "
+        "needs GradWatch(..., sync_check=True) (one host sync per step); a threshold "
+        "trigger is GradWatch(..., flight_recorder=<norm>)."
+    )
