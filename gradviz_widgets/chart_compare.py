@@ -41,7 +41,7 @@ def compare_rows(report_a: Any, report_b: Any, mode: str = "param") -> list[dict
                 "module": (a or b or {}).get("module", ""),
                 "a": a,
                 "b": b,
-                "ratio": norm_ratio(a and a["norm"], b and b["norm"]),
+                "ratio": norm_ratio(a["norm"] if a else None, b["norm"] if b else None),
                 "changed": status_a != status_b,
                 "badge": badge(status_a, status_b),
             }

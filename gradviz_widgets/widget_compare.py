@@ -60,10 +60,12 @@ class CompareActions:
         self.refresh()
 
     def _compare_toggled(self, on: bool) -> None:
-        if on:
-            self.compare()
-        else:
-            self.end_compare()
+        try:
+            self.compare() if on else self.end_compare()
+        except Exception:
+            # the toggle shows the mode in force (the guard shows the error)
+            self._set_quietly(self.controls.compare_button, self.baseline is not None)
+            raise
 
     def _resolve_baseline(self, baseline: Baseline) -> tuple[GradReport, GradGraph | None]:
         if baseline is None:
