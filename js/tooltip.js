@@ -3,20 +3,27 @@
 
 /**
  * @typedef {{label?: string, op?: string, module?: string, kind?: string, status?: string,
- *   grad_norm?: number | null, shape?: string | number[], hooked?: boolean,
+ *   grad_norm?: number | string | null, norm_text?: string, status_text?: string,
+ *   shape?: string | number[], hooked?: boolean,
  *   expandable?: string, collapsible?: string}} NodeInfo
  */
 
+const NORM_LINE = "\u2016g\u2016 ";
+
 /**
- * Format a gradient norm compactly ("1.23e-05", "0.0123", "—" for missing).
- * @param {number | null | undefined} v
+ * The gradient norm as Python wrote it: `norm_text` (render.node_texts), else the norm line of
+ * the label Python wrote ("‖g‖ 1234"), else the value as sent. The page formats no numbers,
+ * so a node's label and its tooltip always show the same text.
+ * @param {NodeInfo} i
+ * @returns {string}
  */
-export function formatNorm(v) {
-  if (v === null || v === undefined || Number.isNaN(v)) return "—";
-  if (!Number.isFinite(v)) return String(v);
-  if (v === 0) return "0";
-  const a = Math.abs(v);
-  return a >= 1e-3 && a < 1e4 ? v.toPrecision(4).replace(/\.?0+$/, "") : v.toExponential(2);
+export function normText(i) {
+  if (typeof i.norm_text === "string") return i.norm_text;
+  const last = String(i.label ?? "").split("\n").pop() ?? "";
+  if (i.grad_norm !== null && i.grad_norm !== undefined && last.startsWith(NORM_LINE)) {
+    return last.slice(NORM_LINE.length);
+  }
+  return i.grad_norm === null || i.grad_norm === undefined ? "None" : String(i.grad_norm);
 }
 
 /**
@@ -34,7 +41,7 @@ export function tooltipRows(id, info) {
   if (i.shape !== undefined && i.shape !== null && String(i.shape) !== "") {
     rows.push(["shape", Array.isArray(i.shape) ? `(${i.shape.join(", ")})` : String(i.shape)]);
   }
-  if (info) rows.push(["grad norm", formatNorm(i.grad_norm)]);
+  if (info) rows.push(["grad norm", normText(i)]);
   if (i.status) rows.push(["status", i.status]);
   if (i.hooked) rows.push(["hooked", "yes"]);
   if (i.expandable) rows.push(["double-click", `expand ${i.expandable}`]);

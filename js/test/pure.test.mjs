@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { dashArray } from "../legend.js";
 import { findMatches } from "../search.js";
-import { formatNorm, tooltipRows } from "../tooltip.js";
+import { normText, tooltipRows } from "../tooltip.js";
 
 const entries = [
   { id: "a", label: "AddmmBackward0", module: "layer1", op: "AddmmBackward0" },
@@ -20,13 +20,14 @@ test("findMatches: case-insensitive on label/module/op, text as fallback, in ord
   assert.deepEqual(findMatches("nothing", entries), []);
 });
 
-test("formatNorm and tooltip rows", () => {
-  assert.equal(formatNorm(null), "\u2014");
-  assert.equal(formatNorm(0), "0");
-  assert.equal(formatNorm(0.5), "0.5");
-  assert.equal(formatNorm(1.234567), "1.235");
-  assert.equal(formatNorm(1.5e-7), "1.50e-7");
-  assert.equal(formatNorm(Number.POSITIVE_INFINITY), "Infinity");
+test("the tooltip shows the norm as Python wrote it, and tooltip rows", () => {
+  // Python's text wins (render.node_texts), then the label's norm line, then the raw value
+  assert.equal(normText({ grad_norm: 1234.5, norm_text: "1234", label: "x\n\u2016g\u2016 1234" }), "1234");
+  assert.equal(normText({ grad_norm: 1.5e-7, label: "x\n\u2016g\u2016 1.5e-07" }), "1.5e-07");
+  assert.equal(normText({ grad_norm: null, norm_text: "None" }), "None");
+  assert.equal(normText({ grad_norm: null, label: "w\nno grad" }), "None");
+  assert.equal(normText({ grad_norm: "NaN", label: "op" }), "NaN");
+  assert.equal(normText({ grad_norm: 0.5 }), "0.5");
   const { title, rows } = tooltipRows("id1", {
     label: "AddmmBackward0\n(8, 16)", op: "AddmmBackward0", module: "layer1", shape: [8, 16],
     grad_norm: 0.25, status: "ok", hooked: true, expandable: "", collapsible: "layer1",

@@ -38,6 +38,8 @@ test("accessible names say label, status in words, module, hook state", () => {
   assert.equal(nodeAriaLabel("x", { label: "a", status: "exploding" }), "a, exploding gradient");
   assert.equal(nodeAriaLabel("id-only", undefined), "id-only");
   assert.notEqual(nodeAriaLabel("a", { status: "exploding" }), nodeAriaLabel("a", { status: "nonfinite" }));
+  // the words Python sends win over the page's fallback copy
+  assert.equal(nodeAriaLabel("a", { status: "zero", status_text: "all zeros" }), "a, all zeros");
 });
 
 test("status line: local error, then layout busy, then a queued-click note, then Python", () => {
