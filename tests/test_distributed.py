@@ -1,29 +1,19 @@
-"""GradExplorer under DDP and FSDP2 with real gloo process groups (one subprocess per rank).
-
-Each launch starts `world` processes (forkserver) that meet through a FileStore in tmp_path and
-write `rank{r}.json`; the test reads them. Every rank has a deadline: a hang fails the test and
-every rank is killed. `python test_distributed.py SCENARIO RANK WORLD DIR` runs one rank by hand.
-"""
+"""GradExplorer under DDP and FSDP2 with real gloo process groups (one process per rank,
+started by test_distributed_launch.launch; each rank's result comes back as a dict)."""
 
 from __future__ import annotations
 
 import copy
-import datetime
-import json
-import multiprocessing as mp
-import sys
-import time
-from collections.abc import Iterator
-from multiprocessing import forkserver
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
+from test_distributed_launch import Counter, launch, stop_forkserver
 from torch import nn
 
 from gradviz_widgets import GradExplorer, GradExplorerError
-from gradviz_widgets.distributed import gather_ranks, rank_findings, unwrap
+from gradviz_widgets.distributed import gather_ranks, unwrap
 from gradviz_widgets.distributed_fsdp import (
     fsdp_gradients,
     fsdp_param_norms,
@@ -31,17 +21,7 @@ from gradviz_widgets.distributed_fsdp import (
     total_norm,
 )
 
-DEADLINE_S = 120
-#: imported once in the forkserver (DDP's constructor alone imports torch._dynamo: seconds)
-PRELOAD = [
-    "torch",
-    "torch._dynamo",
-    "torch.distributed.fsdp",
-    "torch.distributed.device_mesh",
-    "torch.nn.parallel",
-    "gradviz_widgets",
-    "gradviz_widgets.distributed_fsdp",
-]
+stop = pytest.fixture(scope="module", autouse=True)(stop_forkserver)
 
 
 class Branchy(nn.Module):
@@ -69,66 +49,6 @@ def _batch(rank: int) -> torch.Tensor:
     return x
 
 
-def _launch(scenario: str, world: int, tmp_path: Path) -> list[dict]:
-    """Run `scenario` on `world` ranks; forked from a forkserver that imported torch once (a
-    fresh interpreter per rank would import torch per rank: seconds each on a busy machine)."""
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD + [__name__])
-    procs = [
-        ctx.Process(target=_main, args=(scenario, r, world, tmp_path), daemon=True)
-        for r in range(world)
-    ]
-    for p in procs:
-        p.start()
-    deadline = time.monotonic() + DEADLINE_S
-    try:
-        for p in procs:
-            p.join(max(0.0, deadline - time.monotonic()))
-        hung = [r for r, p in enumerate(procs) if p.is_alive()]
-        assert not hung, (
-            f"{scenario} world {world}: ranks {hung} still running after {DEADLINE_S} s"
-        )
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join(10)
-    codes = [p.exitcode for p in procs]
-    assert codes == [0] * world, f"exit codes {codes}; see the captured stderr"
-    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
-
-
-# ---- what each rank runs ------------------------------------------------------------------------
-class _Counter:
-    """Counts calls of torch.distributed collectives (module attributes patched in place)."""
-
-    NAMES = (
-        "all_gather",
-        "all_gather_object",
-        "all_gather_into_tensor",
-        "all_reduce",
-        "broadcast",
-        "reduce_scatter_tensor",
-        "barrier",
-    )
-
-    def __enter__(self) -> dict[str, int]:
-        self.calls: dict[str, int] = {}
-        self.saved = {n: getattr(dist, n) for n in self.NAMES}
-        for name, fn in self.saved.items():
-
-            def counted(*a, _n=name, _f=fn, **k):  # noqa: ANN002, ANN003, ANN202
-                self.calls[_n] = self.calls.get(_n, 0) + 1
-                return _f(*a, **k)
-
-            setattr(dist, name, counted)
-        return self.calls
-
-    def __exit__(self, *exc: object) -> None:
-        for name, fn in self.saved.items():
-            setattr(dist, name, fn)
-
-
 def _local_truth(module: nn.Module, x: torch.Tensor) -> dict[str, float | None]:
     twin = copy.deepcopy(module)
     twin(x).sum().backward()
@@ -148,7 +68,7 @@ def _ddp_rank(rank: int, world: int) -> dict:
     reducer = ddp.reducer
     x = _batch(rank)
     inner, kind = unwrap(ddp)
-    with _Counter() as calls:
+    with Counter() as calls:
         if rank == 0:  # extra runs on one rank only: any collective in them would deadlock
             GradExplorer(inner, x).run()
             GradExplorer(inner, x).run()
@@ -238,7 +158,7 @@ def _fsdp_rank(rank: int, world: int) -> dict:
     except GradExplorerError:
         refused = True
     model.set_requires_gradient_sync(True)
-    with _Counter() as calls:
+    with Counter() as calls:
         norms = fsdp_param_norms(grads)
     stats = fsdp_param_stats(grads)
     clip_total = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
@@ -255,21 +175,11 @@ def _fsdp_rank(rank: int, world: int) -> dict:
     }
 
 
-def _main(scenario: str, rank: int, world: int, folder: Path) -> None:
-    started = time.monotonic()
-    torch.set_num_threads(1)
-    store = dist.FileStore(str(folder / "store"), world)
-    dist.init_process_group(
-        "gloo", store=store, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60)
-    )
-    try:
-        result: dict[str, object] = {"ddp": _ddp_rank(rank, world)}
-        if scenario == "ddp+fsdp":
-            result["fsdp"] = _fsdp_rank(rank, world)
-    finally:
-        dist.destroy_process_group()
-    result["seconds"] = time.monotonic() - started
-    (folder / f"rank{rank}.json").write_text(json.dumps(result))
+def _ddp_and_fsdp(rank: int, world: int, folder: Path) -> dict:
+    return {"ddp": _ddp_rank(rank, world), "fsdp": _fsdp_rank(rank, world)}
+
+
+SCENARIOS = {"ddp": lambda r, w, _f: {"ddp": _ddp_rank(r, w)}, "ddp+fsdp": _ddp_and_fsdp}
 
 
 # ---- the tests --------------------------------------------------------------------------------
@@ -290,19 +200,10 @@ def _check_ddp(results: list[dict]) -> None:
         assert res["table"] == results[0]["table"] and res["findings"] == results[0]["findings"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _stop_forkserver() -> Iterator[None]:
-    """The forkserver (and nothing else of ours) outlives a launch; stop it after the module."""
-    yield
-    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
-    if stop is not None:
-        stop()
-
-
 @pytest.fixture(scope="module")
 def world2(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
     """Both scenarios in one launch of 2 ranks (starting a process costs seconds of imports)."""
-    return _launch("ddp+fsdp", 2, tmp_path_factory.mktemp("world2"))
+    return launch(__name__, "ddp+fsdp", 2, tmp_path_factory.mktemp("world2"))
 
 
 def test_ddp_world2_names_parameters_per_rank(world2: list[dict]) -> None:
@@ -329,7 +230,7 @@ def test_explorer_on_ddp_model_gathers_ranks(world2: list[dict]) -> None:
 
 
 def test_ddp_world4_detached_on_one_rank(tmp_path: Path) -> None:
-    results = [r["ddp"] for r in _launch("ddp", 4, tmp_path)]
+    results = [r["ddp"] for r in launch(__name__, "ddp", 4, tmp_path)]
     _check_ddp(results)
     table, findings = results[0]["table"], results[0]["findings"]
     assert [table[str(r)]["c.weight"][:2] for r in range(4)] == [
@@ -357,31 +258,3 @@ def test_fsdp2_norms_from_shards_world2(world2: list[dict]) -> None:
         assert res["stats"]["dead.weight"] == ["zero", 1.0]
         assert res["stats"]["l1.weight"][0] == "healthy"
     assert results[0]["norms"] == results[1]["norms"]
-
-
-def test_rank_findings_without_ddp_settings() -> None:
-    from gradviz_widgets.distributed import RankParam
-
-    table = {
-        0: {"w": RankParam("none", "no_grad", None), "f": RankParam("none", "frozen", None)},
-        1: {"w": RankParam("none", "no_grad", None), "f": RankParam("none", "frozen", None)},
-    }
-    found = rank_findings(table)
-    assert found[0].startswith("w gets no gradient on any rank (no_grad")
-    assert "find_unused_parameters=False" in found[1] and len(found) == 2  # frozen: no finding
-
-
-def test_rank_findings_statuses_that_differ() -> None:
-    from gradviz_widgets.distributed import RankParam
-
-    table = {
-        0: {"w": RankParam("healthy", None, 1.0)},
-        1: {"w": RankParam("nonfinite", None, float("nan"))},
-    }
-    assert rank_findings(table) == (
-        "statuses differ across ranks: w is healthy on rank 0, nonfinite on rank 1",
-    )
-
-
-if __name__ == "__main__":
-    _main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]))
