@@ -1,0 +1,137 @@
+"""The GradWatch page in headless Chromium over file://, every other request aborted: the heat
+map and lines draw, hover shows Python's numbers, picking changes the lines, user text never runs,
+no horizontal scroll at 1280x800."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from harness import wait_until
+
+from gradviz_widgets.watch.page import export_watch_html, page_data
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from test_watch_page import HOSTILE, Synthetic, _train  # noqa: E402
+
+
+def _open(browser, path: Path):  # noqa: ANN001, ANN202
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("console", lambda m: m.type == "error" and problems.append(f"console: {m.text}"))
+    page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
+
+    def route(r) -> None:  # noqa: ANN001
+        if r.request.url.startswith(("file:", "data:", "blob:")):
+            r.continue_()
+        else:
+            problems.append(f"request: {r.request.url}")
+            r.abort()
+
+    page.route("**/*", route)
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-ready]", timeout=60_000)
+    return page, problems
+
+
+def _pixel(page, row: int, bucket: int) -> list[int]:  # noqa: ANN001
+    return page.evaluate(
+        "([r, b]) => Array.from(document.getElementById('heat').getContext('2d')"
+        ".getImageData(b, r, 1, 1).data)",
+        [row, bucket],
+    )
+
+
+def _hover_cell(page, row: int, bucket: int, buckets: int) -> str:  # noqa: ANN001
+    box = page.locator("#heat").bounding_box()
+    row_h = box["height"] / page.evaluate("document.getElementById('heat').height")
+    page.mouse.move(
+        box["x"] + (bucket + 0.5) * box["width"] / buckets, box["y"] + (row + 0.5) * row_h
+    )
+    return page.locator("#tip").text_content() or ""
+
+
+def _legend(page) -> str:  # noqa: ANN001
+    return page.locator("#lines-legend").text_content() or ""
+
+
+@pytest.mark.ui
+def test_watch_page_draws_hovers_and_picks(browser, tmp_path: Path) -> None:
+    watch = _train(tmp_path / "run", steps=8)
+    path = export_watch_html(watch, tmp_path / "run.html")
+    watch.close()
+    data = page_data(__import__("gradviz_widgets").watch.GradWatch.open(tmp_path / "run"))
+    names, table = data["names"], data["views"][0]["table"]
+    page, problems = _open(browser, path)
+    zero = names.index("gate.weight")
+    assert _pixel(page, zero, 3) == [0, 0, 0, 255]  # exactly 0.0: black
+    healthy = names.index("main1.weight")
+    assert _pixel(page, healthy, 3)[3] == 255 and _pixel(page, healthy, 3)[:3] != [0, 0, 0]
+    text = _hover_cell(page, healthy, 3, 8)
+    assert text.startswith("main1.weight\nmain1 · 8 x 4\nstep 3\nstatus: healthy\n")
+    norm = re.search(r"max ‖g‖ = (\S+) at step 3", text)
+    assert norm is not None and norm.group(1) in table
+    # default lines: the most alarming first (gate.* are exactly 0.0)
+    assert "gate.weight" in _legend(page)
+    assert page.locator("#lines .band.zero").count() >= 1
+    assert (
+        page.locator("#lines line.threshold").count() + page.locator("#lines .anomaly").count() >= 1
+    )
+    page.select_option("#pick", label="main2.weight")
+    wait_until(lambda: "main2.weight" in _legend(page), 5, "the picked parameter drawn")
+    assert "gate.weight" not in _legend(page)
+    line = page.locator("#lines path.line").first
+    line.scroll_into_view_if_needed()
+    mx, my = (float(v) for v in line.get_attribute("d")[1:].split("L")[0].split())
+    box = page.locator("#lines").bounding_box()
+    page.mouse.move(box["x"] + mx, box["y"] + my)
+    tip = wait_until(lambda: page.locator("#tip").text_content(), 5, "line hover text")
+    first = re.fullmatch(r"main2\.weight\nstep (\d+)\n‖g‖ = (\S+)", tip)
+    assert first is not None and first.group(1) == "0" and first.group(2) in table
+    # a heat-map row click adds that parameter to the lines
+    page.locator("#heat").scroll_into_view_if_needed()
+    _hover_cell(page, healthy, 2, 8)
+    page.mouse.down()
+    page.mouse.up()
+    wait_until(lambda: "main1.weight" in _legend(page), 5, "the clicked row drawn")
+    assert "main2.weight" in _legend(page)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    assert problems == []
+    page.close()
+
+
+@pytest.mark.ui
+def test_hostile_names_show_as_text_and_run_nothing(browser, tmp_path: Path) -> None:
+    names = [HOSTILE, "ok.weight", HOSTILE + ".bias"]
+    path = export_watch_html(Synthetic(3, 40, names), tmp_path / "h.html", title=HOSTILE)
+    page, problems = _open(browser, path)
+    assert page.locator("img").count() == 0
+    assert page.locator("#title").text_content() == HOSTILE
+    options = page.locator("#pick option").all_text_contents()
+    assert HOSTILE in options and HOSTILE + ".bias" in options
+    assert HOSTILE in page.locator("#anomalies").text_content()
+    text = _hover_cell(page, 0, 5, 40)
+    assert text.startswith(HOSTILE + "\n")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    assert problems == []
+    page.close()
+
+
+@pytest.mark.ui
+def test_big_history_page_draws_quickly(browser, tmp_path: Path) -> None:
+    path = export_watch_html(Synthetic(1000, 100_000), tmp_path / "big.html")
+    start = time.perf_counter()
+    page, problems = _open(browser, path)
+    elapsed = time.perf_counter() - start
+    print(f"1,000 x 100,000 page ({path.stat().st_size / 1e6:.2f} MB) ready in {elapsed:.1f} s")
+    assert elapsed < 20
+    assert page.locator("#lines path.line").count() >= 2
+    assert _pixel(page, 1, 10) == [0, 0, 0, 255]  # layers.0.bias: exactly 0.0
+    assert _pixel(page, 0, 390)[:3] == [0xD5, 0x5E, 0x00]  # layers.0.weight: NaN later on
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    assert problems == []
+    page.close()
