@@ -75,7 +75,10 @@ def rank_setup(
     inner, kind = unwrap(model)
     on = dist.is_available() and dist.is_initialized()
     rank, world = (dist.get_rank(), dist.get_world_size()) if on else (0, 1)
-    mode = "fsdp" if kind and "fully_shard" in kind else ("ddp" if world > 1 else "local")
+    sharded = (kind and "fully_shard" in kind) or any(
+        hasattr(p, "placements") for p in inner.parameters()
+    )  # DTensor parameters: FSDP2 on the root or on some submodules only
+    mode = "fsdp" if sharded else ("ddp" if world > 1 else "local")
     group = None
     if on and world > 1 and ranks is not False:
         timeout = datetime.timedelta(seconds=timeout_s)
@@ -125,11 +128,14 @@ class Exchange:
         else:
             vec[n + ids], vec[2 * n + ids], vec[3 * n + ids] = norm, norm * norm, 1.0
         total = self._all_reduce(step, vec)
-        if total is None:
-            return []
-        if not math.isclose(total[-1], n * s.world):
-            self._fail(step, f"ranks watch different parameters ({total[-1]:g} != {n} x {s.world})")
-            return []
+        if total is not None and not math.isclose(total[-1], n * s.world):
+            self._fail(
+                step, f"the ranks watch different parameters ({total[-1]:g} != {n} x {s.world})"
+            )
+        if total is None or self.failed:
+            return [
+                (step, KIND, {"params": [], "detail": f"cross-rank check stopped at {self.failed}"})
+            ]
         if s.mode == "fsdp":
             values[:, 0] = np.sqrt(total[n + ids])
             values[:, 2] = np.round(total[2 * n + ids])
