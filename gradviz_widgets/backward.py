@@ -13,7 +13,9 @@ from collections.abc import Sequence
 
 import torch
 
+from .capture_state import StandIns
 from .errors import GradExplorerError
+from .walk import RawGraph
 
 #: torch.utils.checkpoint(use_reentrant=True): refuses torch.autograd.grad
 REENTRANT_CHECKPOINT = "CheckpointFunctionBackward"
@@ -79,3 +81,38 @@ def summed(
         else:
             out[leaf_id] = have + g.to(have.device)
     return out
+
+
+def wanted_leaves(raw: RawGraph, stand_ins: StandIns) -> list[tuple[str, torch.Tensor]]:
+    """(leaf id, tensor) for every leaf to differentiate: the graph's leaves, every parameter's
+    stand-in, and every real Parameter (reentrant checkpoints may reach those only during
+    backward); entries sharing an id are summed."""
+    wanted = [(leaf.id, leaf.tensor) for leaf in raw.leaves if leaf.tensor is not None]
+    seen = {id(t) for _, t in wanted}
+    for params in (stand_ins.params, stand_ins.real_params):
+        wanted += [
+            (f"param:{n}", p) for n, p in params.items() if p.requires_grad and id(p) not in seen
+        ]
+    return wanted
+
+
+def direct_use_note(
+    wanted: list[tuple[str, torch.Tensor]], parts: tuple, stand_ins: StandIns
+) -> tuple[str, ...]:
+    """A finding naming the parameters the graph reached as themselves, not via the model."""
+    names = sorted(
+        {
+            stand_ins.real[id(t)][0]
+            for (_, t), g in zip(wanted, parts)
+            if g is not None and id(t) in stand_ins.real
+        }
+    )
+    if not names:
+        return ()
+    return (
+        f"{len(names)} parameter{'s' if len(names) > 1 else ''} also used directly, not "
+        "through the model's attributes (a parameter list captured before the run, "
+        "optimizer.param_groups, a plain Python list in forward): that use is included in "
+        f"the gradient, as in plain backward: {', '.join(names[:4])}"
+        + ("…" if len(names) > 4 else ""),
+    )

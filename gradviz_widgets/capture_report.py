@@ -16,6 +16,7 @@ from .attribution import LOSS_SCOPE
 from .capture_state import canonical_names
 from .graph import GradEdge, GradGraph, GradNode, ModuleScope
 from .report import GradReport, ParamRecord
+from .run_state import RunState
 from .stats import NormBatch, classify, combine_norms
 
 #: none reason for parameters inside a reentrant checkpoint whose inputs need no grad
@@ -26,8 +27,11 @@ CHECKPOINT_NO_GRAD = (
 )
 
 
-def freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds) -> GradGraph:  # noqa: ANN001
+def freeze_graph(state: RunState) -> GradGraph:
     """The frozen graph: every node and edge with its norm pair and status."""
+    raw, values, thresholds = state.raw, state.values, state.settings.thresholds
+    assert raw is not None
+    leaf_by_id = state.leaf_pairs
 
     def pair_of(slots: list[int]) -> tuple[float | None, float | None]:
         if not slots:
@@ -35,7 +39,6 @@ def freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds) -> GradGra
         pairs = [NormBatch.pair(values, s) for s in slots]
         return combine_norms([p[0] for p in pairs]), max(p[1] for p in pairs)
 
-    leaf_by_id = leaf_pairs
     nodes = []
     for n in raw.nodes.values():
         if n.kind in ("param", "input", "tensor"):
@@ -46,19 +49,19 @@ def freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds) -> GradGra
             norm, gmax = 1.0, 1.0  # d loss / d loss
         else:
             norm, gmax = pair_of(n.inflow)
-        label = _label(n)
+        status = classify(norm, gmax, thresholds)
         nodes.append(
             GradNode(
                 n.id,
                 n.op,
                 n.kind,
                 n.module,
-                label,
+                _label(n),
                 n.scope,
                 n.shape,
                 norm,
                 gmax,
-                classify(norm, gmax, thresholds),
+                status,
                 n.order,
             )
         )
@@ -67,16 +70,13 @@ def freeze_graph(model, raw, leaf_pairs, values, tracker, thresholds) -> GradGra
         if e.slot is not None:
             norm, gmax = NormBatch.pair(values, e.slot)
         elif e.dst.startswith("acc:") or e.dst == "output":
-            src_node = raw.nodes[e.src]
-            norm, gmax = (
-                (leaf_by_id.get(e.src) or (None, None)) if src_node.kind != "op" else (1.0, 1.0)
-            )
+            leaf = raw.nodes[e.src].kind != "op"
+            norm, gmax = (leaf_by_id.get(e.src) or (None, None)) if leaf else (1.0, 1.0)
         else:
             norm, gmax = None, None
         edges.append(GradEdge(e.src, e.dst, norm, gmax, classify(norm, gmax, thresholds)))
-    return GradGraph(
-        tuple(nodes), tuple(edges), _module_tree(model, tracker.calls, canonical_names(model))
-    )
+    tree = _module_tree(state.model, state.tracker.calls, canonical_names(state.model))
+    return GradGraph(tuple(nodes), tuple(edges), tree)
 
 
 def _label(n) -> str:
@@ -128,42 +128,34 @@ def module_norms(model: nn.Module, norms: Mapping[str, float | None]) -> dict[st
     }
 
 
-def build_report(
-    model,
-    params,
-    graph,
-    leaf_pairs,
-    zero_fractions,
-    loss_value,
-    how,  # noqa: ANN001
-    thresholds,
-    device,
-    tracker,
-    duration,
-    syncs,
-    notes=(),
-    checkpoint_without_grad=False,
-) -> GradReport:
-    """The report; `notes` are extra findings of this run (appended after diagnose's).
-    `checkpoint_without_grad`: a reentrant checkpoint got no input requiring grad, so modules
-    that ran only without grad most likely ran inside it."""
+def build_report(state: RunState, graph: GradGraph) -> GradReport:
+    """The report; the run's `notes` are extra findings (appended after diagnose's)."""
+    records = _param_records(state, graph)
+    inputs = {n.id.split(":", 1)[1]: n.grad_norm for n in graph.nodes if n.kind == "input"}
+    loss_value = float(state.values[state.loss_slot])
+    nan_at = diagnose.nonfinite_origin(graph, loss_value)
+    return GradReport(
+        loss=loss_value,
+        loss_description=state.how,
+        params=tuple(records),
+        module_norms=module_norms(state.model, {r.name: r.norm for r in records}),
+        thresholds=state.settings.thresholds,
+        device=str(state.device),
+        duration_s=0.0,
+        nonfinite_origin=nan_at,
+        findings=(*diagnose.findings(records, nan_at, loss_value, graph), *state.notes),
+        input_norms=inputs,
+        host_syncs=state.batch.syncs,
+    )
+
+
+def _param_records(state: RunState, graph: GradGraph) -> list[ParamRecord]:
+    """One record per parameter, with its status, why it got no gradient and any zero origin."""
     records = []
-    norms_by_name: dict[str, float | None] = {}
-    for name, p in params.items():
-        pair = leaf_pairs.get(f"param:{name}")
+    for name, p in state.stand_ins.params.items():
+        pair = state.leaf_pairs.get(f"param:{name}")
         norm, gmax = pair if pair else (None, None)
-        norms_by_name[name] = norm
-        status = classify(norm, gmax, thresholds)
-        reason = (
-            None
-            if pair
-            else diagnose.none_reason(name, p.requires_grad, tracker.calls, tracker.grad_enabled)
-        )
-        if reason and checkpoint_without_grad and p.requires_grad:
-            flags = tracker.grad_enabled.get(name.rpartition(".")[0], [])
-            if flags and not any(flags):
-                reason = CHECKPOINT_NO_GRAD
-        origin = diagnose.zero_origin(graph, f"param:{name}") if status == "zero" else None
+        status = classify(norm, gmax, state.settings.thresholds)
         records.append(
             ParamRecord(
                 name,
@@ -174,24 +166,21 @@ def build_report(
                 norm,
                 gmax,
                 status,
-                reason,
-                origin,
-                zero_fraction=zero_fractions.get(f"param:{name}"),
+                None if pair else _none_reason(state, name, p.requires_grad),
+                diagnose.zero_origin(graph, f"param:{name}") if status == "zero" else None,
+                zero_fraction=state.zero_fractions.get(f"param:{name}"),
             )
         )
-    inputs = {n.id.split(":", 1)[1]: n.grad_norm for n in graph.nodes if n.kind == "input"}
-    loss_value = float(loss_value)
-    nan_at = diagnose.nonfinite_origin(graph, loss_value)
-    return GradReport(
-        loss=loss_value,
-        loss_description=how,
-        params=tuple(records),
-        module_norms=module_norms(model, norms_by_name),
-        thresholds=thresholds,
-        device=str(device),
-        duration_s=duration,
-        nonfinite_origin=nan_at,
-        findings=(*diagnose.findings(records, nan_at, loss_value, graph), *notes),
-        input_norms=inputs,
-        host_syncs=syncs,
-    )
+    return records
+
+
+def _none_reason(state: RunState, name: str, requires_grad: bool) -> str | None:
+    """Why parameter `name` got no gradient. When a reentrant checkpoint got no input requiring
+    grad, modules that ran only without grad most likely ran inside it."""
+    tracker = state.tracker
+    reason = diagnose.none_reason(name, requires_grad, tracker.calls, tracker.grad_enabled)
+    if reason and state.cut_off and requires_grad:
+        flags = tracker.grad_enabled.get(name.rpartition(".")[0], [])
+        if flags and not any(flags):
+            reason = CHECKPOINT_NO_GRAD
+    return reason

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from .capture import Capture, capture
+from .capture import Capture, run
 from .checks import (
     check_flag,
     check_loss_args,
@@ -22,16 +21,19 @@ from .checks import (
 from .devices import available_devices, model_device, resolve_device
 from .distributed import gathers_ranks, with_ranks
 from .errors import GradExplorerError
+from .explorer_export import Exports
+from .explorer_hooks import HookControls
 from .graph import GradGraph
-from .hook_config import DEFAULT_KIND
-from .hook_events import HookEvent
-from .hooks import HookManager
-from .modifiers import Modifier, mark_modified
+from .hook_clash import HookFacts
+from .hook_plan import HookPlan
+from .hooks import with_fallback
+from .modifiers import mark_modified
 from .report import GradReport
+from .run_settings import RunSettings
 from .stats import Thresholds
 
 
-class GradExplorer:
+class GradExplorer(HookControls, Exports):
     """Explore the gradients of `model` on `sample_input` without changing the model.
 
     Example:
@@ -73,9 +75,11 @@ class GradExplorer:
         self.seed = check_seed(seed)
         self.thresholds = check_thresholds(thresholds)
         self.track_flow = check_flag("track_flow", track_flow)
-        self._hooks = HookManager(
-            self._inner, keep_tensors=check_flag("keep_tensors", keep_tensors)
-        )
+        self._paths = frozenset(p for p, _ in self._inner.named_modules())
+        # what the user turned on (replaced, never changed, by the hook methods below) and
+        # what runs learned about the modules (which backward hooks need the fallback)
+        self._plan = HookPlan(keep_tensors=check_flag("keep_tensors", keep_tensors))
+        self._learned = HookFacts()
         self._last: Capture | None = None
         self._ran_with: tuple = ()
         self.history: list[GradReport] = []
@@ -105,19 +109,17 @@ class GradExplorer:
             raise
 
     def _run(self) -> GradReport:
-        baseline = self._capture(with_hooks=False) if self._hooks.modifiers else None
-        try:
-            result = self._capture(with_hooks=True)
-        except GradExplorerError as e:
-            if not self._hooks.can_fall_back(e):
-                raise
-            self._hooks.fall_back()
-            result = None
-        if result is None:  # retried outside the except block: its errors stand on their own
-            result = self._capture(with_hooks=True)
+        settings = self._run_settings()
+        plan = self._plan
+        baseline = run(self.model, self.sample_input, settings) if plan.modifiers else None
+        result = with_fallback(
+            plan, self._learned, lambda hooks: run(self.model, self.sample_input, settings, hooks)
+        )
+        if result.hooks is not None:
+            self._learned = result.hooks.facts
         if baseline is not None:
             result = dataclasses.replace(
-                result, report=mark_modified(result.report, baseline.report, self._hooks.modifiers)
+                result, report=mark_modified(result.report, baseline.report, dict(plan.modifiers))
             )
         if gathers_ranks(self.model, self._ranks):  # one all_gather: every rank runs this
             result = dataclasses.replace(result, report=with_ranks(result.report, self.model))
@@ -127,11 +129,22 @@ class GradExplorer:
         del self.history[: -self._history_len]
         return result.report
 
+    def _run_settings(self) -> RunSettings:
+        """The run settings as they are now (attributes set since are checked here)."""
+        return RunSettings.checked(
+            loss_fn=self.loss_fn,
+            target=self.target,
+            device=self.device,
+            seed=self.seed,
+            thresholds=self.thresholds,
+            track_flow=self.track_flow,
+        )
+
     def _settings(self) -> tuple:
         """What a run depends on besides the model: to tell whether the newest run is stale."""
         return (
-            tuple(self._hooks.active),
-            tuple(self.modifiers.items()),
+            self._plan.on,
+            tuple(self._plan.modifiers.items()),
             self.device,
             self.thresholds,
             self.seed,
@@ -146,19 +159,6 @@ class GradExplorer:
         """True when nothing ran yet or hooks, modifiers, device, thresholds, input or loss
         changed since the newest run."""
         return self._last is None or self._ran_with != self._settings()
-
-    def _capture(self, with_hooks: bool) -> Capture:
-        return capture(
-            self.model,
-            self.sample_input,
-            loss_fn=self.loss_fn,
-            target=self.target,
-            device=self.device,
-            seed=self.seed,
-            thresholds=self.thresholds,
-            track_flow=self.track_flow,
-            hooks=self._hooks if with_hooks else None,
-        )
 
     @property
     def report(self) -> GradReport:
@@ -183,142 +183,11 @@ class GradExplorer:
     def available_devices() -> list[str]:
         return available_devices()
 
-    # ---- hooks -------------------------------------------------------------------------------
-    def toggle_hook(self, target: str, kind: str | None = None) -> bool:
-        """Flip a hook on a module path (kind: forward_pre | forward | backward, default backward)
-        or a graph node id (kind: tensor). Returns whether it is on now."""
-        self._check_open()
-        kind = kind or _default_kind(target)
-        self._check_node(target, kind)
-        return self._hooks.toggle(target, kind)
-
-    def set_hook(self, target: str, kind: str | None = None, on: bool = True) -> bool:
-        """Turn a hook on or off explicitly."""
-        self._check_open()
-        kind = kind or _default_kind(target)
-        if on:
-            self._check_node(target, kind)
-        return self._hooks.set(target, kind, on)
-
-    def _check_node(self, target: str, kind: str) -> None:
-        """A tensor hook's node must be an op node of the newest graph (when one exists)."""
-        if kind != "tensor" or self._last is None or "#" not in target:
-            return  # other mistakes are named by the hook manager
-        graph = self._last.graph
-        if target not in graph or graph.node(target).kind != "op":
-            import difflib
-
-            close = difflib.get_close_matches(
-                target, [n.id for n in graph.nodes if n.kind == "op"], n=5
-            )
-            raise GradExplorerError(
-                f"no op node {target!r} in the newest graph; tensor hooks go on op nodes "
-                f"(parameter gradients are in the report). Did you mean {close}?"
-            )
-
-    def set_modifier(
-        self,
-        target: str,
-        *,
-        clip_norm: float | None = None,
-        clip_value: float | None = None,
-        scale: float | None = None,
-    ) -> None:
-        """Modify the gradient flowing back through `target` in explorer runs (one of the three);
-        call with none of them to remove it. The report marks the gradients this changed."""
-        given = {
-            k: v
-            for k, v in {"clip_norm": clip_norm, "clip_value": clip_value, "scale": scale}.items()
-            if v is not None
-        }
-        if len(given) > 1:
-            raise GradExplorerError(f"give one modifier at a time, got {sorted(given)}")
-        try:
-            modifier = Modifier(*next(iter(given.items()))) if given else None
-        except ValueError as e:
-            raise GradExplorerError(str(e)) from e
-        self._hooks.set_modifier(target, modifier)
-
-    def clear_hooks(self) -> None:
-        """Turn every hook and modifier off."""
-        self._hooks.clear()
-
-    @property
-    def hooks(self) -> list[tuple[str, str]]:
-        """(target, kind) for each hook that is on."""
-        return self._hooks.active
-
-    @property
-    def modifier_objects(self) -> dict[str, Modifier]:
-        """target -> the Modifier on it (immutable values; set them back with set_modifier)."""
-        return dict(self._hooks.modifiers)
-
-    @property
-    def modifiers(self) -> dict[str, str]:
-        """target -> description of the modifier on it."""
-        return {t: m.describe() for t, m in self._hooks.modifiers.items()}
-
-    @property
-    def events(self) -> list[HookEvent]:
-        """What the hooks saw in the newest run, one record per firing."""
-        return list(self._hooks.events)
-
-    @property
-    def hook_mechanisms(self) -> dict[str, str]:
-        """target -> how its backward hook is implemented (full backward hook or the fallback)."""
-        # the fallback applies to every backward hook once one of them clashes with an
-        # in-place op (torch does not say which module's output was modified)
-        return {
-            t: ("tensor hooks (fallback)" if t in self._hooks.fallback else "full backward hook")
-            for t, k in self._hooks._wanted()
-            if k == "backward"
-        }
-
-    @property
-    def hook_seconds(self) -> float:
-        """Wall time spent inside our hooks in the newest run (compare with report.duration_s)."""
-        return self._hooks.hook_seconds
-
-    # ---- export -------------------------------------------------------------------------------
-    def to_dot(self, depth: int | None = None, **options: Any) -> str:
-        """DOT text of the newest graph, folded to `depth` module levels (None: everything)."""
-        from .render import to_dot
-
-        graph = self.graph if depth is None else self.graph.view(depth)
-        return to_dot(graph, **options)
-
-    def export_svg(self, path: str | Path, depth: int | None = None) -> Path:
-        """Write the graph as SVG with the system `dot` (the widget's button needs no binary)."""
-        from .render import svg_with_dot
-
-        return _write(path, svg_with_dot(self.to_dot(depth)))
-
-    def export_html(self, path: str | Path, title: str | None = None) -> Path:
-        """Write one self-contained interactive page of the newest run (graph with pan/zoom,
-        tooltips, search and fold levels; chart linked to it; findings), offline over file://."""
-        from .page import page_html
-
-        name = title or f"{type(self.model).__name__}: gradient flow"
-        return _write(path, page_html(self.graph, self.report, name))
-
-    def export_csv(self, path: str | Path) -> Path:
-        """Write the per-parameter norms table as CSV."""
-        from .export import report_csv
-
-        return _write(path, report_csv(self.report))
-
-    def export_json(self, path: str | Path) -> Path:
-        """Write the report and the graph (nodes, edges, norms, statuses) as JSON."""
-        from .export import report_json
-
-        return _write(path, report_json(self.report, self.graph))
-
     # ---- lifetime ------------------------------------------------------------------------------
     def close(self) -> None:
         """Turn everything off and drop the results. Hooks exist only during runs, so nothing of
         ours remains on the model afterwards."""
-        self._hooks.clear()
-        self._hooks.events = []
+        self._plan = self._plan.cleared()
         self._last = None
         self.history.clear()
         self._model = self._inner = None  # the explorer no longer keeps the model alive
@@ -345,14 +214,3 @@ class GradExplorer:
         return (
             f"GradExplorer({name}, device={self.device or 'model device'}, hooks={len(self.hooks)})"
         )
-
-
-def _write(path: str | Path, text: str) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def _default_kind(target: str) -> str:
-    return "tensor" if "#" in target else DEFAULT_KIND

@@ -1,4 +1,5 @@
-"""What hooks saw: HookEvent (frozen, per firing) and the pending record filled during a run."""
+"""What hooks saw: HookEvent (frozen, per firing), the pending record filled during a run, and
+HookRecord, everything one run's hooks registered and recorded."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Mapping
 
 import torch
 
+from .hook_clash import HookFacts, InplaceClash
 from .tensor_stats import PendingStats, TensorStats
 
 
@@ -46,3 +48,21 @@ class _Pending:
     modifier: str | None = None
     raw: dict[str, list[torch.Tensor | None]] | None = None
     queued: bool = False  # in HookManager._pending (fallback events: from their first gradient)
+
+
+@dataclasses.dataclass(frozen=True)
+class HookRecord:
+    """What one run's hooks registered and recorded (`Capture.hooks`); the plan is untouched.
+
+    `mechanisms`: backward hook target -> how this run implemented it. `facts`: what the run
+    went by plus what it learned (the explorer keeps them for its next run). `clash`: why this
+    run used tensor hooks for backward hooks, when a first attempt clashed. `registered`: how
+    many hooks it registered on modules, tensors and graph nodes (all removed when it ended).
+    """
+
+    events: tuple[HookEvent, ...] = ()
+    seconds: float = 0.0
+    mechanisms: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    facts: HookFacts = dataclasses.field(default_factory=HookFacts)
+    clash: InplaceClash | None = None
+    registered: int = 0

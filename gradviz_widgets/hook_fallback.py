@@ -18,7 +18,6 @@ removed when the run ends.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,45 +26,31 @@ from torch import nn
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .hook_events import _Pending
-from .modifiers import Modifier
-from .stats import NormBatch
 from .walk import HOOK_NODE_MARK
 
 if TYPE_CHECKING:
-    from .hooks import HookManager
+    from .hook_recorder import Recorder
+    from .hooks import HookRun
+    from .modifiers import Modifier
 
 
 class FallbackBackward:
     """The forward-pre (`pre`) and forward (`post`) hooks of one module's fallback, for one run."""
 
-    def __init__(
-        self,
-        manager: HookManager,
-        target: str,
-        batch: NormBatch,
-        calls: Counter,
-        tensor_handles: list[Any],
-    ) -> None:
-        self.m, self.target, self.batch, self.calls = manager, target, batch, calls
-        self.handles = tensor_handles
-        self.modifier = manager.modifiers.get(target)
+    def __init__(self, run: HookRun, target: str) -> None:
+        self.run, self.rec, self.target = run, run.rec, target
+        self.modifier = run.plan.modifiers.get(target)
         self.current: list[tuple[_Pending, list] | None] = []
 
     def _hook(
-        self,
-        p: _Pending,
-        name: str,
-        slot: int,
-        size: int,
-        mod: Modifier | None,
-        active: list[bool] | None = None,
+        self, p: _Pending, name: str, slot: int, size: int, active: list[bool] | None = None
     ) -> Callable:
-        return self.m._guarded(
-            self.target, "backward", grad_slot(self.m, p, name, slot, size, self.batch, mod, active)
-        )
+        modifier = self.modifier if name == "grad_input" else None
+        body = grad_slot(self.rec, p, name, slot, size, modifier, active)
+        return self.rec.guarded(self.target, "backward", body)
 
     def pre(self, module: nn.Module, args: tuple, kwargs: dict) -> tuple | None:
-        call = self.m._next_call(self.calls, (self.target, "backward"))
+        call = self.rec.next_call(self.target, "backward")
         if not torch.is_grad_enabled():
             # no graph is recorded (no_grad, the first pass of a reentrant checkpoint):
             # nothing will flow back through this call
@@ -73,34 +58,28 @@ class FallbackBackward:
             return None
         # the event joins the run's events when its first gradient arrives, so calls that
         # backward never reaches (a checkpoint's recomputation) leave no empty event
-        reason = self.m.fallback_reasons.get(self.target, "tensor hooks asked for")
-        p = self.m._new(
-            self.target, "backward", f"tensor hooks (fallback: {reason})", call, queue=False
-        )
+        reason = self.run.facts.fallback.get(self.target, "tensor hooks asked for")
+        mechanism = f"tensor hooks (fallback: {reason})"
+        p = self.rec.new(self.target, "backward", mechanism, call, queue=False)
         flat, spec = tree_flatten((args, kwargs))
         where = slots(p, ("grad_output", "grad_input"), flat)
-        direct = getattr(module, "inplace", False) is True or self.target in self.m.writes_args
+        direct = (
+            getattr(module, "inplace", False) is True or self.target in self.run.facts.writes_args
+        )
         watch = []
         for slot, i in enumerate(where):
             t = flat[i]
             if not (t.requires_grad and t.layout == torch.strided):
                 continue
             if direct and t.grad_fn is not None:
-                self.handles.append(
-                    t.register_hook(self._hook(p, "grad_input", slot, len(where), self.modifier))
-                )
+                self.run._add(t.register_hook(self._hook(p, "grad_input", slot, len(where))))
                 continue
             alias = _alias(t)
-            self.handles.append(
-                alias.register_hook(self._hook(p, "grad_input", slot, len(where), self.modifier))
-            )
+            self.run._add(alias.register_hook(self._hook(p, "grad_input", slot, len(where))))
             if t.grad_fn is not None:  # never a hook on a leaf (it may be the user's)
                 active = [False]
-                self.handles.append(
-                    t.register_hook(
-                        self._hook(p, "grad_input", slot, len(where), self.modifier, active)
-                    )
-                )
+                hook = self._hook(p, "grad_input", slot, len(where), active)
+                self.run._add(t.register_hook(hook))
                 watch.append((alias, alias._version, active))
             flat[i] = alias
         self.current.append((p, watch))
@@ -115,15 +94,13 @@ class FallbackBackward:
             # modified in place by the module: the alias's hook will not fire
             active[0] = alias._version != version
             if active[0]:  # next runs hook its arguments directly (ids stay put)
-                self.m.writes_args.add(self.target)
+                self.run.facts = self.run.facts.writing(self.target)
         flat = tree_flatten(output)[0]
         where = slots(p, ("grad_output",), flat)
         for slot, i in enumerate(where):
             t = flat[i]
             if t.requires_grad:
-                self.handles.append(
-                    t.register_hook(self._hook(p, "grad_output", slot, len(where), None))
-                )
+                self.run._add(t.register_hook(self._hook(p, "grad_output", slot, len(where))))
 
 
 def slots(p: _Pending, names: tuple[str, ...], flat: list) -> list[int]:
@@ -137,32 +114,26 @@ def slots(p: _Pending, names: tuple[str, ...], flat: list) -> list[int]:
 
 
 def grad_slot(
-    m: HookManager,
+    rec: Recorder,
     p: _Pending,
     name: str,
     slot: int,
     size: int,
-    batch: NormBatch,
     modifier: Modifier | None,
     active: list[bool] | None,
 ) -> Callable:
     """A tensor hook that records the gradient in slot `slot` of `name` (and applies `modifier`)."""
 
-    def put(key: str, t: torch.Tensor) -> None:
-        p.tensors.setdefault(key, [None] * size)[slot] = m._stats.get(t, batch)
-        if p.raw is not None:
-            p.raw.setdefault(key, [None] * size)[slot] = t.detach().clone()
-
     def body(grad: torch.Tensor) -> torch.Tensor | None:
         if active is not None and not active[0]:
             return None
-        m._use(p)
-        put(name, grad)
+        rec.use(p)
+        rec.put(p, name, slot, size, grad)
         if modifier is None:
             return None
         changed = modifier.apply([grad])[0]
         if changed is not None:
-            put(name + "_modified", changed)
+            rec.put(p, name + "_modified", slot, size, changed)
         return changed
 
     return body

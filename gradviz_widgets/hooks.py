@@ -1,66 +1,85 @@
-"""HookManager: module and tensor hooks the user toggles; attached only while a run is in flight.
+"""HookRun: the hooks of one run, registered when it starts and removed in a `finally`.
 
-Hooks are registered on the user's modules when a run starts and removed in a `finally` when it
-ends, so between runs (and after `close()`) the model's hook dicts are exactly the user's own.
-What hooks see is queued on the run's NormBatch and read back with the run's single host sync.
+A run reads a HookPlan (what the user turned on) and HookFacts (what earlier runs learned) and
+changes neither: what it registered, learned and recorded comes back as its HookRecord. Between
+runs the model's hook dicts are exactly the user's own. What hooks see is queued on the run's
+NormBatch and read back with the run's single host sync. `with_fallback` retries a run whose
+full backward hooks clashed with an in-place op, with tensor hooks instead.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
-import time
 import warnings
-from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
-from torch.utils._pytree import tree_flatten
 
 from .errors import GradExplorerError
-from .hook_config import HookConfig, _Unhookable
-from .hook_events import HookEvent, _Pending
+from .hook_clash import HookFacts, InplaceClash, Unhookable, inplace_clash
+from .hook_events import HookRecord
 from .hook_fallback import FallbackBackward
-from .modifiers import Modifier
+from .hook_plan import HookPlan
+from .hook_recorder import Recorder
 from .stats import NormBatch
-from .tensor_stats import StatsCache, read_stats
 from .walk import RawGraph
 
+T = TypeVar("T")
+FULL = "full backward hook"
+FALLBACK = "tensor hooks (fallback)"
 
-class HookManager(HookConfig):
-    """Attaches the configured hooks for one run and turns what they saw into HookEvents.
+
+def with_fallback(plan: HookPlan, facts: HookFacts, attempt: Callable[[HookRun], T]) -> T:
+    """`attempt(HookRun(plan, facts))`; when its full backward hooks clash with an in-place op
+    (or cannot see a module), once more with tensor hooks for every backward hook.
 
     Example:
-        >>> hooks = HookManager(nn.Sequential(nn.Linear(2, 2)))
-        >>> hooks.toggle("0")
+        >>> with_fallback(HookPlan(), HookFacts(), lambda run: run.facts == HookFacts())
         True
-        >>> hooks.active
-        [('0', 'backward')]
+    """
+    try:
+        return attempt(HookRun(plan, facts))
+    except GradExplorerError as e:
+        clash = inplace_clash(e)
+        if clash is None or not facts.can_fall_back(plan.backward_targets()):
+            raise
+    # retried outside the except block: its errors stand on their own
+    return attempt(HookRun(plan, facts.falling_back(plan.backward_targets(), clash), clash))
+
+
+class HookRun:
+    """The hooks of one run: attach (module hooks), on_graph (node hooks), finish (events).
+
+    Example:
+        >>> run = HookRun(HookPlan().with_hook("0"), HookFacts())
+        >>> run.mechanisms()
+        {'0': 'full backward hook'}
     """
 
-    def __init__(self, model: nn.Module, keep_tensors: bool = False) -> None:
-        super().__init__(model)
-        self.keep_tensors = keep_tensors
-        self.events: list[HookEvent] = []
-        self.hook_seconds = 0.0
-        self._pending: list[_Pending] = []
-        self._current: _Pending | None = None  # the event the hook running now records into
-        self._handles: list[Any] = []
-        self._stats = StatsCache()
-        self._phase = "forward"
+    def __init__(self, plan: HookPlan, facts: HookFacts, clash: InplaceClash | None = None) -> None:
+        self.plan = plan
+        self.facts = facts  # what this run goes by; it adds what it learns
+        self.clash = clash
+        self.modifiers = plan.modifiers
+        self.handles: list[Any] = []  # this run's hooks on modules, tensors and graph nodes
+        self.registered = 0
+        self.rec = Recorder(plan, NormBatch(torch.device("cpu")))
+        self.record = HookRecord(facts=facts, clash=clash)
 
-    # ---- one run ---------------------------------------------------------------------------
+    def mechanisms(self) -> dict[str, str]:
+        """Backward hook target -> how this run implements it."""
+        return {
+            t: FALLBACK if t in self.facts.fallback else FULL for t in self.plan.backward_targets()
+        }
+
     @contextlib.contextmanager
     def attached(self, model: nn.Module, batch: NormBatch) -> Iterator[None]:
         """Register the module hooks that are on; remove every one of them on exit."""
-        self._pending, self._phase, self.hook_seconds = [], "forward", 0.0
-        self._stats.clear()
+        self.rec = Recorder(self.plan, batch)
         modules = dict(model.named_modules())
-        handles: list[Any] = []  # all of this run's hooks, on modules, tensors and graph nodes
-        self._handles = handles
-        calls: Counter[tuple[str, str]] = Counter()
         # register_full_backward_hook sets module._is_full_backward_hook = True for good; restored
         # below, or the user could no longer call register_backward_hook on that module
         full_flags: dict[nn.Module, Any] = {}
@@ -69,54 +88,52 @@ class HookManager(HookConfig):
             # grad_output; torch warns about that case on every run
             warnings.filterwarnings("ignore", message="Full backward hook is firing")
             try:
-                for target, kind in self._wanted():
-                    if kind == "tensor":
-                        continue
-                    module = modules[target]
-                    if kind == "forward_pre":
-                        handles.append(
-                            module.register_forward_pre_hook(
-                                self._forward_pre(target, batch, calls), with_kwargs=True
-                            )
-                        )
-                    elif kind == "forward":
-                        handles.append(
-                            module.register_forward_hook(
-                                self._forward(target, batch, calls), with_kwargs=True
-                            )
-                        )
-                    else:
-                        if getattr(module, "_is_full_backward_hook", None) is False:
-                            # the user has a register_backward_hook (non-full) hook here, and torch
-                            # refuses full backward hooks next to it
-                            self.fallback.add(target)
-                            self.fallback_reasons[target] = (
-                                "the module has a non-full backward hook"
-                            )
-                        if target in self.fallback:
-                            pre, post = self._fallback_backward(target, batch, calls, handles)
-                            handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
-                            handles.append(module.register_forward_hook(post))
-                        else:
-                            full_flags.setdefault(module, module._is_full_backward_hook)
-                            handles += self._full_backward(module, target, batch, calls)
+                for target, kind in self.plan.wanted():
+                    if kind != "tensor":
+                        self._register(modules[target], target, kind, full_flags)
                 yield
-            except BaseException:
-                self._pending = []
-                raise
             finally:
-                for h in handles:
-                    h.remove()
-                self._handles = []
+                self._remove()
                 for module, flag in full_flags.items():
                     if not module._backward_hooks:
                         module._is_full_backward_hook = flag
 
+    def _register(self, module: nn.Module, target: str, kind: str, full_flags: dict) -> None:
+        if kind == "forward_pre":
+            self._add(module.register_forward_pre_hook(self._forward_pre(target), with_kwargs=True))
+        elif kind == "forward":
+            self._add(module.register_forward_hook(self._forward(target), with_kwargs=True))
+        else:
+            if getattr(module, "_is_full_backward_hook", None) is False:
+                # the user has a register_backward_hook (non-full) hook here, and torch refuses
+                # full backward hooks next to it
+                self.facts = self.facts.with_fallback(
+                    target, "the module has a non-full backward hook"
+                )
+            if target in self.facts.fallback:
+                hooks = FallbackBackward(self, target)
+                pre = self.rec.guarded(target, "backward", hooks.pre)
+                self._add(module.register_forward_pre_hook(pre, with_kwargs=True))
+                self._add(
+                    module.register_forward_hook(self.rec.guarded(target, "backward", hooks.post))
+                )
+            else:
+                full_flags.setdefault(module, module._is_full_backward_hook)
+                self._full_backward(module, target)
+
+    def _add(self, handle: Any) -> None:
+        self.handles.append(handle)
+        self.registered += 1
+
+    def _remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
     def on_graph(self, raw: RawGraph, batch: NormBatch) -> None:
         """Forward is over: register tensor hooks on graph nodes; later forward hooks are recompute."""
-        self._phase = "backward"
-        calls: Counter[tuple[str, str]] = Counter()
-        for target, kind in self._wanted():
+        self.rec.phase = "backward"
+        for target, kind in self.plan.wanted():
             if kind != "tensor":
                 continue
             node = raw.nodes.get(target)
@@ -129,200 +146,86 @@ class HookManager(HookConfig):
                     "change when the graph does, see ex.graph. Turn this hook off with "
                     f"ex.set_hook({target!r}, kind='tensor', on=False)."
                 )
-            self._handles.append(node.fn.register_prehook(self._node_hook(target, batch, calls)))
+            self._add(node.fn.register_prehook(self._node_hook(target)))
 
     def finish(self, values: list[float]) -> None:
-        """Turn the queued statistics of this run into HookEvents."""
-        self._stats.clear()
-        self.events = [
-            HookEvent(
-                p.target,
-                p.kind,
-                p.call,
-                p.phase,
-                p.mechanism,
-                {
-                    k: tuple(None if s is None else read_stats(s, values) for s in v)
-                    for k, v in p.tensors.items()
-                },
-                p.seconds,
-                p.modifier,
-                None if p.raw is None else {k: tuple(v) for k, v in p.raw.items()},
-            )
-            for p in self._pending
-        ]
-        self._pending = []
+        """Turn the queued statistics of this run into its HookRecord."""
+        self.record = HookRecord(
+            self.rec.events(values),
+            self.rec.seconds,
+            self.mechanisms(),
+            self.facts,
+            self.clash,
+            self.registered,
+        )
+        self.rec.pending = []
 
     # ---- hook factories ----------------------------------------------------------------------
-    def _new(
-        self, target: str, kind: str, mechanism: str, call: int, queue: bool = True
-    ) -> _Pending:
-        """A new event; `queue=False` leaves it out of this run's events until `_use(event)`."""
-        if kind in ("forward_pre", "forward"):
-            phase = "recompute" if self._phase == "backward" else "forward"
-        else:
-            phase = "backward"
-        p = _Pending(
-            target, kind, call, phase, mechanism, {}, modifier=self._modifier_text(target, kind)
-        )
-        if self.keep_tensors:
-            p.raw = {}
-        return self._use(p) if queue else p
-
-    def _use(self, p: _Pending) -> _Pending:
-        """Make `p` the event the running hook records into (and its time is charged to)."""
-        if not p.queued:
-            p.queued = True
-            self._pending.append(p)
-        self._current = p
-        return p
-
-    @staticmethod
-    def _next_call(calls: Counter, key: tuple[str, str]) -> int:
-        call = calls[key]
-        calls[key] += 1
-        return call
-
-    def _modifier_text(self, target: str, kind: str) -> str | None:
-        m = self.modifiers.get(target)
-        return m.describe() if m and kind in ("backward", "tensor") else None
-
-    def _record(self, p: _Pending, name: str, tensors: Any, batch: NormBatch) -> None:
-        flat = tensors if isinstance(tensors, (tuple, list)) else [tensors]
-        flat = [
-            t if isinstance(t, torch.Tensor) or t is None else None
-            for t in tree_flatten(flat)[0]
-            if t is None or isinstance(t, torch.Tensor)
-        ]
-        slot = p.tensors.setdefault(name, [])
-        for t in flat:
-            slot.append(None if t is None else self._stats.get(t, batch))
-            if p.raw is not None:
-                p.raw.setdefault(name, []).append(None if t is None else t.detach().clone())
-
-    def _guarded(self, target: str, kind: str, body: Callable) -> Callable:
-        modifier = self.modifiers.get(target) if kind in ("backward", "tensor") else None
-        what = f"the {kind} hook on {target!r}" + (
-            f" (modifier: {modifier.describe()})" if modifier else ""
-        )
-        off = f"ex.set_hook({target!r}, kind={kind!r}, on=False)" + (
-            f" / ex.set_modifier({target!r})" if modifier else ""
-        )
-
-        def hook(*args: Any) -> Any:
-            start = time.perf_counter()
-            self._current = None
-            try:
-                return body(*args)
-            except GradExplorerError:
-                raise
-            except Exception as e:
-                raise GradExplorerError(
-                    f"{what} failed: {type(e).__name__}: {e}. The run was stopped and the model "
-                    f"is unchanged; turn it off with {off}."
-                ) from e
-            finally:
-                spent = time.perf_counter() - start
-                self.hook_seconds += spent
-                if self._current is not None:
-                    self._current.seconds += spent
-                self._current = None
-
-        return hook
-
-    def _forward_pre(self, target: str, batch: NormBatch, calls: Counter) -> Callable:
+    def _forward_pre(self, target: str) -> Callable:
         def body(module: nn.Module, args: tuple, kwargs: dict) -> None:
-            p = self._new(
-                target,
-                "forward_pre",
-                "forward pre hook",
-                self._next_call(calls, (target, "forward_pre")),
-            )
-            self._record(p, "input", (args, kwargs), batch)
+            call = self.rec.next_call(target, "forward_pre")
+            p = self.rec.new(target, "forward_pre", "forward pre hook", call)
+            self.rec.record(p, "input", (args, kwargs))
 
-        return self._guarded(target, "forward_pre", body)
+        return self.rec.guarded(target, "forward_pre", body)
 
-    def _forward(self, target: str, batch: NormBatch, calls: Counter) -> Callable:
+    def _forward(self, target: str) -> Callable:
         def body(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-            p = self._new(
-                target, "forward", "forward hook", self._next_call(calls, (target, "forward"))
-            )
-            self._record(p, "input", (args, kwargs), batch)
-            self._record(p, "output", output, batch)
+            call = self.rec.next_call(target, "forward")
+            p = self.rec.new(target, "forward", "forward hook", call)
+            self.rec.record(p, "input", (args, kwargs))
+            self.rec.record(p, "output", output)
 
-        return self._guarded(target, "forward", body)
+        return self.rec.guarded(target, "forward", body)
 
-    def _full_backward(
-        self, module: nn.Module, target: str, batch: NormBatch, calls: Counter
-    ) -> list[Any]:
+    def _full_backward(self, module: nn.Module, target: str) -> None:
         """register_full_backward_hook, with the hook of each call knowing that call's index.
 
         torch reads a module's backward hooks at the start of each call, before the forward
         pre-hooks run; a pre-hook then puts the hook for the next call in place.
         """
+        calls = self.rec.calls
         key = (target, "backward")
-        handle = module.register_full_backward_hook(self._backward(target, batch, calls[key]))
+        handle = module.register_full_backward_hook(self._backward(target, calls[key]))
 
         def advance(module: nn.Module, args: tuple, kwargs: dict) -> None:
             calls[key] += 1
-            module._backward_hooks[handle.id] = self._backward(target, batch, calls[key])
+            module._backward_hooks[handle.id] = self._backward(target, calls[key])
 
         def check(module: nn.Module, args: tuple, output: Any) -> None:
             if not isinstance(output, (torch.Tensor, tuple)):  # torch would warn and skip it
                 kind = type(output).__name__
-                self.fallback_reasons[target] = f"the module returns a {kind}"
-                raise _Unhookable(
+                raise Unhookable(
                     f"{target!r} returns a {kind}, which register_full_backward_hook cannot see "
-                    "into; its backward hook is done with tensor hooks instead"
+                    "into; its backward hook is done with tensor hooks instead",
+                    InplaceClash(f"the module returns a {kind}", target),
                 )
 
-        pre = module.register_forward_pre_hook(
-            self._guarded(target, "backward", advance), with_kwargs=True
+        guarded = self.rec.guarded
+        self._add(handle)
+        self._add(
+            module.register_forward_pre_hook(guarded(target, "backward", advance), with_kwargs=True)
         )
-        post = module.register_forward_hook(self._guarded(target, "backward", check))
-        return [handle, pre, post]
+        self._add(module.register_forward_hook(guarded(target, "backward", check)))
 
-    def _backward(self, target: str, batch: NormBatch, call: int) -> Callable:
-        modifier = self.modifiers.get(target)
+    def _backward(self, target: str, call: int) -> Callable:
+        modifier = self.plan.modifiers.get(target)
 
         def body(module: nn.Module, grad_input: tuple, grad_output: tuple) -> tuple | None:
-            p = self._new(target, "backward", "full backward hook", call)
-            self._record(p, "grad_output", grad_output, batch)
-            self._record(p, "grad_input", grad_input, batch)
-            return self._modified(p, "grad_input", grad_input, modifier, batch)
+            p = self.rec.new(target, "backward", FULL, call)
+            self.rec.record(p, "grad_output", grad_output)
+            self.rec.record(p, "grad_input", grad_input)
+            return self.rec.modified(p, "grad_input", grad_input, modifier)
 
-        return self._guarded(target, "backward", body)
+        return self.rec.guarded(target, "backward", body)
 
-    def _fallback_backward(
-        self, target: str, batch: NormBatch, calls: Counter, tensor_handles: list[Any]
-    ) -> tuple[Callable, Callable]:
-        """register_full_backward_hook done with tensor hooks (see hook_fallback.py)."""
-        hooks = FallbackBackward(self, target, batch, calls, tensor_handles)
-        return self._guarded(target, "backward", hooks.pre), self._guarded(
-            target, "backward", hooks.post
-        )
-
-    def _modified(
-        self, p: _Pending, name: str, grads: tuple, modifier: Modifier | None, batch: NormBatch
-    ) -> tuple | None:
-        """The modifier's result (recorded as `<name>_modified`), or None to keep the grads."""
-        if modifier is None:
-            return None
-        changed = tuple(modifier.apply(grads))
-        self._record(p, name + "_modified", changed, batch)
-        return changed
-
-    def _node_hook(self, target: str, batch: NormBatch, calls: Counter) -> Callable:
-        modifier = self.modifiers.get(target)
+    def _node_hook(self, target: str) -> Callable:
+        modifier = self.plan.modifiers.get(target)
 
         def body(grad_outputs: tuple) -> tuple | None:
-            p = self._new(
-                target,
-                "tensor",
-                "autograd node pre-hook",
-                self._next_call(calls, (target, "tensor")),
-            )
-            self._record(p, "grad_output", grad_outputs, batch)
-            return self._modified(p, "grad_output", grad_outputs, modifier, batch)
+            call = self.rec.next_call(target, "tensor")
+            p = self.rec.new(target, "tensor", "autograd node pre-hook", call)
+            self.rec.record(p, "grad_output", grad_outputs)
+            return self.rec.modified(p, "grad_output", grad_outputs, modifier)
 
-        return self._guarded(target, "tensor", body)
+        return self.rec.guarded(target, "tensor", body)

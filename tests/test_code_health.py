@@ -18,6 +18,7 @@ ANALYSIS = (
     "backward",
     "capture",
     "capture_report",
+    "capture_stages",
     "capture_state",
     "checks",
     "compare",
@@ -27,14 +28,22 @@ ANALYSIS = (
     "distributed_fsdp",
     "errors",
     "explorer",
+    "explorer_export",
+    "explorer_hooks",
     "graph",
+    "hook_clash",
     "hook_config",
     "hook_events",
+    "hook_fallback",
+    "hook_plan",
+    "hook_recorder",
     "hooks",
     "ids",
     "inputs",
     "modifiers",
     "report",
+    "run_settings",
+    "run_state",
     "stats",
     "tensor_stats",
     "vocabulary",
@@ -44,12 +53,7 @@ UI_LIBS = ("ipywidgets", "anywidget", "traitlets", "plotly", "IPython")
 MAX_LINES = 300
 #: modules still over the limit since the formatter (ruff format) wrapped them, with the most
 #: lines they may have (shrink, never grow)
-OVER_LIMIT = {
-    "capture": 368,
-    "explorer": 358,
-    "hooks": 328,
-    "stats": 302,
-}
+OVER_LIMIT = {"stats": 302}
 
 
 def _modules() -> dict[str, pathlib.Path]:
