@@ -111,9 +111,18 @@ class Exchange:
         self, step: int, ids: np.ndarray, values: np.ndarray, extra: Any, names: list[str]
     ) -> list:
         """Send this step's numbers; FSDP2: put the full norms and counts into `values` (in
-        place). Returns the anomaly rows found (kind "rank_divergence")."""
+        place). Returns the anomaly rows found (kind "rank_divergence"); never raises."""
         if not self.active:
             return []
+        try:
+            return self._combine(step, ids, values, extra, names)
+        except Exception as e:  # the record of this step stays; the check stops
+            self._fail(step, f"{type(e).__name__}: {e}")
+            return []
+
+    def _combine(
+        self, step: int, ids: np.ndarray, values: np.ndarray, extra: Any, names: list[str]
+    ) -> list:
         n, s = len(names), self.setup
         local, weights = extra if extra is not None else (np.zeros(0, dtype=bool), None)
         vec = np.zeros(4 * n + 1)

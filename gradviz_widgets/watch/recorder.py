@@ -53,7 +53,8 @@ class Recorder:
         self.model, self.optimizer, self.emit = model, optimizer, emit
         self.ranks = ranks or RankSetup()
         #: ids of the parameters this rank's own backward reached since the last step (DDP)
-        self._used: set[int] | None = set() if self.ranks.mode == "ddp" else None
+        checked = self.ranks.group is not None
+        self._used: set[int] | None = set() if self.ranks.mode == "ddp" and checked else None
         self._deferred = False
         fsdp = self.ranks.mode == "fsdp"  # Δp of a shard is not the update: off
         self.update_ratio = bool(update_ratio) and optimizer is not None and not fsdp
@@ -194,7 +195,7 @@ class Recorder:
         self._check_model()
         ids = [i for i, p in enumerate(self.params) if p.grad is not None]
         grads = [g for g in (self.params[i].grad for i in ids) if g is not None]
-        extra = self._rank_part(ids, grads) if self.ranks.world > 1 else None
+        extra = self._rank_part(ids, grads) if self.ranks.group is not None else None
         if self.ranks.mode == "fsdp":
             grads = [local_part(g, self.ranks.world)[0].detach() for g in grads]
         stats = by_device(grad_stats, grads, 3)

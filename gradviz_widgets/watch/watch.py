@@ -76,9 +76,16 @@ class GradWatch:
         self.thresholds = thresholds or Thresholds()
         self.loss_fn = loss_fn
         self.path = Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="gradwatch-"))
-        inner, self.ranks = rank_setup(model, ranks, rank_timeout_s)
+        inner, self._ranks = rank_setup(model, ranks, rank_timeout_s)
+        #: this process's rank and the world size (0 and 1 without torch.distributed)
+        self.rank, self.world = self._ranks.rank, self._ranks.world
         #: where this process writes: `path`, or `path/rank<r>` under torchrun
-        self.rank_path = self.ranks.directory(self.path)
+        self.rank_path = self._ranks.directory(self.path)
+        if self._ranks.mode == "fsdp" and optimizer is None:
+            warnings.warn(
+                "GradWatch on an FSDP2 model records at optimizer.step(): pass optimizer=",
+                stacklevel=2,
+            )
         self.closed = False
         self._model: nn.Module | None = model
         self._flights: dict[int, FlightRecord] = {}
@@ -92,11 +99,11 @@ class GradWatch:
             )
             previous.close()
         store = self._open_store()
-        exchange = Exchange(self.ranks) if self.ranks.group is not None else None
+        exchange = Exchange(self._ranks) if self._ranks.group is not None else None
         self._writer = Writer(store, self.thresholds, flush_s=flush_s, exchange=exchange)
         self._writer.store.set_meta(
             {
-                **self.ranks.meta(),
+                **self._ranks.meta(),
                 "thresholds": json.dumps([self.thresholds.vanishing, self.thresholds.exploding]),
                 "model": type(inner).__name__,
                 "started": str(time.time()),
@@ -116,7 +123,7 @@ class GradWatch:
             flight=flight_recorder,
             sync_check=_sync_default(inner, sync_check),
             on_flight=self._keep_flight,
-            ranks=self.ranks,
+            ranks=self._ranks,
         )
         self._recorder.attach()
         _WATCHED[model] = self
@@ -176,7 +183,7 @@ class GradWatch:
         `GradWatch.open(path)`). Waits for the steps recorded so far to be written."""
         self._writer.sync()
         store = self._reader()
-        rank = self.ranks.rank
+        rank = self._ranks.rank
         return history_frame(
             list(self._writer.params), store.chunks(), store.exact(), params, start, stop, rank
         )

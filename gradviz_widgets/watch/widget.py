@@ -36,7 +36,8 @@ __all__ = [
 
 
 class WatchWidget:
-    """Heat map + line chart; follows a recording GradWatch, or shows a RecordedRun."""
+    """Heat map + line chart; follows a recording GradWatch, or shows a RecordedRun (a run of
+    several ranks gets a rank menu: the heat map and lines of the rank picked)."""
 
     def __init__(
         self, source: Any, selected: list[str] | None = None, refresh_s: float = 0.25
@@ -67,7 +68,15 @@ class WatchWidget:
         )
         self.picker.observe(self._on_pick, names="value")
         self.status = w.HTML()
-        self.box = w.VBox([self.status, self.heatmap, w.HBox([self.picker]), self.lines])
+        ranks = getattr(source, "ranks", None)
+        self.rank_menu = w.Dropdown(
+            options=[(f"rank {r}", r) for r in ranks] if isinstance(ranks, list) else [],
+            description="rank",
+            layout={"display": "" if isinstance(ranks, list) and len(ranks) > 1 else "none"},
+        )
+        self.rank_menu.observe(self._on_rank, names="value")
+        row = w.HBox([self.picker, self.rank_menu])
+        self.box = w.VBox([self.status, self.heatmap, row, self.lines])
         self.refresh(force=True)
         writer = getattr(source, "_writer", None)
         if writer is not None and not source.closed:
@@ -83,7 +92,12 @@ class WatchWidget:
             return self.source.anomalies
         from .anomalies import Anomaly
 
-        return [Anomaly(s, k, p) for s, k, p in writer.snapshot()[1]]
+        return [Anomaly.from_row(row) for row in writer.snapshot()[1]]
+
+    def _on_rank(self, change: dict) -> None:
+        """Another rank of a run opened from disk: its heat map and lines."""
+        self._overview = self.source.overview(rank=change["new"])
+        self.refresh(force=True)
 
     def _on_pick(self, change: dict) -> None:
         self.selected = list(change["new"])
@@ -131,8 +145,9 @@ class WatchWidget:
             if writer is not None
             else (int(self._overview.bucket_steps()[-1]) if self._overview.used else -1)
         )
+        rank = f" rank {self.rank_menu.value}" if self.rank_menu.options else ""
         self.status.value = (
-            f"<b>GradWatch</b> {self.source.path}: up to step {steps}, "
+            f"<b>GradWatch</b> {self.source.path}{rank}: up to step {steps}, "
             f"{len(self._params())} parameters, "
             f"{len(self._anomalies())} anomalies"
         )
