@@ -282,26 +282,3 @@ def html_text(text: object) -> str:
         '&lt;b&gt;x&lt;/b&gt;'
     """
     return html.escape(plain_text(text), quote=True)
-
-
-__all__ = [
-    "FLOW_STRENGTH",
-    "GHOST_STYLE",
-    "LEGEND_ORDER",
-    "SELECTED_COLOR",
-    "SEVERITY",
-    "STATUSES",
-    "STYLES",
-    "StatusStyle",
-    "Thresholds",
-    "classify",
-    "combine_norms",
-    "format_norm",
-    "html_text",
-    "legend",
-    "norm_text",
-    "plain_text",
-    "strongest_flow",
-    "style",
-    "worst",
-]
