@@ -13,9 +13,10 @@ from types import MappingProxyType
 from .errors import GradExplorerError
 
 #: torch's words when an in-place op modifies what a full backward hook's Function returned
-#: ("Output 0 of BackwardHookFunctionBackward is a view and is being modified inplace. This
-#: view was created inside a custom Function ..."), directly or through a view of it
-TORCH_CLASH_TEXT = ("BackwardHookFunctionBackward", "created inside a custom Function")
+#: ("Output 0 of BackwardHookFunction is a view and is being modified inplace. This view was
+#: created inside a custom Function ..."), directly or through a view of it ("Output 0 of
+#: Select is a view ... created inside a custom Function")
+TORCH_CLASH_TEXT = ("BackwardHookFunction", "created inside a custom Function")
 DEFAULT_REASON = "register_full_backward_hook failed here"
 
 
@@ -42,7 +43,7 @@ def inplace_clash(error: BaseException) -> InplaceClash | None:
     """The clash `error` (or an exception it was raised from) reports, else None.
 
     Example:
-        >>> inplace_clash(RuntimeError("Output 0 of BackwardHookFunctionBackward is a view"))
+        >>> inplace_clash(RuntimeError("Output 0 of BackwardHookFunction is a view"))
         InplaceClash(reason='register_full_backward_hook failed here', target=None)
         >>> inplace_clash(ValueError("shapes do not match")) is None
         True
