@@ -68,15 +68,34 @@ class Synthetic:
         return pd.DataFrame({k: [] for k in COLUMNS})
 
 
+class Ranked(Synthetic):
+    """Two ranks whose overview() has no `rank` argument: the page reads the history's `rank`
+    column instead (every norm 0.1 on rank 0, 0.01 on rank 1)."""
+
+    ranks = [0, 1]
+
+    def history(
+        self, params: object = None, start: object = None, stop: object = None
+    ) -> pd.DataFrame:
+        rows = [
+            (r, s, p.name, 10.0 ** -(r + 1), "healthy")
+            for r in (0, 1)
+            for s in range(5)
+            for p in self.params
+        ]
+        frame = pd.DataFrame(rows, columns=["rank", "step", "param", "norm", "status"])
+        return frame if params is None else frame.head(0)
+
+
 def _data(text: str) -> dict:
     raw = re.search(r'<script type="application/json" id="watch-data">(.*?)</script>', text, re.S)
     assert raw is not None
     return json.loads(raw.group(1))
 
 
-def _train(path: Path | None = None, steps: int = 6) -> GradWatch:
+def _train(path: Path | None = None, steps: int = 6, lr: float = 0.1) -> GradWatch:
     net, x, y = dead_branch_example()
-    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    opt = torch.optim.SGD(net.parameters(), lr=lr)
     watch = GradWatch(net, optimizer=opt, path=path)
     for _ in range(steps):
         opt.zero_grad()
@@ -113,7 +132,7 @@ def test_live_watch_and_store_path_give_the_same_page(tmp_path: Path) -> None:
     assert _data(texts[0])["views"] == _data(texts[1])["views"]
     kinds = {
         (k, _data(texts[1])["names"][r])
-        for _, k, rows in _data(texts[1])["anomalies"]
+        for _, k, rows, _ in _data(texts[1])["anomalies"]
         for r in rows
     }
     assert ("zero", "gate.weight") in kinds
@@ -121,7 +140,7 @@ def test_live_watch_and_store_path_give_the_same_page(tmp_path: Path) -> None:
 
 def test_anomalies_and_default_lines_follow_the_worst(tmp_path: Path) -> None:
     data = page_data(Synthetic(12, 3000))
-    kinds = {(k, data["names"][r]) for _, k, rows in data["anomalies"] for r in rows}
+    kinds = {(k, data["names"][r]) for _, k, rows, _ in data["anomalies"] for r in rows}
     assert ("nonfinite", "layers.0.weight") in kinds and ("zero", "layers.0.bias") in kinds
     assert [data["names"][r] for r in data["selected"][:2]] == ["layers.0.weight", "layers.0.bias"]
     assert data["threshold_text"] == ["1e-07", "1e+04"]
@@ -176,19 +195,24 @@ def test_merged_buckets_keep_spikes_dips_and_the_worst_status(max_steps: int) ->
 
 
 def test_rank_column_gives_one_view_per_rank(tmp_path: Path) -> None:
-    class Ranked(Synthetic):
-        def history(
-            self, params: object = None, start: object = None, stop: object = None
-        ) -> pd.DataFrame:
-            rows = [
-                (r, s, p.name, 10.0 ** -(r + 1), "healthy")
-                for r in (0, 1)
-                for s in range(5)
-                for p in self.params
-            ]
-            frame = pd.DataFrame(rows, columns=["rank", "step", "param", "norm", "status"])
-            return frame if params is None else frame.head(0)
-
     data = page_data(Ranked(3, 5))
     assert [v["label"] for v in data["views"]] == ["rank 0", "rank 1"]
     assert data["views"][0]["table"] == ["0.1"] and data["views"][1]["table"] == ["0.01"]
+
+
+def test_a_record_of_two_ranks_gets_one_view_each(tmp_path: Path) -> None:
+    for rank, steps in ((0, 4), (1, 7)):
+        _train(tmp_path / "run" / f"rank{rank}", steps=steps, lr=0.1 * (rank + 1)).close()
+    data = page_data(GradWatch.open(tmp_path / "run"))
+    assert [v["label"] for v in data["views"]] == ["rank 0", "rank 1"]
+    assert [v["buckets"] for v in data["views"]] == [4, 7]
+    single = page_data(GradWatch.open(tmp_path / "run" / "rank0"))
+    assert [v["label"] for v in single["views"]] == [""]
+
+
+def test_other_anomaly_kinds_get_a_colour_and_their_detail() -> None:
+    run = Synthetic(4, 20)
+    run.anomalies.append(Anomaly(7, "rank_divergence", ["layers.1.weight"], detail="<b>1 & 3</b>"))
+    data = page_data(run)
+    assert data["kinds"]["rank_divergence"][1] == "rank divergence"
+    assert data["anomalies"][-1] == [7, "rank_divergence", [2], "<b>1 & 3</b>"]

@@ -37,12 +37,12 @@ import numpy as np
 
 from ..render import STATUS_STYLE
 from ..stats import STATUSES
+from .figures import default_selection, module_order
 from .history import Overview
 from .page_data import merge_buckets, view_data
 from .page_script import SCRIPT
 from .page_style import STYLE
 from .store import DB_NAME, ParamInfo
-from .widget import default_selection, module_order
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 #: step columns of the heat map: a 1,000-parameter page stays near 1-2 MB
@@ -99,10 +99,10 @@ def _opened(source: Any) -> Any:
 def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
     """Everything the page draws, as JSON-ready data (numbers already formatted)."""
     anomalies = list(run.anomalies)  # on a live GradWatch this waits for the queued steps
-    params, overview = _snapshot(run, max_steps)
+    ranks = _rank_overviews(run, max_steps)
+    params, overview = (list(run.params), ranks[0][1]) if ranks else _snapshot(run, max_steps)
     order = module_order(params)
     index = {params[i].name: row for row, i in enumerate(order)}
-    ranks = _rank_overviews(run, params, max_steps)
     views = (
         [view_data(merge_buckets(ov, max_steps), order, f"rank {r}") for r, ov in ranks]
         if ranks
@@ -120,8 +120,9 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
         "statuses": list(STATUSES),
         "colors": {s: list(STATUS_STYLE[s][:2]) for s in STATUSES},
         "labels": {s: STATUS_STYLE[s][3] for s in STATUSES},
+        "kinds": _kinds(anomalies),
         "anomalies": [
-            [int(a.step), a.kind, sorted(index[p] for p in a.params if p in index)]
+            [int(a.step), a.kind, sorted(index[p] for p in a.params if p in index), _detail(a)]
             for a in anomalies
         ],
         "views": views,
@@ -148,12 +149,36 @@ def _snapshot(run: Any, max_steps: int) -> tuple[list[ParamInfo], Overview]:
     return params, copy
 
 
-def _rank_overviews(
+def _kinds(anomalies: list[Any]) -> dict[str, list[str]]:
+    """Colour and label of each anomaly kind (statuses, and others such as rank_divergence)."""
+    out = {s: [STATUS_STYLE[s][1], STATUS_STYLE[s][3]] for s in STATUSES}
+    for a in anomalies:
+        out.setdefault(a.kind, ["#cc79a7", a.kind.replace("_", " ")])
+    return out
+
+
+def _detail(anomaly: Any) -> str:
+    ranks = getattr(anomaly, "ranks", ())
+    where = f"ranks {', '.join(map(str, ranks))}" if ranks else ""
+    return " · ".join(t for t in (where, getattr(anomaly, "detail", "") or "") if t)
+
+
+def _rank_overviews(run: Any, max_steps: int) -> list[tuple[Any, Overview]]:
+    """One overview per rank when the run holds several (GradWatch.open of a torchrun record:
+    `ranks` and `overview(rank=)`), else []."""
+    ranks = getattr(run, "ranks", None)
+    if not isinstance(ranks, (list, tuple)) or len(ranks) < 2:
+        return []
+    try:
+        return [(r, run.overview(n_buckets=max(max_steps, 2), rank=r)) for r in ranks]
+    except TypeError:  # an overview() without ranks: built from the history's rank column
+        return _history_overviews(run, list(run.params), max_steps)
+
+
+def _history_overviews(
     run: Any, params: list[ParamInfo], max_steps: int
 ) -> list[tuple[Any, Overview]]:
-    """One overview per rank when the history has a `rank` column, else []."""
-    if not params or "rank" not in run.history(params=[params[0].name], stop=1).columns:
-        return []
+    """Per rank, an overview of `run.history()` (min/max rule of history.Overview)."""
     frame = run.history()
     ids = {p.name: p.id for p in params}
     out = []
@@ -167,7 +192,7 @@ def _rank_overviews(
         norm[row, col] = part["norm"].to_numpy(dtype=np.float64)
         codes = [STATUSES.index(str(s)) for s in part["status"]]
         status[row, col] = np.array(codes, dtype=np.uint8)
-        ov = Overview(max(2 * max_steps, 2))
+        ov = Overview(max(max_steps, 2))
         ov.add_many(steps, norm, status)
         out.append((rank, ov))
     return out
@@ -205,7 +230,7 @@ Click a row to add it to the lines.</p></section>
 <label id="pick-box">parameters<select id="pick" multiple size="14"></select></label></div>
 </section>
 <section id="anomaly-section"><h2>Anomalies (first step per kind)</h2>
-<table id="anomalies"><thead><tr><th>step</th><th>kind</th><th>parameters</th></tr></thead>
+<table id="anomalies"><thead><tr><th>step</th><th>kind</th><th>parameters</th><th>detail</th></tr></thead>
 <tbody></tbody></table></section>
 </main>
 <div id="tip" role="tooltip" hidden></div>

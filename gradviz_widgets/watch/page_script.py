@@ -120,8 +120,8 @@ function drawAxis() {
     svg.append(el("text", { x: x(t), y: 30, "text-anchor": x(t) > x0 + w - 30 ? "end" : "middle" }, String(t)));
   }
   for (const [step, kind, rows] of D.anomalies) {
-    const m = el("path", { d: `M${x(step)} 12 l-5 -10 h10 z`, fill: D.colors[kind][1] });
-    m.append(el("title", {}, `step ${step}: ${D.labels[kind]} in ${rows.length} parameter(s)`));
+    const m = el("path", { d: `M${x(step)} 12 l-5 -10 h10 z`, fill: D.kinds[kind][0] });
+    m.append(el("title", {}, `step ${step}: ${D.kinds[kind][1]} in ${rows.length} parameter(s)`));
     svg.append(m);
   }
 }
@@ -197,8 +197,8 @@ function drawLines() {
   const chosen = new Set(selected);
   const shown = D.anomalies.filter((a) => a[2].some((r) => chosen.has(r))).slice(0, 40);
   shown.forEach(([step, kind], n) => {  // labels alternate rows so neighbours do not overlap
-    svg.append(el("line", { x1: x(step), x2: x(step), y1: m.t, y2: H - m.b, stroke: D.colors[kind][1], "stroke-dasharray": "2 3", class: "anomaly" }));
-    svg.append(el("text", { x: x(step) + 3, y: m.t + 12 + 12 * (n % 4), fill: D.colors[kind][1] }, `${D.labels[kind]} @${step}`));
+    svg.append(el("line", { x1: x(step), x2: x(step), y1: m.t, y2: H - m.b, stroke: D.kinds[kind][0], "stroke-dasharray": "2 3", class: "anomaly" }));
+    svg.append(el("text", { x: x(step) + 3, y: m.t + 12 + 12 * (n % 4), fill: D.kinds[kind][0] }, `${D.kinds[kind][1]} @${step}`));
   });
   all.forEach(([r], n) => {  // None / 0.0 / NaN buckets of each line: a band along the bottom
     const yb = H - m.b - 5 - 5 * n;
@@ -260,10 +260,10 @@ function setup() {
     syncPick(); drawLines();
   };
   const body = $("anomalies").tBodies[0];
-  for (const [step, kind, rows] of D.anomalies.slice(0, 500)) {
+  for (const [step, kind, rows, detail] of D.anomalies.slice(0, 500)) {
     const tr = body.insertRow();
     const names = rows.slice(0, 20).map((r) => D.names[r]).join(", ") + (rows.length > 20 ? ` and ${rows.length - 20} more` : "");
-    for (const t of [String(step), D.labels[kind], names]) tr.insertCell().textContent = t;
+    for (const t of [String(step), D.kinds[kind][1], names, detail]) tr.insertCell().textContent = t;
   }
   if (D.views.length > 1) {
     $("rank-box").hidden = false;

@@ -15,7 +15,7 @@ from harness import wait_until
 from gradviz_widgets.watch.page import export_watch_html, page_data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_watch_page import HOSTILE, Synthetic, _train  # noqa: E402
+from test_watch_page import HOSTILE, Ranked, Synthetic, _train  # noqa: E402
 
 
 def _open(browser, path: Path):  # noqa: ANN001, ANN202
@@ -133,5 +133,19 @@ def test_big_history_page_draws_quickly(browser, tmp_path: Path) -> None:
     assert _pixel(page, 1, 10) == [0, 0, 0, 255]  # layers.0.bias: exactly 0.0
     assert _pixel(page, 0, 390)[:3] == [0xD5, 0x5E, 0x00]  # layers.0.weight: NaN later on
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    assert problems == []
+    page.close()
+
+
+@pytest.mark.ui
+def test_rank_selector_switches_the_drawing(browser, tmp_path: Path) -> None:
+    path = export_watch_html(Ranked(3, 5), tmp_path / "ranks.html")
+    page, problems = _open(browser, path)
+    assert page.locator("#rank-box").is_visible()
+    assert page.locator("#rank option").all_text_contents() == ["rank 0", "rank 1"]
+    assert "max ‖g‖ = 0.1 at step 2" in _hover_cell(page, 0, 2, 5)
+    page.select_option("#rank", label="rank 1")
+    wait_until(lambda: page.evaluate("document.body.dataset.ready") == "1", 5, "rank 1 drawn")
+    assert "max ‖g‖ = 0.01 at step 2" in _hover_cell(page, 0, 2, 5)
     assert problems == []
     page.close()
