@@ -81,9 +81,27 @@ def rank_setup(
     mode = "fsdp" if sharded else ("ddp" if world > 1 else "local")
     group = None
     if on and world > 1 and ranks is not False:
-        timeout = datetime.timedelta(seconds=timeout_s)
-        group = dist.new_group(backend="gloo", timeout=timeout)
+        try:
+            timeout = datetime.timedelta(seconds=timeout_s)
+            group = dist.new_group(backend="gloo", timeout=timeout)
+        except Exception as e:  # e.g. only some ranks created a GradWatch: they time out
+            warnings.warn(
+                f"GradWatch: no cross-rank check ({type(e).__name__}: {str(e)[:200]}); this "
+                "rank records its own gradients. Create the GradWatch on every rank.",
+                stacklevel=3,
+            )
     return inner, RankSetup(rank, world, mode, group, timeout_s)
+
+
+def release(setup: RankSetup, writer_done: bool) -> None:
+    """Destroy the side group (a local call) once the writer no longer uses it."""
+    if setup.group is None or not writer_done:
+        return
+    try:
+        dist.destroy_process_group(setup.group)
+    except Exception:  # already destroyed with the default group: nothing to do
+        pass
+    setup.group = None
 
 
 def local_part(grad: torch.Tensor, world: int) -> tuple[torch.Tensor, float]:

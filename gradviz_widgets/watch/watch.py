@@ -17,7 +17,7 @@ from ..errors import GradExplorerError
 from ..stats import Thresholds
 from .anomalies import Anomaly, FlightRecord, replay
 from .history import Overview, history_frame
-from .ranks import Exchange, rank_setup
+from .ranks import Exchange, rank_setup, release
 from .recorded import WATCHED as _WATCHED
 from .recorded import RecordedRun, no_flight_message
 from .store import MemoryStore, SQLiteStore
@@ -234,6 +234,7 @@ class GradWatch:
         self._recorder.detach()
         self._writer.sync()
         self._writer.stop()
+        release(self._ranks, writer_done=not self._writer.is_alive())
         if self._model is not None and _WATCHED.get(self._model) is self:
             del _WATCHED[self._model]
         self._model = None
