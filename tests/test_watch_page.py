@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -87,6 +88,12 @@ class Ranked(Synthetic):
         return frame if params is None else frame.head(0)
 
 
+@functools.lru_cache(maxsize=1)
+def big_run() -> Synthetic:
+    """1,000 parameters x 100,000 steps (built once per test session, ~10 s)."""
+    return Synthetic(1000, 100_000)
+
+
 def _data(text: str) -> dict:
     raw = re.search(r'<script type="application/json" id="watch-data">(.*?)</script>', text, re.S)
     assert raw is not None
@@ -161,7 +168,7 @@ def test_hostile_names_are_data_everywhere(tmp_path: Path) -> None:
 
 
 def test_big_history_stays_under_3_mb(tmp_path: Path) -> None:
-    run = Synthetic(1000, 100_000)
+    run = big_run()
     start = time.perf_counter()
     path = export_watch_html(run, tmp_path / "big.html")
     elapsed = time.perf_counter() - start

@@ -15,7 +15,7 @@ from harness import wait_until
 from gradviz_widgets.watch.page import export_watch_html, page_data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_watch_page import HOSTILE, Ranked, Synthetic, _train  # noqa: E402
+from test_watch_page import HOSTILE, Ranked, Synthetic, _train, big_run  # noqa: E402
 
 
 def _open(browser, path: Path):  # noqa: ANN001, ANN202
@@ -123,7 +123,7 @@ def test_hostile_names_show_as_text_and_run_nothing(browser, tmp_path: Path) -> 
 
 @pytest.mark.ui
 def test_big_history_page_draws_quickly(browser, tmp_path: Path) -> None:
-    path = export_watch_html(Synthetic(1000, 100_000), tmp_path / "big.html")
+    path = export_watch_html(big_run(), tmp_path / "big.html")
     start = time.perf_counter()
     page, problems = _open(browser, path)
     elapsed = time.perf_counter() - start
