@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import sys
-import warnings
 import weakref
 from collections import defaultdict
 
@@ -16,7 +15,7 @@ from small_models import CE, data, mlp
 from torch import nn
 
 from gradviz_widgets import GradExplorer, GradExplorerError
-from gradviz_widgets.examples import UnrolledLSTM, resnet18
+from gradviz_widgets.examples import resnet18
 
 stats_module = sys.modules["gradviz_widgets.tensor_stats"]
 modifiers_module = sys.modules["gradviz_widgets.modifiers"]
@@ -283,45 +282,3 @@ def test_explorer_does_not_keep_the_model_alive() -> None:
     del ex, model
     gc.collect()
     assert ref() is None
-
-
-def test_module_with_a_users_non_full_backward_hook() -> None:
-    """torch refuses register_full_backward_hook next to register_backward_hook: the explorer
-    falls back to tensor hooks there, and a run leaves the user free to add either kind."""
-    torch.manual_seed(0)
-    steps = 3
-    model = UnrolledLSTM(input_size=3, hidden=4, steps=steps, num_classes=3)
-    x, y = torch.randn(2, steps, 3), torch.tensor([0, 2])
-    fresh = GradExplorer(model, x, loss_fn=CE, target=y, keep_tensors=True)
-    fresh.set_hook("cell")
-    fresh.run()
-    assert fresh.hook_mechanisms == {"cell": "full backward hook"}
-    # a run does not leave the module marked as having full backward hooks
-    assert model.cell._is_full_backward_hook is None
-    seen = []
-    model.cell.register_backward_hook(lambda m, gi, go: seen.append(1))  # would raise otherwise
-    before = snapshot(model)
-    ex = GradExplorer(model, x, loss_fn=CE, target=y, keep_tensors=True)
-    ex.set_hook("cell")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # torch's, about the user's hook
-        ex.run()
-    assert ex.hook_mechanisms == {"cell": "tensor hooks (fallback)"}
-    assert snapshot(model) == before
-    assert seen  # the user's hook fired in the run
-    full = {e.call: e for e in fresh.events}
-    fallback = {e.call: e for e in ex.events}
-    assert sorted(fallback) == list(range(steps))
-    for k in range(steps):
-        assert "non-full backward hook" in fallback[k].mechanism
-        # grad_output of h: the same from both mechanisms
-        torch.testing.assert_close(fallback[k].raw["grad_output"][0], full[k].raw["grad_output"][0])
-        # grad_input: the fallback also sees inside the (h, c) tuple: slots x_t, h, c
-        assert len(fallback[k].tensors["grad_input"]) == 3
-        assert fallback[k].tensors["grad_input"][0] is None  # x[:, t] needs no grad
-        if k == 0:  # the zero initial state needs no grad either
-            assert fallback[k].tensors["grad_input"][1:] == (None, None)
-        else:  # what flows into h_{k-1} is the grad_output of h at call k-1
-            torch.testing.assert_close(
-                fallback[k].raw["grad_input"][1], fallback[k - 1].raw["grad_output"][0]
-            )
