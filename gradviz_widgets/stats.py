@@ -23,6 +23,7 @@ from .stats_reduce import (  # noqa: F401 - re-exported
     segmented,
     squares_fit,
 )
+
 # the statuses, thresholds and `classify` live in vocabulary.py (no torch); re-exported
 from .vocabulary import STATUSES, Thresholds, classify, combine_norms  # noqa: F401
 
