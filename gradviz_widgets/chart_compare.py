@@ -60,7 +60,12 @@ def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict:
     floor, ceil = 10 ** (lo + 0.3), 10 ** (hi - 0.3)
     shape = chart_shape(len(rows))
     flat = shape["orientation"] == "h"
-    names = [("◆ <b>" if r["changed"] else "") + plotly_text(r["name"]) + ("</b>" if r["changed"] else "") for r in rows]  # fmt: skip
+    names = [
+        ("◆ <b>" if r["changed"] else "")
+        + plotly_text(r["name"])
+        + ("</b>" if r["changed"] else "")
+        for r in rows
+    ]
     # one figure layout from chart.py (thresholds, axis, margins), then grouped
     layout = figure_dict(report_b, mode)["layout"]
     layout.update(barmode="group", showlegend=True, bargap=0.2, bargroupgap=0.05)
@@ -71,8 +76,13 @@ def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict:
     ratios = [r["ratio"] for r in rows]
     finite = [x for x in ratios if math.isfinite(x) and x > 0] + [1.0]
     r_lo, r_hi = math.floor(math.log10(min(finite))) - 1, math.ceil(math.log10(max(finite))) + 1
-    ratio_axis = {"type": "log", "range": [r_lo, r_hi], "title": {"text": "ratio B/A (◆, log)"},
-                  "showgrid": False, "exponentformat": "power"}  # fmt: skip
+    ratio_axis = {
+        "type": "log",
+        "range": [r_lo, r_hi],
+        "title": {"text": "ratio B/A (◆, log)"},
+        "showgrid": False,
+        "exponentformat": "power",
+    }
     if flat:
         layout["xaxis2"] = {**ratio_axis, "overlaying": "x", "side": "bottom"}
     else:
@@ -86,6 +96,22 @@ def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict:
     return {"data": data, "layout": layout}
 
 
+def _cell(c: dict | None, floor: float, ceil: float) -> tuple[Any, str, str, str]:
+    """Value (zero and None pinned to the floor, NaN/Inf to the ceiling), text, fill and
+    pattern of one run's bar; no bar where the run lacks the row."""
+    s = c["status"] if c else "none"
+    n = c["norm"] if c else None
+    value = floor if s in ("zero", "none") else ceil if s == "nonfinite" else n
+    fill, border, _, _ = STATUS_STYLE[s]
+    text = "absent" if c is None else format_norm(n) if s != "none" else "None"
+    return (
+        None if c is None else value,
+        text,
+        fill if s in ("zero", "none") else border,
+        PATTERNS[s],
+    )
+
+
 def _run_trace(
     run: str,
     cells: list[dict | None],
@@ -96,20 +122,18 @@ def _run_trace(
     flat: bool,
     ink: str,
 ) -> dict:
-    values, text, fills, patterns = [], [], [], []
-    for c in cells:
-        s = c["status"] if c else "none"
-        n = c["norm"] if c else None
-        values.append(None if c is None else floor if s in ("zero", "none") else ceil if s == "nonfinite" else n)  # fmt: skip
-        text.append("absent" if c is None else format_norm(n) if s != "none" else "None")
-        fill, border, _, _ = STATUS_STYLE[s]
-        fills.append(fill if s in ("zero", "none") else border)
-        patterns.append(PATTERNS[s])
+    columns = [list(col) for col in zip(*(_cell(c, floor, ceil) for c in cells))]
+    values, text, fills, patterns = columns or ([], [], [], [])
     custom = [
-        [r["name"], r["module"], (c or {}).get("status", "absent"), plotly_text(r["name"]),
-         r["badge"] if r["changed"] else "status unchanged"]
+        [
+            r["name"],
+            r["module"],
+            (c or {}).get("status", "absent"),
+            plotly_text(r["name"]),
+            r["badge"] if r["changed"] else "status unchanged",
+        ]
         for r, c in zip(rows, cells)
-    ]  # fmt: skip
+    ]
     trace = {
         "type": "bar",
         "name": f"run {run}",
@@ -138,8 +162,14 @@ def _ratio_trace(
     rows: list[dict], names: list[str], ratios: list[float], lo: float, hi: float, flat: bool
 ) -> dict:
     # inf (a gradient came back) pins to the top of the ratio axis, NaN (no ratio) is left out
-    pinned = [None if math.isnan(x) else hi if x == math.inf else lo if x == 0 else x for x in ratios]  # fmt: skip
-    text = ["no ratio" if math.isnan(x) else "0.0 → gradient" if x == math.inf else f"{x:.3g}" for x in ratios]  # fmt: skip
+    top, bottom = hi / 10**0.3, lo * 10**0.3  # inside the plot: a marker is not cut in half
+    pinned = [
+        None if math.isnan(x) else top if x == math.inf else bottom if x == 0 else x for x in ratios
+    ]
+    text = [
+        "no ratio" if math.isnan(x) else "0.0 → gradient" if x == math.inf else f"{x:.3g}"
+        for x in ratios
+    ]
     trace = {
         "type": "scatter",
         "mode": "markers",

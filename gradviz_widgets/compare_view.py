@@ -58,8 +58,10 @@ def ratio_legend() -> list[dict[str, Any]]:
         >>> [e["label"] for e in ratio_legend()][3]
         'B/A within 2x'
     """
-    items = [{"status": f"ratio{i}", "label": lab, "color": c, "dash": ""}
-             for i, (_, c, lab) in enumerate(RATIO_SCALE)]  # fmt: skip
+    items = [
+        {"status": f"ratio{i}", "label": lab, "color": c, "dash": ""}
+        for i, (_, c, lab) in enumerate(RATIO_SCALE)
+    ]
     items.append({"status": "ratio-none", "label": "no ratio (None/NaN)", "color": NO_RATIO})
     items.append({"status": "ratio-only-b", "label": "edge only in B", "color": ONLY_B})
     return items
@@ -120,14 +122,13 @@ def compare_html(report_a: Any, report_b: Any, limit: int = 12) -> str:
     )
     if not changes:
         return f'<div class="gv-compare">{head}; no status changed</div>'
-    items = "".join(
-        f"<li><b>{html_text(name)}</b> {html_text(badge(a, b))}</li>"
-        for name, a, b in changes[:limit]
+    items = ", ".join(
+        f"<b>{html_text(name)}</b> {html_text(badge(a, b))}" for name, a, b in changes[:limit]
     )
-    more = f"<li>… {len(changes) - limit} more</li>" if len(changes) > limit else ""
+    more = f", … {len(changes) - limit} more" if len(changes) > limit else ""
     return (
-        f'<div class="gv-compare">{head}; {len(changes)} status change(s):'
-        f'<ul class="gv-status-changes" style="margin:2px 0">{items}{more}</ul></div>'
+        f'<div class="gv-compare">{head}; {len(changes)} status change(s): '
+        f'<span class="gv-status-changes">{items}{more}</span></div>'
     )
 
 

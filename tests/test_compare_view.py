@@ -25,13 +25,29 @@ def report(norms: dict[str, float | None], **kw) -> GradReport:
         return "zero" if n == 0.0 else "healthy"
 
     params = tuple(
-        ParamRecord(name=k, module=k.rpartition(".")[0], shape=(2,), dtype="float32",
-                    requires_grad=True, norm=v, max_abs=v, status=status(v),
-                    none_reason="unused" if v is None else None)
+        ParamRecord(
+            name=k,
+            module=k.rpartition(".")[0],
+            shape=(2,),
+            dtype="float32",
+            requires_grad=True,
+            norm=v,
+            max_abs=v,
+            status=status(v),
+            none_reason="unused" if v is None else None,
+        )
         for k, v in norms.items()
-    )  # fmt: skip
-    return GradReport(loss=1.0, loss_description="loss", params=params, module_norms={},
-                      thresholds=Thresholds(), device="cpu", duration_s=0.01, **kw)  # fmt: skip
+    )
+    return GradReport(
+        loss=1.0,
+        loss_description="loss",
+        params=params,
+        module_norms={},
+        thresholds=Thresholds(),
+        device="cpu",
+        duration_s=0.01,
+        **kw,
+    )
 
 
 @pytest.mark.parametrize(
@@ -77,7 +93,7 @@ def test_status_changes_and_badges() -> None:
     ]
     assert [cv.badge(x, y) for _, x, y in changes][:2] == ["0.0 → healthy", "healthy → NaN/Inf"]
     html = cv.compare_html(a, b)
-    assert "<b>gate.weight</b> 0.0 → healthy" in html and "4 status change(s)" in html
+    assert "<b>gate.weight</b> 0.0 → healthy, " in html and "4 status change(s)" in html
 
 
 def test_grouped_figure_pins_and_marks_changes() -> None:
