@@ -112,7 +112,10 @@ def figure_dict(
     data = [_placed(_norm_bar(rows, floor, ceil, shape, selected_module), names, None, flat)]
     if any(r["norm_before"] is not None for r in rows):
         before = [r["norm_before"] if r["norm_before"] else floor for r in rows]
-        data.append(_placed(_before_bar(shape, flat), names, before, flat))
+        texts = [
+            format_norm(r["norm_before"]) if r["norm_before"] is not None else "—" for r in rows
+        ]
+        data.append(_placed(_before_bar(shape, texts), names, before, flat))
     layout = _layout(report, mode, lo, hi, shape, multi=len(data) > 1)
     return {"data": data, "layout": layout}
 
@@ -166,14 +169,15 @@ def _norm_bar(
     }
 
 
-def _before_bar(shape: dict, flat: bool) -> dict:
-    """Outlines of the norms before modifiers."""
+def _before_bar(shape: dict, texts: list[str]) -> dict:
+    """Outlines of the norms before modifiers; hover shows Python's text (format_norm)."""
     return {
         "type": "bar",
         "name": "before modifiers",
         "orientation": shape["orientation"],
         "marker": {"color": "rgba(0,0,0,0)", "line": {"color": "#555", "width": 1.5}},
-        "hovertemplate": "before modifiers: %{" + ("x" if flat else "y") + ":.3g}<extra></extra>",
+        "hovertext": texts,
+        "hovertemplate": "before modifiers: %{hovertext}<extra></extra>",
     }
 
 

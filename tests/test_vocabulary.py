@@ -3,6 +3,7 @@ takes its colours and words from it, and a node's label and tooltip show the sam
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -150,3 +151,16 @@ def test_the_page_tooltip_shows_pythons_text() -> None:
     shown = json.loads(done.stdout)
     labels = [i["label"].split("\n")[-1].removeprefix("‖g‖ ") for i in infos]
     assert shown == labels == ["1234", "1.5e-07"]
+
+
+def test_chart_hover_shows_pythons_text() -> None:
+    """No number formatting is left to Plotly: bar text and hover text are format_norm's."""
+    from gradviz_widgets.report import GradReport, ParamRecord
+
+    record = ParamRecord("w", "", (2,), "float32", True, 1.5e-07, 1e-07, "vanishing")
+    record = dataclasses.replace(record, norm_before=1234.5, modified_by="scale")
+    report = GradReport(1.0, "sum", (record,), {}, Thresholds(), "cpu", 0.1)
+    figure = chart.figure_dict(report)
+    assert figure["data"][0]["text"] == ["1.5e-07"]
+    assert figure["data"][1]["hovertext"] == ["1234"]
+    assert not any(":." in trace["hovertemplate"] for trace in figure["data"])
