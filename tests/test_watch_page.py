@@ -179,6 +179,8 @@ def test_big_history_stays_under_3_mb(tmp_path: Path) -> None:
     assert data["views"][0]["buckets"] <= 400 and data["views"][0]["width"] >= 250
     small = export_watch_html(run, tmp_path / "small.html", max_steps=100)
     assert _data(small.read_text(encoding="utf-8"))["views"][0]["buckets"] <= 100
+    with pytest.raises(ValueError, match="max_steps"):
+        export_watch_html(run, tmp_path / "none.html", max_steps=0)
 
 
 @pytest.mark.parametrize("max_steps", [1, 7, 400])

@@ -67,6 +67,8 @@ def export_watch_html(
 
 def watch_page_html(source: Any, *, max_steps: int = MAX_STEPS, title: str | None = None) -> str:
     """The page as text (see export_watch_html)."""
+    if max_steps < 1:
+        raise ValueError(f"max_steps must be at least 1, got {max_steps}")
     with _opened(source) as run:
         data = page_data(run, max_steps=max_steps)
     data["title"] = title or f"GradWatch: {data['path']}"
