@@ -82,6 +82,7 @@ def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict:
         "title": {"text": "ratio B/A (◆, log)"},
         "showgrid": False,
         "exponentformat": "power",
+        "dtick": 1,  # decades only
     }
     if flat:
         layout["xaxis2"] = {**ratio_axis, "overlaying": "x", "side": "bottom"}

@@ -274,3 +274,16 @@ class ExplorerWidget(
     @property
     def status_text(self) -> str:
         return self.pane.status_text
+
+
+def compare_with(explorer: GradExplorer, baseline: Any = None, **options: Any) -> ExplorerWidget:
+    """A widget on `explorer` already in compare mode, with `baseline` as run A (see
+    `ExplorerWidget.compare`: another explorer, a report, a (report, graph) pair; None pins
+    the explorer's current run).
+
+    Example:
+        >>> compare_with(GradExplorer(model, x, device="cuda"), cpu_explorer)  # doctest: +SKIP
+    """
+    widget = ExplorerWidget(explorer, **options)
+    widget.guard.call(widget.compare, baseline)
+    return widget

@@ -98,3 +98,27 @@ def test_ranks_line_names_parameters_missing_on_some_ranks(dead_explorer, monkey
     w.refresh()
     assert "<b>ranks</b> 2 ranks; no gradient on some ranks: dead.bias (rank 1)" in w.notes.value
     assert w.notes.layout.display != "none"
+
+
+def test_compare_with_another_explorer_per_module(dead_branch):
+    from torch import nn
+
+    from gradviz_widgets import GradExplorer
+    from gradviz_widgets.widget import compare_with
+
+    net, x, y = dead_branch
+    before = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
+    before.run()
+    revive_gate(before)
+    after = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
+    try:
+        w = compare_with(after, before)
+        assert w.baseline[0] is before.report and w.controls.compare_button.value
+        w.controls.mode_box.value = "module"
+        run_b, run_a, ratio = w.chart.data
+        # the dead module was healthy before (its bias learns): only the gate changed status
+        assert list(run_b.x) == ["main1", "◆ <b>gate</b>", "dead", "main2"]
+        assert ratio.text[1] == "0.0 → gradient" and w.last_error is None
+    finally:
+        before.close()
+        after.close()
