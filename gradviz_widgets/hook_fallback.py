@@ -72,14 +72,14 @@ class FallbackBackward:
             if not (t.requires_grad and t.layout == torch.strided):
                 continue
             if direct and t.grad_fn is not None:
-                self.run._add(t.register_hook(self._hook(p, "grad_input", slot, len(where))))
+                self.run.add(t.register_hook(self._hook(p, "grad_input", slot, len(where))))
                 continue
             alias = _alias(t)
-            self.run._add(alias.register_hook(self._hook(p, "grad_input", slot, len(where))))
+            self.run.add(alias.register_hook(self._hook(p, "grad_input", slot, len(where))))
             if t.grad_fn is not None:  # never a hook on a leaf (it may be the user's)
                 active = [False]
                 hook = self._hook(p, "grad_input", slot, len(where), active)
-                self.run._add(t.register_hook(hook))
+                self.run.add(t.register_hook(hook))
                 watch.append((alias, alias._version, active))
             flat[i] = alias
         self.current.append((p, watch))
@@ -100,7 +100,7 @@ class FallbackBackward:
         for slot, i in enumerate(where):
             t = flat[i]
             if t.requires_grad:
-                self.run._add(t.register_hook(self._hook(p, "grad_output", slot, len(where))))
+                self.run.add(t.register_hook(self._hook(p, "grad_output", slot, len(where))))
 
 
 def slots(p: _Pending, names: tuple[str, ...], flat: list) -> list[int]:

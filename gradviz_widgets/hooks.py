@@ -66,7 +66,7 @@ class HookRun:
         self.modifiers = plan.modifiers
         self.handles: list[Any] = []  # this run's hooks on modules, tensors and graph nodes
         self.registered = 0
-        self.rec = Recorder(plan, NormBatch(torch.device("cpu")))
+        self.rec = Recorder(plan, NormBatch(torch.device("cpu")))  # replaced by attached()
         self.record = HookRecord(facts=facts, clash=clash)
 
     def mechanisms(self) -> dict[str, str]:
@@ -100,9 +100,9 @@ class HookRun:
 
     def _register(self, module: nn.Module, target: str, kind: str, full_flags: dict) -> None:
         if kind == "forward_pre":
-            self._add(module.register_forward_pre_hook(self._forward_pre(target), with_kwargs=True))
+            self.add(module.register_forward_pre_hook(self._forward_pre(target), with_kwargs=True))
         elif kind == "forward":
-            self._add(module.register_forward_hook(self._forward(target), with_kwargs=True))
+            self.add(module.register_forward_hook(self._forward(target), with_kwargs=True))
         else:
             if getattr(module, "_is_full_backward_hook", None) is False:
                 # the user has a register_backward_hook (non-full) hook here, and torch refuses
@@ -113,15 +113,16 @@ class HookRun:
             if target in self.facts.fallback:
                 hooks = FallbackBackward(self, target)
                 pre = self.rec.guarded(target, "backward", hooks.pre)
-                self._add(module.register_forward_pre_hook(pre, with_kwargs=True))
-                self._add(
+                self.add(module.register_forward_pre_hook(pre, with_kwargs=True))
+                self.add(
                     module.register_forward_hook(self.rec.guarded(target, "backward", hooks.post))
                 )
             else:
                 full_flags.setdefault(module, module._is_full_backward_hook)
                 self._full_backward(module, target)
 
-    def _add(self, handle: Any) -> None:
+    def add(self, handle: Any) -> None:
+        """Keep `handle` to remove it when the run ends."""
         self.handles.append(handle)
         self.registered += 1
 
@@ -146,7 +147,7 @@ class HookRun:
                     "change when the graph does, see ex.graph. Turn this hook off with "
                     f"ex.set_hook({target!r}, kind='tensor', on=False)."
                 )
-            self._add(node.fn.register_prehook(self._node_hook(target)))
+            self.add(node.fn.register_prehook(self._node_hook(target)))
 
     def finish(self, values: list[float]) -> None:
         """Turn the queued statistics of this run into its HookRecord."""
@@ -202,11 +203,11 @@ class HookRun:
                 )
 
         guarded = self.rec.guarded
-        self._add(handle)
-        self._add(
+        self.add(handle)
+        self.add(
             module.register_forward_pre_hook(guarded(target, "backward", advance), with_kwargs=True)
         )
-        self._add(module.register_forward_hook(guarded(target, "backward", check)))
+        self.add(module.register_forward_hook(guarded(target, "backward", check)))
 
     def _backward(self, target: str, call: int) -> Callable:
         modifier = self.plan.modifiers.get(target)
