@@ -50,6 +50,11 @@ class DotGraph:
     dot: str
     keys: dict[str, str]
 
+    @property
+    def node_ids(self) -> set[str]:
+        """Python ids of the drawn nodes (keys n0, n1, ...; clusters are c0, c1, ...)."""
+        return {v for k, v in self.keys.items() if k.startswith("n")}
+
 
 def node_texts(n: GradNode) -> dict[str, str]:
     """What the page shows about a node's gradient, as text (the page formats no numbers):
@@ -110,8 +115,8 @@ def render_dot(
     Example:
         >>> from gradviz_widgets.graph import GradGraph, GradNode
         >>> g = GradGraph((GradNode("output", "Output", "output", "loss", "loss\\n()"),), (), {})
-        >>> render_dot(g).keys
-        {'n0': 'output'}
+        >>> render_dot(g).keys, render_dot(g).node_ids
+        ({'n0': 'output'}, {'output'})
     """
     nodes = [n for n in graph.nodes if not (merge_accumulate and n.kind == "accumulate")]
     skip = {n.id for n in graph.nodes} - {n.id for n in nodes}
