@@ -62,3 +62,35 @@ def test_ddp_unused_example_names_parameters_ranks_and_reason() -> None:
     ) in out
     assert "neg_head.weight, neg_head.bias get no gradient on rank 0 (never called" in out
     assert "find_unused_parameters=False: it raises" in out
+
+
+def test_ddp_watch_example_under_torchrun(tmp_path) -> None:
+    """GradWatch on 2 ranks started by torchrun, as users start them: per-rank folders, the
+    rank column, norms equal across ranks, the heads named in a rank_divergence anomaly."""
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if not os.path.exists(torchrun):
+        pytest.skip("no torchrun next to this Python")
+    cmd = [torchrun, "--standalone", "--nproc_per_node=2", "-m"]
+    cmd += ["gradviz_widgets.examples.ddp_watch", "--folder", str(tmp_path), "--timeout", "60"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"torchrun did not finish in {TIMEOUT_S} s")
+    assert proc.returncode == 0, out[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0", "rank1"]
+    assert "ranks [0, 1], 48 rows" in out
+    row = next(line.split() for line in out.splitlines() if line.strip().startswith("stem.weight"))
+    assert row[1] == row[2]  # DDP averaged: the same norm on both ranks
+    assert "pos_head.weight: a gradient of its own on rank 0, none on rank 1" in out
+    assert "neg_head.weight: a gradient of its own on rank 1, none on rank 0" in out

@@ -108,7 +108,11 @@ class Anomaly:
         shown = ", ".join(self.params[:3]) + (
             f" and {len(self.params) - 3} more" if len(self.params) > 3 else ""
         )
-        where = f" on rank {', '.join(map(str, self.ranks))}" if self.ranks else ""
+        where = ""
+        if self.ranks:
+            where = (
+                f" on rank{'s' if len(self.ranks) > 1 else ''} {', '.join(map(str, self.ranks))}"
+            )
         return f"Anomaly(step {self.step}: {self.kind} in {shown}{where})"
 
 
