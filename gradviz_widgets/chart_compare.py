@@ -1,7 +1,7 @@
 """Compare mode's chart: runs A and B as grouped bars per parameter (or module) on the log axis,
 and the ratio B/A as diamonds on a second log axis. Rows, pinned values (zero and None at the
 floor, NaN/Inf at the ceiling), patterns and colours are chart.py's; a row whose status changed
-is marked ◆ and bold, with a badge ("0.0 → healthy") in its hover.
+is marked Δ and bold, with a badge ("0.0 → healthy") in its hover.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def compare_rows(report_a: Any, report_b: Any, mode: str = "param") -> list[dict
 def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict:
     """The grouped figure as a plain dict (data + layout), ready for go.FigureWidget.
 
-    Traces: [0] run B (clickable, like the normal chart's bars), [1] run A, [2] ratio B/A.
+    Traces: [0] run A (clickable, like the normal chart's bars), [1] run B (left to right in
+    each group: A, then B), [2] ratio B/A.
     """
     rows = compare_rows(report_a, report_b, mode)
     present = [r["a"] for r in rows if r["a"]] + [r["b"] for r in rows if r["b"]]
@@ -61,7 +62,7 @@ def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict:
     shape = chart_shape(len(rows))
     flat = shape["orientation"] == "h"
     names = [
-        ("◆ <b>" if r["changed"] else "")
+        ("Δ <b>" if r["changed"] else "")
         + plotly_text(r["name"])
         + ("</b>" if r["changed"] else "")
         for r in rows
@@ -90,8 +91,8 @@ def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict:
         layout["yaxis2"] = {**ratio_axis, "overlaying": "y", "side": "right"}
         layout["margin"] = {**layout["margin"], "r": 50}
     data = [
-        _run_trace("B", [r["b"] for r in rows], rows, names, floor, ceil, flat, B_INK),
         _run_trace("A", [r["a"] for r in rows], rows, names, floor, ceil, flat, A_INK),
+        _run_trace("B", [r["b"] for r in rows], rows, names, floor, ceil, flat, B_INK),
         _ratio_trace(rows, names, ratios, 10**r_lo, 10**r_hi, flat),
     ]
     return {"data": data, "layout": layout}

@@ -19,12 +19,12 @@ from .render import format_norm, html_text
 #: (upper bound of log10(B/A), colour, legend label), smallest ratios first
 RATIO_SCALE: tuple[tuple[float, str, str], ...] = (
     (-2.0, "#2d004b", "B/A < 1/100"),
-    (-1.0, "#542788", "B/A < 1/10"),
-    (-math.log10(2), "#8073ac", "B/A < 1/2"),
+    (-1.0, "#542788", "< 1/10"),
+    (-math.log10(2), "#8073ac", "< 1/2"),
     (math.log10(2), "#6b6b6b", "B/A within 2x"),
-    (1.0, "#e08214", "B/A > 2"),
-    (2.0, "#b35806", "B/A > 10"),
-    (math.inf, "#7f3b08", "B/A > 100 (or 0.0 -> gradient)"),
+    (1.0, "#e08214", "> 2"),
+    (2.0, "#b35806", "> 10"),
+    (math.inf, "#7f3b08", "> 100 or 0.0 → g"),
 )
 ONLY_B = "#c8c8c8"  # an edge of B that A's graph does not have
 NO_RATIO = "#cc79a7"  # None or NaN/Inf on a side: no ratio
@@ -62,7 +62,7 @@ def ratio_legend() -> list[dict[str, Any]]:
         {"status": f"ratio{i}", "label": lab, "color": c, "dash": ""}
         for i, (_, c, lab) in enumerate(RATIO_SCALE)
     ]
-    items.append({"status": "ratio-none", "label": "no ratio (None/NaN)", "color": NO_RATIO})
+    items.append({"status": "ratio-none", "label": "no ratio", "color": NO_RATIO})
     items.append({"status": "ratio-only-b", "label": "edge only in B", "color": ONLY_B})
     return items
 

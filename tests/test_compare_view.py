@@ -100,14 +100,14 @@ def test_grouped_figure_pins_and_marks_changes() -> None:
     a = report({"gate.weight": 0.0, "fc.weight": 1.0, "fc.bias": None})
     b = report({"gate.weight": 0.5, "fc.weight": 10.0, "fc.bias": None})
     fig = compare_figure(a, b)
-    run_b, run_a, ratio = fig["data"]
+    run_a, run_b, ratio = fig["data"]
     assert (run_b["name"], run_a["name"], ratio["name"]) == ("run B", "run A", "ratio B/A")
     assert fig["layout"]["barmode"] == "group" and fig["layout"]["yaxis2"]["type"] == "log"
     assert ratio["yaxis"] == "y2"
     floor = run_a["y"][0]
     assert run_a["y"][2] == floor == run_b["y"][2]  # zero and None pinned to the floor
     assert run_a["marker"]["pattern"]["shape"] == ["x", "", "."]
-    assert run_b["x"][0] == "◆ <b>gate.weight</b>" and run_b["x"][1] == "fc.weight"
+    assert run_b["x"][0] == "Δ <b>gate.weight</b>" and run_b["x"][1] == "fc.weight"
     assert run_b["customdata"][0][4] == "0.0 → healthy"
     assert ratio["text"] == ["0.0 → gradient", "10", "no ratio"]
     assert ratio["y"][2] is None and ratio["y"][1] == pytest.approx(10.0)

@@ -24,16 +24,16 @@ def test_pin_fix_rerun_compare_and_leave(dead_explorer):
     normal_dot, normal_legend = w.pane.dot, list(w.pane.legend)
     w.controls.compare_button.value = True  # the toolbar's Compare: pins this run as A
     assert w.baseline is not None and w.baseline[0] is dead_explorer.report
-    assert [t.name for t in w.chart.data] == ["run B", "run A", "ratio B/A"]
+    assert [t.name for t in w.chart.data] == ["run A", "run B", "ratio B/A"]
     assert "no status changed" in w.notes.value
 
     revive_gate(dead_explorer)
     assert w.rerun()
-    run_b, run_a, ratio = w.chart.data
+    run_a, run_b, ratio = w.chart.data
     assert run_b.type == run_a.type == "bar" and ratio.type == "scatter"
     assert w.chart.layout.barmode == "group" and w.chart.layout.yaxis2.type == "log"
-    assert "◆ <b>gate.weight</b>" in run_b.x
-    i = list(run_b.x).index("◆ <b>gate.weight</b>")
+    assert "Δ <b>gate.weight</b>" in run_b.x
+    i = list(run_b.x).index("Δ <b>gate.weight</b>")
     assert run_b.customdata[i][4] == "0.0 → healthy" and ratio.text[i] == "0.0 → gradient"
     assert "<b>gate.weight</b> 0.0 → healthy" in w.notes.value
     assert w.notes.layout.display != "none"
@@ -115,9 +115,9 @@ def test_compare_with_another_explorer_per_module(dead_branch):
         w = compare_with(after, before)
         assert w.baseline[0] is before.report and w.controls.compare_button.value
         w.controls.mode_box.value = "module"
-        run_b, run_a, ratio = w.chart.data
+        run_a, run_b, ratio = w.chart.data
         # the dead module was healthy before (its bias learns): only the gate changed status
-        assert list(run_b.x) == ["main1", "◆ <b>gate</b>", "dead", "main2"]
+        assert list(run_b.x) == ["main1", "Δ <b>gate</b>", "dead", "main2"]
         assert ratio.text[1] == "0.0 → gradient" and w.last_error is None
     finally:
         before.close()

@@ -42,11 +42,18 @@ def test_compare_pin_fix_rerun(lab: LabPage) -> None:
     lab.notebook("compare_ui.ipynb", CELLS)
     lab.open_notebook("compare_ui.ipynb")
     lab.run_all()
-    lab.page.wait_for_function(
-        f"() => {PLOT}?.data?.length === 1 && "
-        "document.querySelectorAll('.gvw-pane svg g.edge').length > 0",
-        timeout=90_000,
-    )
+    ran = wait_py(lab, "getattr(globals().get('w'), 'runs', 0)", "the widget ran", timeout=120)
+    assert ran == 1
+    lab.page.locator(".gv-explorer").first.scroll_into_view_if_needed()
+    try:
+        lab.page.wait_for_function(
+            f"() => {PLOT}?.data?.length === 1 && "
+            "document.querySelectorAll('.gvw-pane svg g.edge').length > 0",
+            timeout=120_000,
+        )
+    except Exception:
+        lab.screenshot("compare_first_view_missing")
+        raise
     assert wait_py(lab, "w.pane.rendered.get('revision') == 1", "first layout reported")
 
     toolbar_button(lab, "Compare").click()  # pin this run as A
@@ -58,7 +65,7 @@ def test_compare_pin_fix_rerun(lab: LabPage) -> None:
     # grouped bars A and B with the ratio on a second axis, the gate's change marked
     lab.page.wait_for_function(
         f"() => {PLOT}.data.length === 3 && {PLOT}.layout.barmode === 'group' && "
-        f"{PLOT}.data[0].x.includes('◆ <b>gate.weight</b>')",
+        f"{PLOT}.data[1].x.includes('Δ <b>gate.weight</b>')",
         timeout=60_000,
     )
     assert lab.page.locator(".js-plotly-plot .bars .point").count() >= 16
