@@ -2,9 +2,8 @@
 
 A subprocess blocks torch (`sys.modules["torch"] = None`: any `import torch` raises) and then
 imports graph, report, render, chart, export, readout, vocabulary and ids, loads a report and
-graph from their JSON export and renders them to DOT and to a chart figure dict. The package's
-own `__init__` imports the capture side (torch), so the subprocess stands in an empty package
-object for it and loads the modules from their files.
+graph from their JSON export and renders them to DOT and to a chart figure dict, through the
+package's own `__init__` (which skips the capture side when torch is missing).
 """
 
 from __future__ import annotations
@@ -29,11 +28,12 @@ TORCH_FREE = ("vocabulary", "ids", "graph", "report", "render", "chart", "export
 ALSO = ("graph_view", "graph_groups", "graph_ghosts", "graph_scopes", "diagnose", "page_chart")
 
 SCRIPT = """
-import importlib, json, sys, types
+import importlib, json, sys
 sys.modules["torch"] = None  # every `import torch` now raises ImportError
-package = types.ModuleType("gradviz_widgets")
-package.__path__ = [{package!r}]
-sys.modules["gradviz_widgets"] = package
+sys.path.insert(0, {root!r})
+import gradviz_widgets
+assert not hasattr(gradviz_widgets, "GradExplorer")
+from gradviz_widgets import GradReport, GradGraph, Thresholds
 for name in {modules!r}:
     importlib.import_module("gradviz_widgets." + name)
 from gradviz_widgets.export import load_json
@@ -51,7 +51,7 @@ print(json.dumps({{"dot": full.dot, "keys": full.keys, "folded": folded.dot,
 
 
 def run_without_torch(saved: str) -> dict:
-    script = SCRIPT.format(package=str(PACKAGE), modules=TORCH_FREE + ALSO)
+    script = SCRIPT.format(root=str(PACKAGE.parent), modules=TORCH_FREE + ALSO)
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)],
         input=saved,
