@@ -227,29 +227,10 @@ def history_frame(
         if names is None
         else np.array([p.id for p in params if p.name in set(names)], dtype=np.int64)
     )
-    blocks = []
-    for chunk in chunks:
-        c = chunk.widened(n)
-        rows = np.ones(len(c.steps), dtype=bool)
-        if start is not None:
-            rows &= c.steps >= start
-        if stop is not None:
-            rows &= c.steps < stop
-        if rows.any():
-            blocks.append((c, rows))
+    blocks = _blocks(chunks, n, start, stop)
     if not blocks:
-        return pd.DataFrame(
-            {
-                k: pd.Series(
-                    dtype=object
-                    if k in ("param", "module", "status")
-                    else int
-                    if k == "rank"
-                    else float
-                )
-                for k in COLUMNS
-            }
-        )
+        kinds = {"param": object, "module": object, "status": object, "rank": int}
+        return pd.DataFrame({k: pd.Series(dtype=kinds.get(k, float)) for k in COLUMNS})
     cols = {
         k: np.concatenate([getattr(c, k)[rows][:, wanted].reshape(-1) for c, rows in blocks])
         for k in ("norm", "max_abs", "zero_fraction", "update_ratio", "status")
@@ -276,6 +257,23 @@ def history_frame(
             "update_ratio": cols["update_ratio"][live],
         }
     )
+
+
+def _blocks(
+    chunks: Iterable[Chunk], n: int, start: int | None, stop: int | None
+) -> list[tuple[Chunk, np.ndarray]]:
+    """The chunks (widened to n parameters) with a mask of their steps inside [start, stop)."""
+    blocks = []
+    for chunk in chunks:
+        c = chunk.widened(n)
+        rows = np.ones(len(c.steps), dtype=bool)
+        if start is not None:
+            rows &= c.steps >= start
+        if stop is not None:
+            rows &= c.steps < stop
+        if rows.any():
+            blocks.append((c, rows))
+    return blocks
 
 
 def _apply_exact(

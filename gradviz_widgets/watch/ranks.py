@@ -146,11 +146,12 @@ class Exchange:
         vec = np.zeros(4 * n + 1)
         vec[-1] = n  # a rank that watches other parameters shows up as a mismatch
         bit = 2.0**s.rank if s.world <= MAX_BITS else 1.0
-        vec[: len(local)][local[:n]] = bit
+        m = min(len(local), n)
+        vec[:m][local[:m]] = bit
         norm = values[:, 0]
         if s.mode == "fsdp":
-            w = np.ones(len(ids)) if weights is None else weights
-            vec[n + ids], vec[2 * n + ids] = norm * norm, values[:, 2]
+            w = np.ones(len(ids)) if weights is None else weights  # Replicate dims: 1/size
+            vec[n + ids], vec[2 * n + ids] = norm * norm * w, values[:, 2] * w
             vec[3 * n + ids] = w
         else:
             vec[n + ids], vec[2 * n + ids], vec[3 * n + ids] = norm, norm * norm, 1.0

@@ -89,27 +89,12 @@ class GradWatch:
         self.closed = False
         self._model: nn.Module | None = model
         self._flights: dict[int, FlightRecord] = {}
-        previous = _WATCHED.get(model)
-        if previous is not None and not previous.closed:
-            warnings.warn(
-                f"GradWatch: this model was already watched (recording to "
-                f"{previous.path}); that watch is closed now, at step "
-                f"{previous.steps}. One watch per model.",
-                stacklevel=2,
-            )
-            previous.close()
-        store = self._open_store()
+        _close_previous(model)
         exchange = Exchange(self._ranks) if self._ranks.group is not None else None
-        self._writer = Writer(store, self.thresholds, flush_s=flush_s, exchange=exchange)
-        self._writer.store.set_meta(
-            {
-                **self._ranks.meta(),
-                "thresholds": json.dumps([self.thresholds.vanishing, self.thresholds.exploding]),
-                "model": type(inner).__name__,
-                "started": str(time.time()),
-                "optimizer": type(optimizer).__name__ if optimizer else "",
-            }
+        self._writer = Writer(
+            self._open_store(), self.thresholds, flush_s=flush_s, exchange=exchange
         )
+        self._writer.store.set_meta(self._meta(inner, optimizer))
         if tensorboard:
             from .tb import TensorBoardSink
 
@@ -127,6 +112,15 @@ class GradWatch:
         )
         self._recorder.attach()
         _WATCHED[model] = self
+
+    def _meta(self, inner: nn.Module, optimizer: Any) -> dict[str, str]:
+        return {
+            **self._ranks.meta(),
+            "thresholds": json.dumps([self.thresholds.vanishing, self.thresholds.exploding]),
+            "model": type(inner).__name__,
+            "started": str(time.time()),
+            "optimizer": type(optimizer).__name__ if optimizer else "",
+        }
 
     def _open_store(self) -> Any:
         try:
@@ -248,6 +242,17 @@ class GradWatch:
     def __repr__(self) -> str:
         state = "closed" if self.closed else "recording"
         return f"GradWatch({self.path}, {self.steps} steps, {state})"
+
+
+def _close_previous(model: nn.Module) -> None:
+    previous = _WATCHED.get(model)
+    if previous is not None and not previous.closed:
+        warnings.warn(
+            f"GradWatch: this model was already watched (recording to {previous.path}); that "
+            f"watch is closed now, at step {previous.steps}. One watch per model.",
+            stacklevel=3,
+        )
+        previous.close()
 
 
 def _sync_default(model: nn.Module, sync_check: bool | None) -> bool:
