@@ -157,7 +157,16 @@ def _watch_fsdp(rank: int, world: int, folder: Path) -> dict:
         h = watch.history()
         watch.close()
     step0 = h[h.step == 0]
+    local = GradWatch(model, optimizer=opt, path=folder / "shard", ranks=False)  # no check
+    with Counter() as quiet:
+        opt.zero_grad()
+        model(xs[rank]).square().mean().backward()
+        opt.step()
+        shard = local.history()
+        local.close()
+    own = {n: float(p.grad.to_local().double().norm()) for n, p in model.named_parameters()}
     return {
+        "shard": [quiet.get("all_reduce", 0), dict(zip(shard.param.astype(str), shard.norm)), own],
         "truth": truth,
         "all_reduce": calls.get("all_reduce", 0),
         "norms": dict(zip(step0.param.astype(str), step0.norm)),
@@ -233,6 +242,8 @@ def test_fsdp2_full_norms_world2(world2: list[dict]) -> None:
         assert res["status"]["dead.weight"] == "zero" and res["zero_fraction"]["dead.weight"] == 1
         assert res["status"]["l1.weight"] == "healthy"
         assert "rank_divergence" not in res["anomaly_kinds"]
+        calls, shard, own = res["shard"]  # ranks=False: this rank's shard, no collective
+        assert calls == 0 and shard == pytest.approx(own, rel=1e-6)
     assert results[0]["norms"] == results[1]["norms"]
 
 

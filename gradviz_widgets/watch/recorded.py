@@ -33,6 +33,9 @@ class RecordedRun:
         self.path = Path(path)
         self.folders = rank_folders(self.path)
         self.stores = {r: SQLiteStore(d, readonly=True) for r, d in self.folders.items()}
+        if list(self.stores) == [0]:  # one folder: the rank it says it is (`path/rank1` opened)
+            rank = int(self.stores[0].meta.get("rank", "0"))
+            self.folders, self.stores = {rank: self.folders[0]}, {rank: self.stores[0]}
         #: the ranks found on disk, and the one the view shows first
         self.ranks = sorted(self.stores)
         self.rank = self.ranks[0]
