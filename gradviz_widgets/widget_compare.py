@@ -9,6 +9,7 @@ the statuses that changed. `widget.end_compare()` (or the toggle) restores the n
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -25,12 +26,13 @@ Baseline = Any  # GradReport | GradExplorer | (GradReport, GradGraph | None) | i
 class CompareActions:
     """Pin a baseline, compare, end compare; the notes line (compare summary, ranks).
 
-    Needs from the widget: explorer, controls, notes, recent, baseline, refresh(),
+    Needs from the widget: explorer, controls, guard, notes, recent, baseline, refresh(),
     _set_status(), _set_quietly().
     """
 
     explorer: Any
     controls: Any
+    guard: Any
     notes: Any
     recent: list[tuple[GradReport, GradGraph]]
     baseline: tuple[GradReport, GradGraph | None] | None
@@ -49,22 +51,28 @@ class CompareActions:
         Example:
             >>> w.compare(); net.gate.bias.data.fill_(1.0); w.rerun()   # doctest: +SKIP
         """
-        self.baseline = self._resolve_baseline(baseline)
-        self._set_quietly(self.controls.compare_button, True)
-        self.refresh()
+        self.guard.call(self._switch, baseline, True)
 
     def end_compare(self) -> None:
         """Leave compare mode: the normal chart, edge colours and legend come back."""
-        self.baseline = None
-        self._set_quietly(self.controls.compare_button, False)
-        self.refresh()
+        self.guard.call(self._switch, None, False)
 
     def _compare_toggled(self, on: bool) -> None:
+        self._switch(None, on)  # already under the guard (a control's observer)
+
+    def _switch(self, baseline: Baseline, on: bool) -> None:
+        """Enter (`on`) or leave compare mode; on failure the mode in force stays (the toggle
+        shows it) and the guard shows the error."""
+        before = self.baseline
         try:
-            self.compare() if on else self.end_compare()
+            self.baseline = self._resolve_baseline(baseline) if on else None
+            self._set_quietly(self.controls.compare_button, on)
+            self.refresh()
         except Exception:
-            # the toggle shows the mode in force (the guard shows the error)
-            self._set_quietly(self.controls.compare_button, self.baseline is not None)
+            self.baseline = before
+            self._set_quietly(self.controls.compare_button, before is not None)
+            with contextlib.suppress(Exception):  # best effort: the view of the mode in force
+                self.refresh()
             raise
 
     def _resolve_baseline(self, baseline: Baseline) -> tuple[GradReport, GradGraph | None]:

@@ -68,13 +68,18 @@ def test_python_api_baselines(dead_explorer):
     assert w.controls.compare_button.value is False and len(w.chart.data) == 1
 
 
-def test_bad_baseline_shows_in_the_status_line(dead_explorer):
+def test_bad_baseline_shows_in_the_status_line(dead_explorer, monkeypatch):
     w = dead_explorer.show()
-    w.guard.call(w.compare, 7)
+    w.compare(7)  # the Python API goes through the guard too: shown, not raised
     assert w.pane.status_level == "error" and "has shown 1 run(s)" in w.status_text
-    w.guard.call(w.compare, "nonsense")
+    w.compare("nonsense")
     assert "baseline must be" in w.status_text and w.baseline is None
-    assert len(w.chart.data) == 1  # the normal view stayed
+    assert len(w.chart.data) == 1 and w.controls.compare_button.value is False
+    # a failure while drawing compare mode: the normal mode stays in force, toggle included
+    monkeypatch.setattr(w, "_legend", lambda: 1 / 0)
+    w.controls.compare_button.value = True
+    assert "ZeroDivisionError" in w.status_text and w.baseline is None
+    assert w.controls.compare_button.value is False
 
 
 def test_compare_bar_click_selects_the_parameter(dead_explorer):
