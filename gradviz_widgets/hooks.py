@@ -40,14 +40,17 @@ def with_fallback(plan: HookPlan, facts: HookFacts, attempt: Callable[[HookRun],
         >>> with_fallback(HookPlan(), HookFacts(), lambda run: run.facts == HookFacts())
         True
     """
+    first = HookRun(plan, facts)
     try:
-        return attempt(HookRun(plan, facts))
+        return attempt(first)
     except GradExplorerError as e:
         clash = inplace_clash(e)
-        if clash is None or not facts.can_fall_back(plan.backward_targets()):
+        if clash is None or not first.facts.can_fall_back(plan.backward_targets()):
             raise
-    # retried outside the except block: its errors stand on their own
-    return attempt(HookRun(plan, facts.falling_back(plan.backward_targets(), clash), clash))
+    # retried outside the except block: its errors stand on their own; what the first
+    # attempt learned (a user's non-full backward hook) is kept
+    fallen = first.facts.falling_back(plan.backward_targets(), clash)
+    return attempt(HookRun(plan, fallen, clash))
 
 
 class HookRun:
