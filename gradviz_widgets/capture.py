@@ -9,6 +9,8 @@ from `torch.autograd.grad`, not `.backward()` (except under reentrant checkpoint
 refuses `.grad()`; see backward.py). The global RNG and generators the model owns are forked and
 re-seeded per run, so runs with dropout are reproducible and the user's RNG streams unchanged.
 A run records a graph even when called under `torch.no_grad()` / `inference_mode()`.
+The stages of a run (prepare -> forward -> trace -> backward -> read_back -> report) are in
+capture_stages.py; the settings travel as one RunSettings.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class HookControls:
     def _check_node(self, target: str, kind: str) -> None:
         """A tensor hook's node must be an op node of the newest graph (when one exists)."""
         if kind != "tensor" or self._last is None or "#" not in target:
-            return  # other mistakes are named by the hook manager
+            return  # other mistakes are named by check_hook
         graph = self._last.graph
         if target not in graph or graph.node(target).kind != "op":
             close = difflib.get_close_matches(
