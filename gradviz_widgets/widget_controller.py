@@ -94,7 +94,7 @@ class Settings:
     @classmethod
     def of(cls, explorer: Any) -> Settings:
         # the Modifier objects themselves (kind, value): descriptions cannot be replayed
-        mods = getattr(getattr(explorer, "_hooks", None), "modifiers", {}) or {}
+        mods = explorer.modifier_objects
         return cls(tuple(explorer.hooks), tuple(mods.items()), explorer.device, explorer.thresholds)
 
     def restore(self, explorer: Any) -> None:
