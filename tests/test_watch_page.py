@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from gradviz_widgets.examples import dead_branch_example
-from gradviz_widgets.stats import STATUSES, Thresholds
+from gradviz_widgets.vocabulary import STATUSES, Thresholds
 from gradviz_widgets.watch import Anomaly, GradWatch, Overview
 from gradviz_widgets.watch.history import COLUMNS
 from gradviz_widgets.watch.page import export_watch_html, page_data, script_json
@@ -120,12 +120,10 @@ def _self_contained(text: str) -> None:
 
 def test_live_watch_and_store_path_give_the_same_page(tmp_path: Path) -> None:
     watch = _train(tmp_path / "run")
-    live = export_watch_html(watch, tmp_path / "live.html", title="tiny run")
+    live = watch.export_html(tmp_path / "live.html", title="tiny run")
     watch.close()
     disk = export_watch_html(tmp_path / "run", tmp_path / "disk.html", title="tiny run")
-    also = export_watch_html(
-        GradWatch.open(tmp_path / "run"), tmp_path / "open.html", title="tiny run"
-    )
+    also = GradWatch.open(tmp_path / "run").export_html(tmp_path / "open.html", title="tiny run")
     file = export_watch_html(
         tmp_path / "run" / "watch.sqlite", tmp_path / "file.html", title="tiny run"
     )

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from gradviz_widgets.examples import nan_mid_graph_net
-from gradviz_widgets.stats import STATUSES, Thresholds
+from gradviz_widgets.vocabulary import STATUSES, Thresholds
 from gradviz_widgets.watch import GradWatch, Overview, minmax_downsample
 from gradviz_widgets.watch.widget import colorscale, heatmap_figure
 
@@ -131,6 +131,28 @@ def test_heatmap_rows_grouped_by_module():
     fig = heatmap_figure(ov, params, Thresholds())
     assert fig["data"][0]["y"] == ["a.w", "a.b", "b.w"]
     assert fig["data"][0]["z"][:, 0].tolist() == pytest.approx(np.log10([1.0, 3.0, 2.0]).tolist())
+
+
+def test_names_are_data_and_norm_text_comes_from_python():
+    """A parameter named like markup (or a Plotly template) is shown as text in the heat map and
+    the lines; hover shows Python's norm text (the same as node labels), not Plotly's format."""
+    from gradviz_widgets.vocabulary import format_norm
+    from gradviz_widgets.watch.store import ParamInfo
+    from gradviz_widgets.watch.widget import lines_figure
+
+    hostile = "<img src=x onerror=alert(1)>%{y}&amp;"
+    params = [ParamInfo(0, hostile, "m", (1,), 1, 0), ParamInfo(1, "0", "m", (1,), 1, 0)]
+    ov = Overview()
+    for step in range(3):
+        ov.add(step, np.array([1234.5, 1.5e-07]), np.full(2, CODE["healthy"], dtype=np.uint8))
+    heat = heatmap_figure(ov, params, Thresholds())
+    assert heat["data"][0]["y"][0] == "&lt;img src=x onerror=alert(1)&gt;%{y}&amp;amp;"
+    assert heat["layout"]["yaxis"]["type"] == "category"  # a parameter named "0" stays a name
+    lines = lines_figure(ov, params, [hostile, "0"], Thresholds())
+    first = lines["data"][0]
+    assert "<img" not in first["name"] and "%{y}" not in first["hovertemplate"]
+    assert first["text"][0] == format_norm(1234.5) and "%{text}" in first["hovertemplate"]
+    assert lines["data"][1]["text"][0] == format_norm(1.5e-07)
 
 
 def test_view_opened_before_any_step_follows_the_worst_parameters(tmp_path):

@@ -15,7 +15,7 @@ from torch import nn
 from torch.utils._pytree import tree_map
 
 from ..errors import GradExplorerError
-from ..stats import STATUSES
+from ..vocabulary import STATUSES
 
 #: what counts as an anomaly, most alarming first (plus "rank_divergence", watch/ranks.py)
 KINDS = ("nonfinite", "exploding", "zero", "none", "vanishing")

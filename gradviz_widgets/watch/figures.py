@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from ..render import STATUS_STYLE
-from ..stats import STATUSES, Thresholds
+from ..chart import plotly_text
+from ..vocabulary import STATUSES, STYLES, Thresholds, format_norm, style
 from .history import Overview
 from .store import ParamInfo
 
@@ -29,9 +29,9 @@ def colorscale(zmin: float, zmax: float, thresholds: Thresholds) -> list[list]:
         return min(max((v - zmin) / span, 0.0), 1.0)
 
     van, exp = at(math.log10(thresholds.vanishing)), at(math.log10(thresholds.exploding))
-    v_fill, v_line = STATUS_STYLE["vanishing"][:2]
-    h_fill, h_line = STATUS_STYLE["healthy"][:2]
-    e_fill, e_line = STATUS_STYLE["exploding"][:2]
+    v_fill, v_line = STYLES["vanishing"].fill, STYLES["vanishing"].line
+    h_fill, h_line = STYLES["healthy"].fill, STYLES["healthy"].line
+    e_fill, e_line = STYLES["exploding"].fill, STYLES["exploding"].line
     return [
         [0.0, v_line],
         [van, v_fill],
@@ -75,7 +75,7 @@ def heatmap_figure(
     zmin, zmax = z_range(values, thresholds)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(np.isfinite(values) & (values > 0), np.log10(values), np.nan).T
-    names = [params[i].name for i in order]
+    names = [plotly_text(params[i].name) for i in order]  # user text: data, never markup
     data = [
         {
             "type": "heatmap",
@@ -99,7 +99,7 @@ def heatmap_figure(
             "font": {"size": 13},
         },
         "xaxis": {"title": {"text": "step"}},
-        "yaxis": {"autorange": "reversed", "automargin": True},
+        "yaxis": {"autorange": "reversed", "automargin": True, "type": "category"},
         "height": max(300, 16 * len(names) + 120),
         "margin": {"l": 10, "r": 10, "t": 40},
         **_anomaly_marks(anomalies or []),
@@ -109,17 +109,17 @@ def heatmap_figure(
 
 def _special_trace(s: str, x: list, names: list[str], status: np.ndarray) -> dict:
     """Cells of status `s` (None, 0.0, NaN/Inf) in their own colour, over the norm colours."""
-    colour = STATUS_STYLE[s][1]
+    colour, label = STYLES[s].line, STYLES[s].label
     return {
         "type": "heatmap",
-        "name": STATUS_STYLE[s][3],
+        "name": label,
         "x": x,
         "y": names,
         "z": np.where((status == STATUSES.index(s)).T, 1.0, np.nan),
         "showscale": False,
         "colorscale": [[0, colour], [1, colour]],
         "hoverongaps": False,
-        "hovertemplate": f"%{{y}}<br>steps from %{{x}}<br>{STATUS_STYLE[s][3]}<extra></extra>",
+        "hovertemplate": f"%{{y}}<br>steps from %{{x}}<br>{label}<extra></extra>",
     }
 
 
@@ -136,14 +136,18 @@ def lines_figure(
     for name in selected[:MAX_LINES]:
         j = index.get(name)
         steps, vals = overview.series(j) if j is not None and j < overview.n_params else ([], [])
+        ys = [float(v) for v in vals]  # type: ignore[attr-defined]
+        shown = plotly_text(name)
         data.append(
             {
                 "type": "scatter",
                 "mode": "lines",
-                "name": name,
+                "name": shown,
                 "x": [int(s) for s in steps],  # type: ignore[attr-defined]
-                "y": [float(v) for v in vals],  # type: ignore[attr-defined]
-                "hovertemplate": f"{name}<br>step %{{x}}<br>‖g‖ = %{{y:.3g}}<extra></extra>",
+                "y": ys,
+                "text": [format_norm(v) for v in ys],  # Python formats; Plotly only shows it
+                # the name goes in the hover's side box, where Plotly never reads it as a template
+                "hovertemplate": "step %{x}<br>‖g‖ = %{text}",
             }
         )
     th = thresholds
@@ -181,7 +185,7 @@ def default_selection(overview: Overview, params: list[ParamInfo], n: int = 4) -
 def _anomaly_marks(anomalies: list, limit: int = 40) -> dict:
     shapes, notes = [], []
     for a in anomalies[:limit]:
-        colour = STATUS_STYLE.get(a.kind, STATUS_STYLE["none"])[1]
+        colour = style(a.kind).line
         shapes.append(
             {
                 "type": "line",
@@ -218,7 +222,7 @@ def _hline(y: float, status: str) -> dict:
         "x1": 1,
         "y0": y,
         "y1": y,
-        "line": {"color": STATUS_STYLE[status][1], "dash": "dash", "width": 1},
+        "line": {"color": STYLES[status].line, "dash": "dash", "width": 1},
     }
 
 

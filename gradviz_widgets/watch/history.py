@@ -12,13 +12,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..stats import STATUSES
+from ..vocabulary import STATUSES
 from .store import FLOATS, Chunk, ParamInfo
 
 if TYPE_CHECKING:
     import pandas as pd
 
 #: how alarming a status is when several share a bucket (higher wins)
+# Over time a None is an event (a parameter stopped getting a gradient), so it ranks above
+# vanishing here; in one graph (vocabulary.SEVERITY) None is the absence of flow and ranks last.
 SEVERITY = {"healthy": 0, "vanishing": 1, "none": 2, "zero": 3, "exploding": 4, "nonfinite": 5}
 _RANK = np.array([SEVERITY[s] for s in STATUSES] + [-1])  # index len(STATUSES): no data
 EMPTY = len(STATUSES)

@@ -35,8 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..render import STATUS_STYLE
-from ..stats import STATUSES
+from ..vocabulary import SELECTED_COLOR, STATUSES, STYLES, format_norm
 from .figures import default_selection, module_order
 from .history import Overview
 from .page_data import merge_buckets, view_data
@@ -118,10 +117,10 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
         "shapes": [" x ".join(map(str, params[i].shape)) or "scalar" for i in order],
         "selected": [index[n] for n in default_selection(overview, params) if n in index],
         "thresholds": [th.vanishing, th.exploding],
-        "threshold_text": [f"{th.vanishing:.3g}", f"{th.exploding:.3g}"],
+        "threshold_text": [format_norm(th.vanishing), format_norm(th.exploding)],
         "statuses": list(STATUSES),
-        "colors": {s: list(STATUS_STYLE[s][:2]) for s in STATUSES},
-        "labels": {s: STATUS_STYLE[s][3] for s in STATUSES},
+        "colors": {s: [STYLES[s].fill, STYLES[s].line] for s in STATUSES},
+        "labels": {s: STYLES[s].label for s in STATUSES},
         "kinds": _kinds(anomalies),
         "anomalies": [
             [int(a.step), a.kind, sorted(index[p] for p in a.params if p in index), _detail(a)]
@@ -153,9 +152,9 @@ def _snapshot(run: Any, max_steps: int) -> tuple[list[ParamInfo], Overview]:
 
 def _kinds(anomalies: list[Any]) -> dict[str, list[str]]:
     """Colour and label of each anomaly kind (statuses, and others such as rank_divergence)."""
-    out = {s: [STATUS_STYLE[s][1], STATUS_STYLE[s][3]] for s in STATUSES}
+    out = {s: [STYLES[s].line, STYLES[s].label] for s in STATUSES}
     for a in anomalies:
-        out.setdefault(a.kind, ["#cc79a7", a.kind.replace("_", " ")])
+        out.setdefault(a.kind, [SELECTED_COLOR, a.kind.replace("_", " ")])
     return out
 
 

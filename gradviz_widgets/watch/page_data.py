@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..vocabulary import format_norm
 from .history import _RANK, EMPTY, Overview
 
 
@@ -62,12 +63,12 @@ def merge_buckets(ov: Overview, max_steps: int) -> Overview:
 
 def norm_table(values: np.ndarray) -> tuple[list[str], np.ndarray]:
     """Each positive finite value rounded to 3 significant digits: the sorted table of their
-    texts and, per value, 1 + its index in the table (0: no value).
+    texts (`vocabulary.format_norm`, the text used everywhere else) and, per value, 1 + its index in the table (0: no value).
 
     Example:
         >>> table, codes = norm_table(np.array([1234.5, np.nan, 0.000123456, 1230.0]))
         >>> table, codes.tolist()
-        (['0.000123', '1.23e+03'], [2, 0, 1, 2])
+        (['0.000123', '1230'], [2, 0, 1, 2])
     """
     v = np.asarray(values, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -79,7 +80,7 @@ def norm_table(values: np.ndarray) -> tuple[list[str], np.ndarray]:
     key = np.where(ok, (e + 400) * 1000 + m, -1)
     uniq, inverse = np.unique(key, return_inverse=True)
     inverse = inverse.reshape(v.shape)
-    texts = [format(int(k) % 1000 * 10.0 ** (int(k) // 1000 - 402), ".3g") for k in uniq if k >= 0]
+    texts = [format_norm(int(k) % 1000 * 10.0 ** (int(k) // 1000 - 402)) for k in uniq if k >= 0]
     shift = 0 if uniq.size and uniq[0] < 0 else 1
     codes = np.where(ok, inverse + shift, 0)
     return texts, codes.astype(np.uint32)

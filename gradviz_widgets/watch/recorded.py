@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from torch import nn
 
 from ..errors import GradExplorerError
-from ..stats import Thresholds
+from ..vocabulary import Thresholds
 from .anomalies import Anomaly, FlightRecord, replay
 from .history import Overview, history_frame
 from .store import DB_NAME, SQLiteStore
@@ -130,6 +130,15 @@ class RecordedRun:
         from .widget import WatchWidget
 
         return WatchWidget(self, **options)
+
+    def export_html(
+        self, path: str | Path, *, max_steps: int = 400, title: str | None = None
+    ) -> Path:
+        """One self-contained page of this history (heat map, lines, anomalies), offline over
+        file:// (see `gradviz_widgets.watch.page.export_watch_html`)."""
+        from .page import export_watch_html
+
+        return export_watch_html(self, path, max_steps=max_steps, title=title)
 
     def close(self) -> None:
         for store in self.stores.values():

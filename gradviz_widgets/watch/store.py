@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..stats import STATUSES
+from ..vocabulary import STATUSES
 
 DB_NAME = "watch.sqlite"
 FLOATS = ("norm", "max_abs", "update_ratio")

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from ..errors import GradExplorerError
-from ..stats import Thresholds
+from ..vocabulary import Thresholds
 from .anomalies import Anomaly, FlightRecord, replay
 from .history import Overview, history_frame
 from .ranks import Exchange, rank_setup, release
@@ -218,6 +218,15 @@ class GradWatch:
         from .widget import WatchWidget
 
         return WatchWidget(self, **options)
+
+    def export_html(
+        self, path: str | Path, *, max_steps: int = 400, title: str | None = None
+    ) -> Path:
+        """One self-contained page of this history (heat map, lines, anomalies), offline over
+        file:// (see `gradviz_widgets.watch.page.export_watch_html`)."""
+        from .page import export_watch_html
+
+        return export_watch_html(self, path, max_steps=max_steps, title=title)
 
     # ---- lifetime -----------------------------------------------------------------------
     def close(self) -> None:

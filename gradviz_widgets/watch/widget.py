@@ -3,7 +3,7 @@
 Figures are built as plain dicts by pure functions (testable without a browser); WatchWidget
 puts them in Plotly FigureWidgets and, while a run records, refreshes them from the writer
 thread after a flush, at most every `refresh_s` seconds. Colours follow the explorer's status
-vocabulary (render.STATUS_STYLE): blue = vanishing, green = healthy, orange = exploding,
+vocabulary (vocabulary.STYLES): blue = vanishing, green = healthy, orange = exploding,
 vermillion = NaN/Inf, black = exactly 0.0, grey = None.
 """
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..stats import STATUSES, Thresholds
+from ..vocabulary import STATUSES, Thresholds
 from .anomalies import Tracker
 from .history import Overview
 from .ranks import Exchange
