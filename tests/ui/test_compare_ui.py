@@ -55,6 +55,10 @@ def test_compare_pin_fix_rerun(lab: LabPage) -> None:
         lab.screenshot("compare_first_view_missing")
         raise
     assert wait_py(lab, "w.pane.rendered.get('revision') == 1", "first layout reported")
+    # the pane is styled by anywidget's _css (graph_pane.css), not by a <style> of its own
+    styled = "() => [document.querySelectorAll('.gvw-pane style').length, getComputedStyle("
+    styled += "document.querySelector('.gvw-status')).whiteSpace]"
+    assert lab.page.evaluate(styled) == [0, "nowrap"]
 
     toolbar_button(lab, "Compare").click()  # pin this run as A
     assert wait_py(lab, "w.baseline is not None", "Compare pinned the run as A")
