@@ -66,8 +66,9 @@ class ChartView:
             return compare_figure(self.baseline[0], self.explorer.report, mode)
         fig = figure_dict(self.explorer.report, mode, self.selected_module)
         if "yaxis2" in self.chart.layout and self.chart.layout.yaxis2.overlaying:
-            # back from compare mode: hide its ratio axes
-            fig["layout"].update(xaxis2={"visible": False}, yaxis2={"visible": False})
+            # back from compare mode: hide its ratio axes, the default legend again
+            hidden = {"visible": False}
+            fig["layout"].update(xaxis2=hidden, yaxis2=hidden, legend={}, bargroupgap=None)
         return fig
 
     def _update_chart(self) -> None:
