@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import torch
 
+from . import ids
 from .capture_state import StandIns
 from .errors import GradExplorerError
 from .walk import RawGraph
@@ -91,7 +92,7 @@ def wanted_leaves(raw: RawGraph, stand_ins: StandIns) -> list[tuple[str, torch.T
     seen = {id(t) for _, t in wanted}
     for params in (stand_ins.params, stand_ins.real_params):
         wanted += [
-            (f"param:{n}", p) for n, p in params.items() if p.requires_grad and id(p) not in seen
+            (ids.param_id(n), p) for n, p in params.items() if p.requires_grad and id(p) not in seen
         ]
     return wanted
 

@@ -11,13 +11,13 @@ from collections.abc import Mapping
 
 from torch import nn
 
-from . import diagnose
-from .attribution import LOSS_SCOPE
+from . import diagnose, ids
 from .capture_state import canonical_names
 from .graph import GradEdge, GradGraph, GradNode, ModuleScope
 from .report import GradReport, ParamRecord
 from .run_state import RunState
-from .stats import NormBatch, classify, combine_norms
+from .stats import NormBatch
+from .vocabulary import classify, combine_norms
 
 #: none reason for parameters inside a reentrant checkpoint whose inputs need no grad
 CHECKPOINT_NO_GRAD = (
@@ -44,7 +44,7 @@ def freeze_graph(state: RunState) -> GradGraph:
         if n.kind in ("param", "input", "tensor"):
             norm, gmax = leaf_by_id.get(n.id) or (None, None)
         elif n.kind == "accumulate":
-            norm, gmax = leaf_by_id.get(n.id[len("acc:") :]) or (None, None)
+            norm, gmax = leaf_by_id.get(ids.acc_leaf(n.id)) or (None, None)
         elif n.kind == "output":
             norm, gmax = 1.0, 1.0  # d loss / d loss
         else:
@@ -69,7 +69,7 @@ def freeze_graph(state: RunState) -> GradGraph:
     for e in raw.edges:
         if e.slot is not None:
             norm, gmax = NormBatch.pair(values, e.slot)
-        elif e.dst.startswith("acc:") or e.dst == "output":
+        elif e.dst.startswith(ids.ACC) or e.dst == ids.OUTPUT:
             leaf = raw.nodes[e.src].kind != "op"
             norm, gmax = (leaf_by_id.get(e.src) or (None, None)) if leaf else (1.0, 1.0)
         else:
@@ -81,7 +81,7 @@ def freeze_graph(state: RunState) -> GradGraph:
 
 def _label(n) -> str:
     if n.kind in ("param", "input", "tensor"):
-        name = n.id.split(":", 1)[1]
+        name = ids.parse_leaf_id(n.id)[1]
         return f"{name}\n{tuple(n.shape)}"
     if n.kind == "output":
         return f"loss\n{tuple(n.shape)}"
@@ -100,7 +100,7 @@ def _module_tree(
             canonical.get(f"{prefix}{p}", f"{prefix}{p}")
             for p, _ in module.named_parameters(recurse=False)
         )
-        parent = None if path == "" else path.rpartition(".")[0]
+        parent = None if path == "" else ids.owner_path(path)
         tree[path] = ModuleScope(
             path,
             type(module).__name__,
@@ -109,7 +109,7 @@ def _module_tree(
             children,
             params,
         )
-    tree[LOSS_SCOPE] = ModuleScope(LOSS_SCOPE, "Loss", 1, "", (), ())
+    tree[ids.LOSS_SCOPE] = ModuleScope(ids.LOSS_SCOPE, "Loss", 1, "", (), ())
     return tree
 
 
@@ -118,9 +118,7 @@ def module_norms(model: nn.Module, norms: Mapping[str, float | None]) -> dict[st
     weight counts in each module holding it, once per module)."""
     held: dict[str, set[str]] = {path: set() for path, _ in model.named_modules()}
     for alias, name in canonical_names(model).items():
-        parts = alias.split(".")[:-1]
-        for i in range(len(parts) + 1):
-            path = ".".join(parts[:i])
+        for path in ["", *ids.path_prefixes(ids.owner_path(alias))]:
             if path in held:
                 held[path].add(name)
     return {
@@ -131,7 +129,7 @@ def module_norms(model: nn.Module, norms: Mapping[str, float | None]) -> dict[st
 def build_report(state: RunState, graph: GradGraph) -> GradReport:
     """The report; the run's `notes` are extra findings (appended after diagnose's)."""
     records = _param_records(state, graph)
-    inputs = {n.id.split(":", 1)[1]: n.grad_norm for n in graph.nodes if n.kind == "input"}
+    inputs = {ids.parse_leaf_id(n.id)[1]: n.grad_norm for n in graph.nodes if n.kind == "input"}
     loss_value = float(state.values[state.loss_slot])
     nan_at = diagnose.nonfinite_origin(graph, loss_value)
     return GradReport(
@@ -153,13 +151,13 @@ def _param_records(state: RunState, graph: GradGraph) -> list[ParamRecord]:
     """One record per parameter, with its status, why it got no gradient and any zero origin."""
     records = []
     for name, p in state.stand_ins.params.items():
-        pair = state.leaf_pairs.get(f"param:{name}")
+        pair = state.leaf_pairs.get(ids.param_id(name))
         norm, gmax = pair if pair else (None, None)
         status = classify(norm, gmax, state.settings.thresholds)
         records.append(
             ParamRecord(
                 name,
-                name.rpartition(".")[0],
+                ids.owner_path(name),
                 tuple(p.shape),
                 str(p.dtype).replace("torch.", ""),
                 p.requires_grad,
@@ -167,8 +165,8 @@ def _param_records(state: RunState, graph: GradGraph) -> list[ParamRecord]:
                 gmax,
                 status,
                 None if pair else _none_reason(state, name, p.requires_grad),
-                diagnose.zero_origin(graph, f"param:{name}") if status == "zero" else None,
-                zero_fraction=state.zero_fractions.get(f"param:{name}"),
+                diagnose.zero_origin(graph, ids.param_id(name)) if status == "zero" else None,
+                zero_fraction=state.zero_fractions.get(ids.param_id(name)),
             )
         )
     return records
@@ -180,7 +178,7 @@ def _none_reason(state: RunState, name: str, requires_grad: bool) -> str | None:
     tracker = state.tracker
     reason = diagnose.none_reason(name, requires_grad, tracker.calls, tracker.grad_enabled)
     if reason and state.cut_off and requires_grad:
-        flags = tracker.grad_enabled.get(name.rpartition(".")[0], [])
+        flags = tracker.grad_enabled.get(ids.owner_path(name), [])
         if flags and not any(flags):
             reason = CHECKPOINT_NO_GRAD
     return reason

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Collection
 
+from . import ids
 from .errors import GradExplorerError
 
 MODULE_KINDS = ("forward_pre", "forward", "backward")
@@ -43,7 +44,8 @@ def is_node_id(target: str) -> bool:
         >>> is_node_id("fc/AddmmBackward0#0"), is_node_id("fc")
         (True, False)
     """
-    return "#" in target or target.startswith(("param:", "input:", "acc:", "output"))
+    leaves = tuple(ids.leaf_id(kind, "") for kind in ids.LEAF_KINDS)
+    return "#" in target or target.startswith((*leaves, ids.ACC, ids.OUTPUT))
 
 
 def modifier_kind(target: str) -> str:
