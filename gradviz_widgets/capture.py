@@ -31,7 +31,7 @@ from .errors import GradExplorerError
 from .inputs import CallArgs
 from .run_settings import RunSettings
 from .run_state import Capture, RunHooks, Subject
-from .stats import Thresholds
+from .vocabulary import Thresholds
 
 
 def capture(

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from .errors import GradExplorerError
-from .stats import Thresholds
+from .vocabulary import Thresholds
 
 _SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed accepts
 _SHARDED = ("FSDPModule", "FullyShardedDataParallel")  # FSDP2 (fully_shard), FSDP1

@@ -29,7 +29,7 @@ from torch import nn
 from .distributed_findings import DDP_ERROR, rank_findings
 from .errors import GradExplorerError
 from .report import GradReport
-from .stats import STATUSES
+from .vocabulary import STATUSES
 
 #: short none reasons, in the order of their codes (0 means "has a gradient")
 REASONS = ("frozen", "never called", "no_grad", "detached", "checkpoint without grad", "other")

@@ -28,7 +28,7 @@ from torch import nn
 
 from .errors import GradExplorerError
 from .inputs import CallArgs, make_loss
-from .stats import Thresholds, classify
+from .vocabulary import Thresholds, classify
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,7 +30,7 @@ from .hooks import with_fallback
 from .modifiers import mark_modified
 from .report import GradReport
 from .run_settings import RunSettings
-from .stats import Thresholds
+from .vocabulary import Thresholds
 
 
 class GradExplorer(HookControls, Exports):
@@ -208,6 +208,14 @@ class GradExplorer(HookControls, Exports):
         from .widget import ExplorerWidget  # the analysis never imports widget code
 
         return ExplorerWidget(self, **options)
+
+    def compare(self, baseline: Any = None, **options: Any) -> Any:
+        """The widget in compare mode: `baseline` (another GradExplorer, a GradReport, a
+        (report, graph) pair; None: this explorer's current run) is run A, this explorer's runs
+        are B: grouped bars, the ratio B/A, edges coloured by the ratio, changed statuses."""
+        from .widget import compare_with
+
+        return compare_with(self, baseline, **options)
 
     def __repr__(self) -> str:
         name = type(self._model).__name__ if self._model is not None else "<closed>"

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from .checks import check_loss_args, check_seed, check_thresholds
-from .stats import Thresholds
+from .vocabulary import Thresholds
 
 
 @dataclasses.dataclass(frozen=True, eq=False)  # identity: a target tensor has no plain ==

@@ -223,7 +223,7 @@ class ExplorerWidget(
         # the DOT carries neither, so they never need a new layout
         colors = self._edge_colors(view, depth, self.expand, self.collapse)
         drawn = render_dot(view, edge_colors=colors)
-        drawn_ids = {v for k, v in drawn.keys.items() if k.startswith("n")}
+        drawn_ids = drawn.node_ids
         info = {n.id: node_info(n, n.id in hooked) for n in view.nodes if n.id in drawn_ids}
         self.view = view
         self.pane.set_graph(drawn.dot, info, self._legend(), keys=drawn.keys)

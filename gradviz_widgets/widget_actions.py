@@ -9,7 +9,7 @@ from typing import Any
 
 from .export import report_csv, report_json
 from .modifiers import Modifier
-from .stats import Thresholds
+from .vocabulary import Thresholds
 from .widget_controller import Settings, error_text
 
 

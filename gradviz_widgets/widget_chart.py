@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from . import ids
 from .chart import figure_dict
 from .chart_compare import compare_figure
 from .widget_controller import node_showing, node_showing_module
@@ -52,7 +53,7 @@ class ChartView:
         except KeyError as e:
             self._fail(str(e))
             return None
-        node_id = node_showing(self.view, f"param:{name}")
+        node_id = node_showing(self.view, ids.param_id(name))
         self._reveal(node_id, record.module)
         if node_id is None:
             self._set_status(f"{name} has no node in the graph: {record.none_reason}", "warning")

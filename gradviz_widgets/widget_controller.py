@@ -13,10 +13,11 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from . import ids
 from .errors import GradExplorerError
 from .graph import GradGraph, GradNode
-from .render import format_norm, html_text, label_lines, plain_text
-from .stats import Thresholds
+from .render import label_lines, node_texts
+from .vocabulary import Thresholds, format_norm, html_text, plain_text
 
 
 def error_text(e: BaseException) -> str:
@@ -126,7 +127,7 @@ def explain_click(node: GradNode) -> tuple[str, str] | None:
             "node); nothing to hook",
             "warning",
         )
-    if node.module.startswith("group:"):
+    if ids.is_group_id(node.module):
         return (
             f"{plain_text(node.label)}: identical blocks folded together; double-click to "
             "unfold them, then click one to hook it",
@@ -137,7 +138,7 @@ def explain_click(node: GradNode) -> tuple[str, str] | None:
 
 def module_of(node: GradNode) -> str | None:
     """The module a click on `node` hooks (None for the loss, inputs and the output)."""
-    if node.module == "loss" or node.kind in ("output", "input"):
+    if node.module == ids.LOSS_SCOPE or node.kind in ("output", "input"):
         return None
     return node.module
 
@@ -158,9 +159,10 @@ def node_info(n: GradNode, hooked: bool) -> dict[str, Any]:
         else format_norm(n.grad_norm),
         "shape": list(n.shape) if n.shape is not None else None,
         "hooked": hooked,
+        **node_texts(n),  # the norm as the label writes it, the status in words
         # module paths travel raw: they come back in toggle_scope messages
         "expandable": n.module if folded else "",
-        "collapsible": n.module if (not folded and n.module not in ("", "loss")) else "",
+        "collapsible": n.module if (not folded and n.module not in ("", ids.LOSS_SCOPE)) else "",
     }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import ipywidgets as W
 
 from .hook_config import HOOK_KINDS
-from .stats import Thresholds
+from .vocabulary import Thresholds
 
 # labels never cut: descriptions take the width their text needs ("initial"), buttons size to
 # their text ("auto") and each row wraps when the output is narrow

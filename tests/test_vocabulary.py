@@ -125,9 +125,11 @@ def test_label_and_tooltip_show_the_same_norm(norm: float) -> None:
     node = _graph(norm).nodes[0]
     label = render.label_lines(node)[-1]
     assert label == f"‖g‖ {format_norm(norm)}"
-    info = views(_graph(norm))[-1]["nodes"][node.id]
-    assert info["norm_text"] == label.removeprefix("‖g‖ ")
-    assert info["status_text"] == STYLES[node.status].words
+    from gradviz_widgets.widget_controller import node_info
+
+    for info in (views(_graph(norm))[-1]["nodes"][node.id], node_info(node, hooked=False)):
+        assert info["norm_text"] == label.removeprefix("‖g‖ ")  # the page and the notebook
+        assert info["status_text"] == STYLES[node.status].words
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")

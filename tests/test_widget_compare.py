@@ -119,6 +119,8 @@ def test_compare_with_another_explorer_per_module(dead_branch):
     try:
         w = compare_with(after, before)
         assert w.baseline[0] is before.report and w.controls.compare_button.value
+        same = after.compare(before)  # the explorer's own door to the same widget
+        assert same.baseline[0] is before.report and same.controls.compare_button.value
         w.controls.mode_box.value = "module"
         run_a, run_b, ratio = w.chart.data
         # the dead module was healthy before (its bias learns): only the gate changed status
