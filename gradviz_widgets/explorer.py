@@ -206,8 +206,10 @@ class GradExplorer(HookControls, Exports):
     def show(self, **options: Any) -> Any:
         """The notebook widget: graph and gradient-norm chart side by side."""
         from .widget import ExplorerWidget  # the analysis never imports widget code
+        from .widget_marimo import in_marimo, marimo_view
 
-        return ExplorerWidget(self, **options)
+        widget = ExplorerWidget(self, **options)
+        return marimo_view(widget) if in_marimo() else widget  # marimo: drawn whole
 
     def compare(self, baseline: Any = None, **options: Any) -> Any:
         """The widget in compare mode: `baseline` (another GradExplorer, a GradReport, a

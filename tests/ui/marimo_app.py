@@ -1,10 +1,9 @@
 """A marimo notebook for tests/ui/test_marimo_ui.py: the dead-branch explorer in marimo.
 
-marimo renders anywidgets natively but shows "Jupyter widgets are not supported in marimo"
-for classic ipywidgets (no ``_esm``), so the composite ExplorerWidget (an ipywidgets VBox)
-does not render; its two anywidget parts do: ``w.pane`` (the GraphPane) and ``w.chart``
-(plotly's FigureWidget). A click on a graph node still reaches ExplorerWidget.click_node in
-the kernel, which hooks the module, re-runs and updates both parts. See docs/frontends.md.
+``ex.show()`` inside marimo returns the same ExplorerWidget as in Jupyter, drawn whole by
+marimo (gradviz_widgets/widget_marimo.py): toolbar, graph and chart side by side, hook
+readout. A click on a graph node hooks its module and re-runs; the toolbar's controls act on
+the widget in the kernel. See docs/frontends.md.
 
 Run by hand: ``marimo edit tests/ui/marimo_app.py`` (or ``marimo run``).
 """
@@ -25,21 +24,13 @@ def _():
 
     net, x, y = dead_branch_example()
     ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
-    w = ex.show()
-    return ex, mo, w
+    return ex, mo
 
 
 @app.cell
-def _(w):
-    # the graph (an anywidget): renders in marimo, clicks reach Python
-    w.pane
-    return
-
-
-@app.cell
-def _(w):
-    # the norms chart (plotly's FigureWidget is an anywidget too)
-    w.chart
+def _(ex):
+    # the whole explorer: toolbar, graph, chart, readout
+    ex.show()
     return
 
 
@@ -55,14 +46,6 @@ def _(mo):
 def _(check, ex, mo):
     mo.stop(not check.value)
     mo.md(f"<span class='gvt-hooks'>hooks: {sorted(map(tuple, ex.hooks))}</span>")
-    return
-
-
-@app.cell
-def _(w):
-    # the composite ExplorerWidget (an ipywidgets VBox, not an anywidget): marimo shows a
-    # "Jupyter widgets are not supported" banner here
-    w
     return
 
 
