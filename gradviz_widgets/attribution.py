@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -81,11 +81,16 @@ class ScopeTracker(TorchFunctionMode):
         (('0', 0),)
     """
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(
+        self, model: nn.Module, named: Iterable[tuple[str, nn.Module]] | None = None
+    ) -> None:
+        """`named`: `model.named_modules(remove_duplicate=False)`, when already at hand."""
         super().__init__()
         self.root = model
         self.paths: dict[int, str] = {}
-        for path, module in model.named_modules(remove_duplicate=False):
+        if named is None:
+            named = model.named_modules(remove_duplicate=False)
+        for path, module in named:
             self.paths.setdefault(id(module), path)
         self.stack: list[Call] = []
         self.calls: Counter[str] = Counter()

@@ -24,7 +24,7 @@ from torch import nn
 
 from .attribution import WritesParameter
 from .capture_stages import backward, forward, prepare, read_back, release, report, trace
-from .capture_state import forked_rng, no_cyclic_gc, swapped
+from .capture_state import ModelIndex, forked_rng, no_cyclic_gc, swapped
 from .checks import check_model, unwrap_compiled
 from .devices import resolve_device
 from .errors import GradExplorerError
@@ -87,10 +87,12 @@ def _run_checked(
     model: nn.Module, sample_input: Any, settings: RunSettings, hooks: RunHooks | None
 ) -> Capture:
     runner, wrapped = unwrap_compiled(model)
-    _check_something_trainable(model, sample_input)
+    index = ModelIndex.of(runner)  # the one walk of the module tree (the reruns share it)
+    _check_something_trainable(index, sample_input)
     device = resolve_device(settings.device, model)
     # wrappers are see-through: names and the graph are the user's module's
-    subject = Subject(runner, runner, sample_input, device, (wrapped,) if wrapped else ())
+    notes = (wrapped,) if wrapped else ()
+    subject = Subject(runner, runner, sample_input, device, notes, index)
     copied: frozenset[str] = frozenset()
     while True:  # each rerun copies one more parameter the forward writes into
         try:
@@ -113,7 +115,11 @@ def _run_once(
     model = subject.model
     hook_ctx = hooks.attached(model, state.batch) if hooks else contextlib.nullcontext()
     try:
-        with forked_rng(state.device, settings.seed), hook_ctx, swapped(model, state.stand_ins):
+        with (
+            forked_rng(state.device, settings.seed),
+            hook_ctx,
+            swapped(model, state.stand_ins, state.index),
+        ):
             forward(state)
             trace(state)
             backward(state)
@@ -123,8 +129,8 @@ def _run_once(
     return report(state)
 
 
-def _check_something_trainable(model: nn.Module, sample_input: Any) -> None:
-    params = list(model.parameters())
+def _check_something_trainable(index: ModelIndex, sample_input: Any) -> None:
+    params = [p for _, p in index.params]
     if any(p.requires_grad for p in params):
         return
     if any(t.requires_grad for _, t in CallArgs.from_sample(sample_input).leaves()):

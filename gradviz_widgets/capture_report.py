@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from torch import nn
 
 from . import diagnose, ids
-from .capture_state import canonical_names
+from .capture_state import ModelIndex
 from .graph import GradEdge, GradGraph, GradNode, ModuleScope
 from .report import GradReport, ParamRecord
 from .run_state import RunState
@@ -75,7 +75,7 @@ def freeze_graph(state: RunState) -> GradGraph:
         else:
             norm, gmax = None, None
         edges.append(GradEdge(e.src, e.dst, norm, gmax, classify(norm, gmax, thresholds)))
-    tree = _module_tree(state.model, state.tracker.calls, canonical_names(state.model))
+    tree = _module_tree(state.index, state.tracker.calls)
     return GradGraph(tuple(nodes), tuple(edges), tree)
 
 
@@ -88,17 +88,16 @@ def _label(n) -> str:
     return n.op
 
 
-def _module_tree(
-    model: nn.Module, calls: Mapping[str, int], canonical: Mapping[str, str]
-) -> dict[str, ModuleScope]:
+def _module_tree(index: ModelIndex, calls: Mapping[str, int]) -> dict[str, ModuleScope]:
     tree: dict[str, ModuleScope] = {}
-    for path, module in model.named_modules():
+    canonical = index.canonical
+    for path, module in index.modules:
         prefix = f"{path}." if path else ""
-        children = tuple(f"{prefix}{c}" for c, _ in module.named_children())
+        children = tuple(f"{prefix}{c}" for c in _distinct_names(module._modules))
         # a tied parameter is listed under the name the report uses for it
         params = tuple(
             canonical.get(f"{prefix}{p}", f"{prefix}{p}")
-            for p, _ in module.named_parameters(recurse=False)
+            for p in _distinct_names(module._parameters)
         )
         parent = None if path == "" else ids.owner_path(path)
         tree[path] = ModuleScope(
@@ -113,11 +112,25 @@ def _module_tree(
     return tree
 
 
-def module_norms(model: nn.Module, norms: Mapping[str, float | None]) -> dict[str, float | None]:
+def _distinct_names(members: Mapping[str, object]) -> list[str]:
+    """Names of the non-None members, each object once (`named_children()`,
+    `named_parameters(recurse=False)`), without a generator per module."""
+    seen: set[int] = set()
+    return [
+        k
+        for k, v in members.items()
+        if v is not None and id(v) not in seen and not seen.add(id(v))  # type: ignore[func-returns-value]
+    ]
+
+
+def module_norms(
+    model: nn.Module, norms: Mapping[str, float | None], index: ModelIndex | None = None
+) -> dict[str, float | None]:
     """path -> combined norm of every distinct parameter the module holds under any name (a tied
     weight counts in each module holding it, once per module)."""
-    held: dict[str, set[str]] = {path: set() for path, _ in model.named_modules()}
-    for alias, name in canonical_names(model).items():
+    index = index or ModelIndex.of(model)
+    held: dict[str, set[str]] = {path: set() for path, _ in index.modules}
+    for alias, name in index.canonical.items():
         for path in ["", *ids.path_prefixes(ids.owner_path(alias))]:
             if path in held:
                 held[path].add(name)
@@ -136,7 +149,7 @@ def build_report(state: RunState, graph: GradGraph) -> GradReport:
         loss=loss_value,
         loss_description=state.how,
         params=tuple(records),
-        module_norms=module_norms(state.model, {r.name: r.norm for r in records}),
+        module_norms=module_norms(state.model, {r.name: r.norm for r in records}, state.index),
         thresholds=state.settings.thresholds,
         device=str(state.device),
         duration_s=0.0,

@@ -16,7 +16,7 @@ from torch import nn
 from .attribution import ScopeTracker
 from .backward import REENTRANT_CHECKPOINT, direct_use_note, gradients, summed, wanted_leaves
 from .capture_report import build_report, freeze_graph
-from .capture_state import aliased_storages, make_stand_ins
+from .capture_state import ModelIndex, aliased_storages, make_stand_ins
 from .errors import GradExplorerError
 from .inputs import CallArgs, make_loss
 from .run_settings import RunSettings
@@ -32,8 +32,9 @@ def prepare(
     `copied` names parameters that get a copy instead of an alias (the forward writes them)."""
     started = time.perf_counter()
     model, device = subject.model, subject.device
-    stand_ins = make_stand_ins(model, device, copied)
-    tracker = ScopeTracker(model)
+    index = subject.index or ModelIndex.of(model)
+    stand_ins = make_stand_ins(model, device, copied, index)
+    tracker = ScopeTracker(model, index.all_modules)
     tracker.guard = aliased_storages(stand_ins)
     notes = list(subject.notes)
     if copied:
@@ -54,6 +55,7 @@ def prepare(
         hooks,
         started,
         notes,
+        index,
     )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +29,68 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn.utils import parametrize
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ModelIndex:
+    """The module tree walked once per run: what torch's `named_modules()` /
+    `named_parameters()` / `buffers()` give, for every stage of the run to share (each walk
+    is O(modules) Python; a run used to make ~10 of them).
+
+    `all_modules` and `all_params` list every name (`remove_duplicate=False`); `modules` and
+    `params` each object once under its first name, as torch's defaults do (the first
+    occurrences of a walk with duplicates are the walk without them).
+
+    Example:
+        >>> shared = nn.Linear(2, 2)
+        >>> index = ModelIndex.of(nn.Sequential(shared, shared))
+        >>> [p for p, _ in index.all_modules], [p for p, _ in index.modules]
+        (['', '0', '1'], ['', '0'])
+        >>> index.canonical["1.weight"]
+        '0.weight'
+    """
+
+    all_modules: tuple[tuple[str, nn.Module], ...]
+    all_params: tuple[tuple[str, torch.Tensor], ...]
+
+    @classmethod
+    def of(cls, model: nn.Module) -> ModelIndex:
+        named = tuple(model.named_modules(remove_duplicate=False))
+        return cls(named, tuple(model.named_parameters(remove_duplicate=False)))
+
+    @functools.cached_property
+    def modules(self) -> tuple[tuple[str, nn.Module], ...]:
+        return _first_of_each(self.all_modules)
+
+    @functools.cached_property
+    def params(self) -> tuple[tuple[str, torch.Tensor], ...]:
+        return _first_of_each(self.all_params)
+
+    @functools.cached_property
+    def canonical(self) -> dict[str, str]:
+        """Every name a parameter is reachable under -> the name `named_parameters()` reports."""
+        first: dict[int, str] = {}
+        return {name: first.setdefault(id(p), name) for name, p in self.all_params}
+
+    def buffers(self) -> list[torch.Tensor]:
+        """`model.buffers()`: each buffer object once."""
+        seen: set[int] = set()
+        out = []
+        for _, m in self.modules:
+            for b in m._buffers.values():
+                if b is not None and id(b) not in seen:
+                    seen.add(id(b))
+                    out.append(b)
+        return out
+
+
+def _first_of_each(named: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
+    seen: set[int] = set()
+    return tuple(
+        (name, x)
+        for name, x in named
+        if id(x) not in seen and not seen.add(id(x))  # type: ignore[func-returns-value]
+    )
 
 
 @dataclasses.dataclass
@@ -49,19 +112,23 @@ class StandIns:
 
 
 def make_stand_ins(
-    model: nn.Module, device: torch.device, copied: frozenset[str] = frozenset()
+    model: nn.Module,
+    device: torch.device,
+    copied: frozenset[str] = frozenset(),
+    index: ModelIndex | None = None,
 ) -> StandIns:
     """Leaf aliases of the parameters (copies when on another device, and for the names in
     `copied`: parameters the forward writes into in place), copies of the buffers."""
+    index = index or ModelIndex.of(model)
     params: dict[str, torch.Tensor] = {}
     real: dict[int, tuple[str, torch.Tensor]] = {}
     # modules that write into their weight during forward get a copy, not an alias
     renormed = {
         id(m.weight)
-        for m in model.modules()
+        for _, m in index.modules
         if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.max_norm is not None
     }
-    for name, p in model.named_parameters():
+    for name, p in index.params:
         alias = (
             p.detach()
             if p.device == device and id(p) not in renormed and name not in copied
@@ -69,7 +136,7 @@ def make_stand_ins(
         )
         params[name] = alias.requires_grad_(p.requires_grad)
         real[id(p)] = (name, p)
-    buffers = {id(b): b.detach().to(device, copy=True) for b in model.buffers()}
+    buffers = {id(b): b.detach().to(device, copy=True) for b in index.buffers()}
     return StandIns(params, real, buffers)
 
 
@@ -89,11 +156,7 @@ def aliased_storages(stand_ins: StandIns) -> dict[int, str]:
 
 def canonical_names(model: nn.Module) -> dict[str, str]:
     """Every name a parameter is reachable under -> the name `named_parameters()` reports."""
-    first: dict[int, str] = {}
-    out = {}
-    for name, p in model.named_parameters(remove_duplicate=False):
-        out[name] = first.setdefault(id(p), name)
-    return out
+    return ModelIndex.of(model).canonical
 
 
 #: attribute values put back after a run (and removed when the run added them): tensors, and
@@ -110,11 +173,13 @@ class _Saved:
 
 
 @contextlib.contextmanager
-def swapped(model: nn.Module, stand_ins: StandIns) -> Iterator[None]:
+def swapped(
+    model: nn.Module, stand_ins: StandIns, index: ModelIndex | None = None
+) -> Iterator[None]:
     """Stand-ins in every module that holds a parameter or buffer, until exit; then every entry
     gets its own object back (and plain tensor attributes, generator states, the parametrize
     cache are as before)."""
-    saved = _save(model)
+    saved = _save(index or ModelIndex.of(model))
     versions = {key: p._version for key, (_, p) in stand_ins.real.items()}
     try:
         for d, key, original in saved.slots:
@@ -132,11 +197,11 @@ def swapped(model: nn.Module, stand_ins: StandIns) -> Iterator[None]:
         ]
 
 
-def _save(model: nn.Module) -> _Saved:
+def _save(index: ModelIndex) -> _Saved:
     slots: list[tuple[dict, str, Any]] = []
     attrs = []
     generators = []
-    for module in model.modules():  # each module object once, whatever its names
+    for _, module in index.modules:  # each module object once, whatever its names
         for d in (module._parameters, module._buffers):
             slots += [(d, k, v) for k, v in d.items() if v is not None]
         attrs.append((module, {k: v for k, v in vars(module).items() if isinstance(v, _RESTORED)}))

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from .attribution import ScopeTracker
-from .capture_state import StandIns
+from .capture_state import ModelIndex, StandIns
 from .graph import GradGraph
 from .hook_events import HookRecord
 from .inputs import CallArgs
@@ -54,6 +54,7 @@ class Subject:
     sample_input: Any
     device: torch.device
     notes: tuple[str, ...] = ()
+    index: ModelIndex | None = None  # the module tree walked once, shared by the reruns
 
 
 @dataclasses.dataclass(eq=False)
@@ -74,6 +75,7 @@ class RunState:
     hooks: RunHooks | None
     started: float
     notes: list[str]
+    index: ModelIndex  # the module tree, walked once (every stage reads it from here)
     # forward
     names: dict[int, tuple[str, str]] = dataclasses.field(default_factory=dict)
     loss: torch.Tensor | None = None
