@@ -1,11 +1,12 @@
 """The explorer in marimo (``marimo run`` on tests/ui/marimo_app.py) in headless Chromium.
 
-marimo renders anywidgets itself (each inside a shadow root) and refuses classic ipywidgets,
-so the app shows the explorer's two anywidget parts, ``w.pane`` and ``w.chart``, and the
-composite ExplorerWidget (an ipywidgets VBox) shows marimo's "not supported" banner. Checked:
-the graph SVG and the chart's bars appear, a click on the gate's node marks it hooked, and
-the kernel reports the gate's backward hook (a run button re-runs a cell that prints it).
-See docs/frontends.md.
+The app shows plain ``ex.show()``: inside marimo that is the same ExplorerWidget, drawn whole
+(gradviz_widgets/widget_marimo.py). Checked at 1280x800: no "not supported" banner; toolbar,
+graph and chart (side by side) and readout drawn; a click on the gate's node hooks ``gate``
+in the kernel (a run button re-runs a cell that prints ``ex.hooks``), re-runs, outlines the
+gate's bars in the chart and fills the readout with the hook's firing; the chart-mode toggle,
+Run and a rejected threshold (shown in the status line, the field back to the value in force)
+act on the widget in the kernel. See docs/frontends.md.
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ class Page:
 
 @pytest.fixture
 def mpage(browser: Any, request: pytest.FixtureRequest) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(30_000)
     page = Page(context.new_page())
     try:
@@ -169,8 +170,19 @@ def gate_node(page: Any) -> Any:
     return page.locator(".gvw-pane g.node").filter(has_text="gate").first
 
 
+def outlined_bars(page: Any) -> int:
+    """How many bars of the chart have the thick outline of the selected module."""
+    return page.locator(".js-plotly-plot .bars .point path").evaluate_all(
+        "ps => ps.filter(p => parseFloat(getComputedStyle(p).strokeWidth) >= 2.5).length"
+    )
+
+
+def status(page: Any) -> str:
+    return page.locator(".gvw-status").first.inner_text()
+
+
 @pytest.mark.ui
-def test_marimo_graph_chart_and_gate_click(marimo_server: MarimoServer, mpage: Page) -> None:
+def test_marimo_whole_explorer(marimo_server: MarimoServer, mpage: Page) -> None:
     page = mpage.page
     ARTIFACTS.mkdir(exist_ok=True)
     page.goto(f"{marimo_server.url}/", wait_until="domcontentloaded", timeout=60_000)
@@ -178,22 +190,52 @@ def test_marimo_graph_chart_and_gate_click(marimo_server: MarimoServer, mpage: P
     # Playwright's CSS locators pierce the open shadow roots marimo renders anywidgets into
     page.locator(".gvw-pane svg g.node").first.wait_for(state="attached", timeout=180_000)
     page.locator(".js-plotly-plot .bars .point").first.wait_for(state="attached", timeout=90_000)
+    run = page.get_by_role("button", name="Run", exact=True)
+    run.wait_for(timeout=60_000)
     assert page.locator(".gvw-pane svg g.node").count() > 5
-    # the composite ExplorerWidget is a classic ipywidget: marimo shows its banner instead
-    page.get_by_text(NOT_SUPPORTED).first.wait_for(timeout=30_000)
-    assert page.locator(".widget-hbox").count() == 0  # no ipywidgets box drawn
+    assert page.get_by_text(NOT_SUPPORTED).count() == 0
+    assert "CrossEntropyLoss" in page.locator(".gvm-html").first.inner_text()  # loss line
+    assert "Click a node" in page.locator(".gvm-html").last.inner_text()  # readout
+    for name in ("device", "click hooks", "fold at"):
+        assert page.get_by_role("combobox", name=name).count() == 1
+    graph = page.locator(".gvw-pane").first.bounding_box()
+    chart = page.locator(".js-plotly-plot").first.bounding_box()
+    assert graph and chart and chart["x"] >= graph["x"] + graph["width"] - 1  # side by side
+    assert chart["y"] < graph["y"] + graph["height"] and chart["x"] + chart["width"] <= 1280
     page.screenshot(path=str(ARTIFACTS / "marimo_initial.png"))
+    assert outlined_bars(page) == 0
 
     # a click on the gate's node reaches ExplorerWidget.click_node in the kernel: the module
-    # gets a hook, the model re-runs, and the pane marks the hooked nodes
+    # gets a hook, the model re-runs, the pane marks the hooked nodes, the chart outlines the
+    # gate's bars and the readout shows what the hook saw
     gate_node(page).click()
     page.locator(".gvw-pane g.node.hooked").first.wait_for(state="attached", timeout=90_000)
+    wait_until(
+        lambda: "grad_output[0]" in page.locator(".gvm-html").last.inner_text(), 60, "the readout"
+    )
+    assert page.locator(".gvm-html").last.inner_text().startswith("gate")
+    wait_until(lambda: outlined_bars(page) == 2, 30, "the gate's two bars outlined")
+    assert "backward hook on at gate" in status(page)
     # the kernel's own view: the run button re-runs the cell that prints ex.hooks
     page.get_by_role("button", name="show hooks").click()
     hooks = page.locator(".gvt-hooks").first
     hooks.wait_for(timeout=60_000)
     assert "('gate', 'backward')" in hooks.inner_text()
     page.screenshot(path=str(ARTIFACTS / "marimo_after_click.png"))
+
+    # toolbar: chart mode (one bar per module), Run (the status line says the run's summary)
+    page.get_by_role("button", name="per module").click()
+    wait_until(lambda: page.locator(".js-plotly-plot .bars .point").count() == 4, 60, "4 bars")
+    assert "per-module" in (page.locator(".js-plotly-plot .gtitle").first.text_content() or "")
+    run.click()
+    wait_until(lambda: "hook on at gate" not in status(page), 60, "Run's new status line")
+    # a rejected threshold: the error in the status line, the field back to the value in force
+    field = page.get_by_role("spinbutton", name="vanishing <")
+    field.fill("1e9")
+    field.press("Enter")
+    wait_until(lambda: "vanishing < exploding" in status(page), 60, "the rejected threshold")
+    wait_until(lambda: float(field.input_value()) == 1e-7, 30, "the field reverted")
+    page.screenshot(path=str(ARTIFACTS / "marimo_toolbar.png"))
 
     if mpage.blocked:
         print("aborted non-loopback requests:", *mpage.blocked, sep="\n  ")
