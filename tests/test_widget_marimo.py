@@ -142,3 +142,20 @@ def test_labels_stay_text(monkeypatch):
     assert d["label"] == hostile and d["options"] == [hostile]  # drawn with textContent
     assert "innerHTML" not in widget_marimo.ESM.split("gvm-html")[0]
     assert Mirror([menu], None).tree[0]["kind"] == "select"
+
+
+def test_the_module_loads_without_torch_and_without_marimo():
+    import subprocess
+    import textwrap
+
+    script = """
+    import sys
+    sys.modules["torch"] = None  # every `import torch` now raises ImportError
+    sys.modules["marimo"] = None
+    import gradviz_widgets.widget_marimo as m
+    assert m.in_marimo() is False
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
