@@ -13,7 +13,7 @@ from torch import nn
 
 from . import diagnose, ids
 from .capture_state import ModelIndex
-from .graph import GradEdge, GradGraph, GradNode, ModuleScope
+from .graph import GradEdge, GradGraph, GradNode, ModuleScope, built
 from .report import GradReport, ParamRecord
 from .run_state import RunState
 from .stats import NormBatch
@@ -51,7 +51,8 @@ def freeze_graph(state: RunState) -> GradGraph:
             norm, gmax = pair_of(n.inflow)
         status = classify(norm, gmax, thresholds)
         nodes.append(
-            GradNode(
+            built(
+                GradNode,
                 n.id,
                 n.op,
                 n.kind,
@@ -63,6 +64,7 @@ def freeze_graph(state: RunState) -> GradGraph:
                 gmax,
                 status,
                 n.order,
+                (),
             )
         )
     edges = []
@@ -74,7 +76,7 @@ def freeze_graph(state: RunState) -> GradGraph:
             norm, gmax = (leaf_by_id.get(e.src) or (None, None)) if leaf else (1.0, 1.0)
         else:
             norm, gmax = None, None
-        edges.append(GradEdge(e.src, e.dst, norm, gmax, classify(norm, gmax, thresholds)))
+        edges.append(built(GradEdge, e.src, e.dst, norm, gmax, classify(norm, gmax, thresholds)))
     tree = _module_tree(state.index, state.tracker.calls)
     return GradGraph(tuple(nodes), tuple(edges), tree)
 

@@ -19,6 +19,7 @@ Besides parameters and buffers a forward can leave traces in:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -164,6 +165,11 @@ def canonical_names(model: nn.Module) -> dict[str, str]:
 _RESTORED = (torch.Tensor, int, float, bool, str, type(None))
 
 
+#: the usual types of module attributes, none of them a torch.Generator (a check against
+#: Generator runs Python per value: ~20 per module)
+_NOT_GENERATORS = frozenset({dict, collections.OrderedDict, bool, int, float, str, type(None), set})
+
+
 @dataclasses.dataclass
 class _Saved:
     slots: list[tuple[dict, str, Any]]  # (module dict, key, object it held)
@@ -204,9 +210,12 @@ def _save(index: ModelIndex) -> _Saved:
     for _, module in index.modules:  # each module object once, whatever its names
         for d in (module._parameters, module._buffers):
             slots += [(d, k, v) for k, v in d.items() if v is not None]
-        attrs.append((module, {k: v for k, v in vars(module).items() if isinstance(v, _RESTORED)}))
+        state = vars(module)
+        attrs.append((module, {k: v for k, v in state.items() if isinstance(v, _RESTORED)}))
         generators += [
-            (g, g.get_state()) for g in vars(module).values() if isinstance(g, torch.Generator)
+            (g, g.get_state())
+            for g in state.values()
+            if type(g) not in _NOT_GENERATORS and isinstance(g, torch.Generator)
         ]
     return _Saved(slots, attrs, generators, dict(parametrize._cache))
 

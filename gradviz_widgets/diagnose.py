@@ -74,8 +74,10 @@ def zero_origins(graph: GradGraph) -> Mapping[str, str]:
 def _zero_origins(graph: GradGraph) -> dict[str, str]:
     # distance (edges carrying exact zeros) from each node to the nearest node that received a
     # non-zero gradient, by one breadth-first pass backward from all such nodes at once
+    by_id = graph.by_id
+
     def live(node_id: str) -> bool:
-        return graph.node(node_id).grad_max not in (None, 0.0)
+        return by_id[node_id].grad_max not in (None, 0.0)
 
     dead_feeders: dict[str, list[str]] = {}
     for e in graph.edges:

@@ -64,36 +64,40 @@ class NormBatch:
         self._seen: dict[tuple, tuple[weakref.ref, int]] = {}
         self.scratch = Scratch()
         self.syncs = 0
-        # pending small CPU tensors: their float64 copies, lengths and repeats (slots reserved)
+        # pending small CPU tensors: their float64 copies and lengths (slots reserved)
         self._buf: torch.Tensor | None = None
         self._used = 0
         self._lengths: list[int] = []
-        self._repeats: list[int] = []
         # [index in _chunks, pairs]: runs of consecutive slots the buffer fills at the flush
         self._runs: list[list[int]] = []
         self._open = False  # whether the last chunk is the last run (small tensors extend it)
+        self._hole = torch.empty(0, dtype=self.dtype)  # a run's place in _chunks until _flush
         self._exact = {
             d for d in (torch.float32, torch.float16, torch.bfloat16) if squares_fit(d, self.dtype)
         }
 
     def add(self, grads: Sequence[torch.Tensor]) -> list[int]:
         """Queue (L2 norm, max |g|) of each gradient; returns the slot of each pair."""
-        slots: list[int | None] = []
+        small = [self._small(g) for g in grads]
+        if all(small):  # the common case in deep graphs: one copy, no per-tensor bookkeeping
+            if not grads:
+                return []
+            first = self._add_small(list(grads))
+            return list(range(first, first + 2 * len(grads), 2))
+        slots: list[int | None] = [None] * len(grads)
         fresh: list[tuple[int, torch.Tensor, tuple | None]] = []
-        small: list[tuple[int, torch.Tensor, int]] = []
         for i, g in enumerate(grads):
-            if self._small(g):
-                small.append((i, g, 1))  # expanded / transposed: the cat copies them
-                slots.append(None)
-                continue
+            if small[i]:
+                continue  # expanded / transposed: the copy to the buffer reads them as they are
             key = _identity(g) if g.device.type != "cuda" else None  # fused there: no gain
             hit = self._seen.get(key) if key is not None else None
-            slots.append(hit[1] if hit is not None and hit[0]() is not None else None)
-            if slots[-1] is None:
+            slots[i] = hit[1] if hit is not None and hit[0]() is not None else None
+            if slots[i] is None:
                 fresh.append((i, g, key))
-        if small:
-            first = self._add_small([x for _, x, _ in small], [r for _, _, r in small])
-            for k, (i, _, _) in enumerate(small):
+        if any(small):
+            at = [i for i, is_small in enumerate(small) if is_small]
+            first = self._add_small([grads[i] for i in at])
+            for k, i in enumerate(at):
                 slots[i] = first + 2 * k
         if fresh:
             dense = [g.coalesce().values() if g.is_sparse else g for _, g, _ in fresh]
@@ -115,7 +119,7 @@ class NormBatch:
             and g.numel() <= self.SMALL
         )
 
-    def _add_small(self, xs: list[torch.Tensor], repeats: list[int]) -> int:
+    def _add_small(self, xs: list[torch.Tensor]) -> int:
         """Copy small dense CPU tensors to the pending buffer (one cat and one copy per call,
         flushing it when full); the slot of the first pair, the others follow."""
         first = self._size
@@ -124,39 +128,40 @@ class NormBatch:
         lengths = [x.numel() for x in xs]
         start, cap = 0, self._buf.numel()
         while start < len(xs):
-            end, total = start, 0
-            while end < len(xs) and self._used + total + lengths[end] <= cap:
-                total += lengths[end]
-                end += 1
+            end, total = len(xs), sum(lengths[start:])
+            while self._used + total > cap and end > start:  # what fits now
+                end -= 1
+                total -= lengths[end]
             if end == start:  # full (any one tensor fits an empty buffer)
                 self._flush()
                 continue
-            flat = (
-                xs[start].reshape(-1)
-                if end == start + 1
-                else torch._C._nn.flatten_dense_tensors(xs[start:end])
-            )
-            self._buf[self._used : self._used + total].copy_(flat)
-            self._used += total
-            self._lengths += lengths[start:end]
-            self._repeats += repeats[start:end]
-            if not self._open:
-                self._chunks.append(torch.empty(0, dtype=self.dtype))  # filled by _flush
-                self._runs.append([len(self._chunks) - 1, 0])
-                self._open = True
-            self._runs[-1][1] += end - start
-            self._size += 2 * (end - start)
+            self._copy_in(xs[start:end], lengths[start:end], total)
             start = end
         return first
+
+    def _copy_in(self, xs: list[torch.Tensor], lengths: list[int], total: int) -> None:
+        """Append tensors that fit to the pending buffer, their slots to the open run."""
+        used = self._used
+        flat = xs[0].reshape(-1) if len(xs) == 1 else torch._C._nn.flatten_dense_tensors(xs)
+        self._buf[used : used + total].copy_(flat)  # type: ignore[index]
+        self._used = used + total
+        self._lengths += lengths
+        if not self._open:
+            self._chunks.append(self._hole)  # replaced by _flush
+            self._runs.append([len(self._chunks) - 1, 0])
+            self._open = True
+        self._runs[-1][1] += len(xs)
+        self._size += 2 * len(xs)
 
     def _flush(self) -> None:
         """Reduce the pending buffer into the runs of slots it reserved."""
         if self._lengths:
             assert self._buf is not None
-            pairs = segmented(self._buf[: self._used], self._lengths, self._repeats)
+            ones = [1] * len(self._lengths)
+            pairs = segmented(self._buf[: self._used], self._lengths, ones)
             for (index, _), part in zip(self._runs, pairs.split([2 * n for _, n in self._runs])):
                 self._chunks[index] = part
-            self._used, self._lengths, self._repeats, self._runs = 0, [], [], []
+            self._used, self._lengths, self._runs = 0, [], []
         self._open = False
 
     def add_nonzero_counts(self, grads: Sequence[torch.Tensor]) -> int:

@@ -169,15 +169,21 @@ def _name_nodes(
     by_fn: dict[Any, RawNode] = {}
     leaves: list[RawNode] = []
     counts: Counter[tuple[str, str]] = Counter()  # ops per (module, op); ("", "") other leaves
+    scopes: dict[str, Scope] = {}  # owner path -> its parameters' scope
     for fn in ordered:
         op = type(fn).__name__
-        var = getattr(fn, "variable", None)
+        # only AccumulateGrad has `variable` (a getattr that misses costs an exception)
+        var = fn.variable if op == "AccumulateGrad" else None
         if var is not None:
             kind, name = names.get(id(var), ("tensor", ""))
             if kind == "tensor":
                 name = str(counts[("", "")])
                 counts[("", "")] += 1
-            scope = param_scope(name, calls) if kind == "param" else owner.get(fn, ())
+            if kind == "param":
+                path = owner_path(name)
+                scope = scopes.get(path) or scopes.setdefault(path, param_scope(name, calls))
+            else:
+                scope = owner.get(fn, ())
             # inputs belong to the root; parameters and other leaves to their innermost module
             module = module_of_scope(scope) if kind != "input" else ""
             shape = tuple(var.shape)
