@@ -42,6 +42,9 @@ export class GraphView {
     this.svg = null;
     /** SVG text of the last successful layout (what "Download SVG" saves). */
     this.svgText = "";
+    this.shownDot = ""; // the DOT and key map now on screen (the same again needs no layout)
+    this.shownKeys = "";
+    this.renders = 0;
     /** @type {Map<string, SVGGElement>} */
     this.nodeEls = new Map();
     /** @type {WeakMap<Element, string>} */
@@ -85,6 +88,14 @@ export class GraphView {
       this.clear();
       return { nodes: 0, ms: 0, engine: "none", retried: false, warnings: [] };
     }
+    const keyText = JSON.stringify(keys);
+    if (this.svg && dot === this.shownDot && keyText === this.shownKeys) {
+      // the same drawing (a hook toggled, a re-run with equal norms): only the markers change,
+      // so no layout; an older layout still running is dropped by its sequence number
+      this.applyAll();
+      this.viewport.dataset.renders = String(++this.renders);
+      return { nodes: this.nodeEls.size, ms: 0, engine: "unchanged", retried: false, warnings: [] };
+    }
     let result;
     try {
       result = await this.layout.layout(dot);
@@ -107,9 +118,12 @@ export class GraphView {
     else this.viewport.prepend(svg);
     this.svg = svg;
     this.svgText = result.svg;
+    this.shownDot = dot;
+    this.shownKeys = keyText;
     this.placeholder.hidden = true;
     this.panZoom.attach(svg, keepView);
     this.applyAll();
+    this.viewport.dataset.renders = String(++this.renders); // lets tests see a finished render
     return { nodes: this.nodeEls.size, ms: result.ms, engine: result.engine, retried: result.retried, warnings: result.warnings };
   }
 
@@ -118,6 +132,8 @@ export class GraphView {
     this.svg?.remove();
     this.svg = null;
     this.svgText = "";
+    this.shownDot = "";
+    this.shownKeys = "";
     this.nodeEls.clear();
     this.placeholder.hidden = false;
     this.tooltip.hide();
