@@ -25,6 +25,7 @@ function labelled(n, control) {
 function button(n, send) {
   const b = make("button", "gvm-button" + (n.primary ? " gvm-primary" : ""), n.label);
   b.type = "button";
+  b.dataset.gvmKey = n.key ?? String(n.id);
   if (n.tooltip) b.title = n.tooltip;
   if (n.pressed !== undefined) b.setAttribute("aria-pressed", String(n.pressed));
   b.disabled = !!n.disabled;
@@ -36,7 +37,10 @@ function toggles(n, send) {
   const group = make("span", "gvm-toggles");
   group.setAttribute("role", "group");
   n.options.forEach((label, i) => {
-    const b = button({ label, tooltip: (n.tooltips || [])[i], pressed: i === n.index }, () => send({ index: i }));
+    const key = `${n.id}:${i}`;
+    const b = button({ key, label, tooltip: (n.tooltips || [])[i], pressed: i === n.index }, () =>
+      send({ index: i }),
+    );
     group.appendChild(b);
   });
   return labelled(n, group);
@@ -44,6 +48,7 @@ function toggles(n, send) {
 
 function select(n, send) {
   const s = make("select", "gvm-select");
+  s.dataset.gvmKey = String(n.id);
   n.options.forEach((label, i) => {
     const o = make("option", "", label);
     o.value = String(i);
@@ -59,6 +64,7 @@ function number(n, send) {
   const input = make("input", "gvm-number");
   input.type = "number";
   input.step = "any";
+  input.dataset.gvmKey = String(n.id);
   input.value = String(n.value);
   input.addEventListener("change", () => send({ value: input.value === "" ? null : Number(input.value) }));
   return labelled(n, input);
@@ -89,7 +95,13 @@ function draw(n, model) {
 function render({ model, el }) {
   const root = make("div", "gvm");
   el.appendChild(root);
-  const redraw = () => root.replaceChildren(...model.get("tree").map((n) => draw(n, model)));
+  // a redraw keeps the keyboard focus on the same control (Tab order survives a re-run)
+  const redraw = () => {
+    const focused = root.getRootNode().activeElement;
+    const key = focused && root.contains(focused) ? focused.dataset.gvmKey : undefined;
+    root.replaceChildren(...model.get("tree").map((n) => draw(n, model)));
+    if (key) root.querySelector(`[data-gvm-key="${key}"]`)?.focus();
+  };
   model.on("change:tree", redraw);
   model.on("change:revision", redraw);
   redraw();

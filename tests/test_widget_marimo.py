@@ -133,7 +133,7 @@ def test_python_side_changes_are_drawn_again(shown):
     assert drawn(shown.marimo.toolbar, "Compare")["pressed"] is False
 
 
-def test_labels_stay_text(monkeypatch):
+def test_labels_stay_text():
     import ipywidgets as W
 
     hostile = "<img src=x onerror=alert(1)>"

@@ -6,7 +6,7 @@ graph and chart (side by side) and readout drawn; a click on the gate's node hoo
 in the kernel (a run button re-runs a cell that prints ``ex.hooks``), re-runs, outlines the
 gate's bars in the chart and fills the readout with the hook's firing; the chart-mode toggle,
 Run and a rejected threshold (shown in the status line, the field back to the value in force)
-act on the widget in the kernel. See docs/frontends.md.
+act on the widget in the kernel, and the CSV button downloads the norms. See docs/frontends.md.
 """
 
 from __future__ import annotations
@@ -211,10 +211,10 @@ def test_marimo_whole_explorer(marimo_server: MarimoServer, mpage: Page) -> None
     gate_node(page).click()
     page.locator(".gvw-pane g.node.hooked").first.wait_for(state="attached", timeout=90_000)
     wait_until(
-        lambda: "grad_output[0]" in page.locator(".gvm-html").last.inner_text(), 60, "the readout"
+        lambda: "grad_output[0]" in page.locator(".gvm-html").last.inner_text(), 90, "the readout"
     )
     assert page.locator(".gvm-html").last.inner_text().startswith("gate")
-    wait_until(lambda: outlined_bars(page) == 2, 30, "the gate's two bars outlined")
+    wait_until(lambda: outlined_bars(page) == 2, 90, "the gate's two bars outlined")
     assert "backward hook on at gate" in status(page)
     # the kernel's own view: the run button re-runs the cell that prints ex.hooks
     page.get_by_role("button", name="show hooks").click()
@@ -225,17 +225,22 @@ def test_marimo_whole_explorer(marimo_server: MarimoServer, mpage: Page) -> None
 
     # toolbar: chart mode (one bar per module), Run (the status line says the run's summary)
     page.get_by_role("button", name="per module").click()
-    wait_until(lambda: page.locator(".js-plotly-plot .bars .point").count() == 4, 60, "4 bars")
+    wait_until(lambda: page.locator(".js-plotly-plot .bars .point").count() == 4, 90, "4 bars")
     assert "per-module" in (page.locator(".js-plotly-plot .gtitle").first.text_content() or "")
     run.click()
-    wait_until(lambda: "hook on at gate" not in status(page), 60, "Run's new status line")
+    wait_until(lambda: "hook on at gate" not in status(page), 90, "Run's new status line")
     # a rejected threshold: the error in the status line, the field back to the value in force
     field = page.get_by_role("spinbutton", name="vanishing <")
     field.fill("1e9")
     field.press("Enter")
-    wait_until(lambda: "vanishing < exploding" in status(page), 60, "the rejected threshold")
-    wait_until(lambda: float(field.input_value()) == 1e-7, 30, "the field reverted")
+    wait_until(lambda: "vanishing < exploding" in status(page), 90, "the rejected threshold")
+    wait_until(lambda: float(field.input_value()) == 1e-7, 90, "the field reverted")
+    assert field.evaluate("e => e.getRootNode().activeElement === e")  # focus kept on redraw
     page.screenshot(path=str(ARTIFACTS / "marimo_toolbar.png"))
+    # a download button: the file comes from the kernel through the graph pane
+    with page.expect_download(timeout=60_000) as download:
+        page.get_by_role("button", name="CSV", exact=True).click()
+    assert download.value.suggested_filename == "grad_norms.csv"
 
     if mpage.blocked:
         print("aborted non-loopback requests:", *mpage.blocked, sep="\n  ")
