@@ -238,19 +238,16 @@ def instrument(graph: RawGraph, batch: NormBatch, modified: Collection[str] = ()
     The hooks live on the autograd nodes of this run only; they vanish with the graph.
     """
     leaving: dict[str, list[RawEdge]] = {}
-    for e in graph.edges:
-        leaving.setdefault(e.src, []).append(e)
     in_edges: dict[str, list[RawEdge]] = {}
-    for e in graph.edges:
-        in_edges.setdefault(e.dst, []).append(e)
-    order = [0]
     # an edge through a hook node takes what left the hook node (after any modifier) when it
     # is that input's only consumer; shared inputs keep each consumer's own contribution
-    sharing: dict[tuple[int, int], int] = {}
+    sharing: Counter[tuple[int, int]] = Counter()
     for e in graph.edges:
+        leaving.setdefault(e.src, []).append(e)
+        in_edges.setdefault(e.dst, []).append(e)
         if e.via is not None:
-            key = (id(e.via[0]), e.via[1])
-            sharing[key] = sharing.get(key, 0) + 1
+            sharing[(id(e.via[0]), e.via[1])] += 1
+    order = [0]
     through: dict[Any, list[RawEdge]] = {}
     for node in graph.nodes.values():
         if node.kind != "op":
