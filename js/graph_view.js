@@ -1,15 +1,11 @@
 // @ts-check
-/**
- * The graph itself: DOT -> SVG (Graphviz in a worker), node lookup by the
- * generated key Graphviz writes into every node's and cluster's <title> (mapped
- * back to Python ids by `keys`), classes for selection / highlight / search /
- * hooks, keyboard focus, hover tooltip, pan and zoom.
- * Talks to the outside only through the callbacks it is given.
- */
+/** The graph itself: DOT -> SVG (Graphviz in a worker), nodes resolved by their generated keys
+ * (svg_nodes.indexSvg), classes for selection / highlight / search / hooks, keyboard focus,
+ * hover tooltip, pan and zoom. Talks to the outside only through the callbacks it is given. */
 import { LayoutClient } from "./layout_client.js";
 import { PanZoom } from "./pan_zoom.js";
-import { clusterModuleFor, nodeAriaLabel, nodeIdFor, own } from "./resolve.js";
-import { setBadge, setTitle, titleOf } from "./svg_nodes.js";
+import { nodeAriaLabel, own } from "./resolve.js";
+import { indexSvg, setBadge, setTitle, titleOf } from "./svg_nodes.js";
 import { Tooltip } from "./tooltip.js";
 
 export { titleOf };
@@ -141,26 +137,7 @@ export class GraphView {
 
   /** @param {SVGSVGElement} svg @param {Record<string, string>} keys */
   index(svg, keys) {
-    this.nodeEls = new Map();
-    this.idOf = new WeakMap();
-    this.moduleOf = new WeakMap();
-    for (const g of Array.from(svg.querySelectorAll("g.node"))) {
-      const key = titleOf(g);
-      const id = nodeIdFor(key, g.id, keys);
-      if (id === null) continue;
-      g.setAttribute("data-key", key);
-      g.setAttribute("tabindex", "0");
-      g.setAttribute("role", "button");
-      this.nodeEls.set(id, /** @type {SVGGElement} */ (g));
-      this.idOf.set(g, id);
-    }
-    for (const g of Array.from(svg.querySelectorAll("g.cluster"))) {
-      const module = clusterModuleFor(titleOf(g), g.id, keys);
-      if (module === null) continue;
-      g.setAttribute("data-key", titleOf(g));
-      this.moduleOf.set(g, module);
-      setTitle(g, module || "(root)");
-    }
+    ({ nodeEls: this.nodeEls, idOf: this.idOf, moduleOf: this.moduleOf } = indexSvg(svg, keys));
   }
 
   /** @param {string} id @returns {NodeInfo | undefined} */

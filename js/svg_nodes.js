@@ -1,7 +1,41 @@
 // @ts-check
 /** Small DOM helpers for the nodes and clusters of Graphviz SVG: titles, hook badge. */
 
+import { clusterModuleFor, nodeIdFor } from "./resolve.js";
+
 const SVG_NS = "http://www.w3.org/2000/svg";
+
+/**
+ * Resolve a laid-out SVG: every drawn node to its Python id (focusable, a button), every
+ * cluster to its module (its tooltip title the module path, never the DOT key).
+ * @param {SVGSVGElement} svg @param {Record<string, string>} keys DOT key -> Python id
+ */
+export function indexSvg(svg, keys) {
+  /** @type {Map<string, SVGGElement>} */
+  const nodeEls = new Map();
+  /** @type {WeakMap<Element, string>} */
+  const idOf = new WeakMap();
+  /** @type {WeakMap<Element, string>} */
+  const moduleOf = new WeakMap();
+  for (const g of Array.from(svg.querySelectorAll("g.node"))) {
+    const key = titleOf(g);
+    const id = nodeIdFor(key, g.id, keys);
+    if (id === null) continue;
+    g.setAttribute("data-key", key);
+    g.setAttribute("tabindex", "0");
+    g.setAttribute("role", "button");
+    nodeEls.set(id, /** @type {SVGGElement} */ (g));
+    idOf.set(g, id);
+  }
+  for (const g of Array.from(svg.querySelectorAll("g.cluster"))) {
+    const module = clusterModuleFor(titleOf(g), g.id, keys);
+    if (module === null) continue;
+    g.setAttribute("data-key", titleOf(g));
+    moduleOf.set(g, module);
+    setTitle(g, module || "(root)");
+  }
+  return { nodeEls, idOf, moduleOf };
+}
 
 /** @param {Element} g @returns {string} the text of the group's own <title> */
 export function titleOf(g) {
