@@ -129,11 +129,10 @@ def walk(
     # nodes our own hooks add are left out, so the graph (and its ids) is the same with
     # hooks on or off; edges run through them to what they wrap
     transparent = {fn for fn in found if _is_hook_node(fn)}
-    # creation order (the order ops claimed their nodes) makes ids stable across runs
-    rank = {fn: i for i, fn in enumerate(owner)}
-    ordered = sorted(
-        (fn for fn in found if fn not in transparent), key=lambda fn: rank.get(fn, len(rank))
-    )
+    # creation order (the order ops claimed their nodes) makes ids stable across runs; nodes
+    # no op claimed follow, in walk order
+    ordered = [fn for fn in owner if fn in found and fn not in transparent]
+    ordered += [fn for fn in found if fn not in owner and fn not in transparent]
     nodes, by_fn, leaves = _name_nodes(ordered, owner, names, calls)
     edges = _edges(by_fn, transparent)
     out = RawNode(OUTPUT, "Output", "output", LOSS_SCOPE, LOSS_CALL, shape=tuple(loss.shape))
