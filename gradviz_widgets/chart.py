@@ -79,7 +79,9 @@ def _zero_share(fraction: float | None) -> str | None:
 def axis_range(rows: list[dict], report: GradReport) -> tuple[float, float]:
     """log10 floor and ceiling: finite positive norms and both thresholds, padded."""
     values = [r["norm"] for r in rows if r["norm"] and math.isfinite(r["norm"]) and r["norm"] > 0]
-    values += [report.thresholds.vanishing, report.thresholds.exploding]
+    values += list(report.thresholds.lines().values())
+    if not values:  # no norm to place and both checks off
+        return -9, 2
     lo, hi = math.log10(min(values)), math.log10(max(values))
     return math.floor(lo) - 1, math.ceil(hi) + 1
 
@@ -200,7 +202,10 @@ def _placed(trace: dict, names: list, values: list | None, flat: bool) -> dict:
 
 
 def _layout(report: GradReport, mode: str, lo: float, hi: float, shape: dict, multi: bool) -> dict:
-    th = report.thresholds
+    lines = report.thresholds.lines()  # a check turned off draws no line
+    colours = {"vanishing": _VAN, "exploding": _EXP}
+    signs = {"vanishing": "<", "exploding": ">"}
+    texts = {k: f"{k} {signs[k]} {v:g}" for k, v in lines.items()}
     flat = shape["orientation"] == "h"
     norm_axis = {
         "type": "log",
@@ -231,20 +236,11 @@ def _layout(report: GradReport, mode: str, lo: float, hi: float, shape: dict, mu
             "text": (
                 "per-parameter gradient norms" if mode == "param" else "per-module gradient norms"
             )
-            + (
-                f"<br><sub>dashed: vanishing < {th.vanishing:g}, exploding > {th.exploding:g}</sub>"
-                if flat
-                else ""
-            ),
+            + (f"<br><sub>dashed: {', '.join(texts.values())}</sub>" if flat and texts else ""),
             "font": {"size": 13},
         },
-        "shapes": [_line(th.vanishing, _VAN, flat), _line(th.exploding, _EXP, flat)],
-        "annotations": []
-        if flat
-        else [
-            _hlabel(th.vanishing, f"vanishing < {th.vanishing:g}", _VAN),
-            _hlabel(th.exploding, f"exploding > {th.exploding:g}", _EXP),
-        ],
+        "shapes": [_line(v, colours[k], flat) for k, v in lines.items()],
+        "annotations": [] if flat else [_hlabel(v, texts[k], colours[k]) for k, v in lines.items()],
     }
 
 

@@ -32,7 +32,9 @@ def _span(rows: list[dict[str, Any]], thresholds: Thresholds) -> tuple[float, fl
         for r in rows
         if r.get("norm") is not None and math.isfinite(r["norm"]) and r["norm"] > 0
     ]
-    logs += [math.log10(v) for v in (thresholds.vanishing, thresholds.exploding) if v > 0]
+    logs += [math.log10(v) for v in thresholds.lines().values()]  # checks turned off: no line
+    if not logs:
+        return -9, 2
     lo, hi = math.floor(min(logs)) - 1, math.ceil(max(logs)) + 1
     return lo, hi
 
@@ -89,17 +91,14 @@ def _axis(lo: float, hi: float, height: float, thresholds: Thresholds) -> str:
                 f'<text x="{x:.1f}" y="{PAD - 10}" font-size="9" '
                 f'text-anchor="middle" fill="#666">1e{e}</text>'
             )
-    for value, color, name in (
-        (thresholds.vanishing, STYLES["vanishing"].line, "vanishing"),
-        (thresholds.exploding, STYLES["exploding"].line, "exploding"),
-    ):
-        if value > 0:
-            x = _x(value, lo, hi)
-            parts.append(
-                f'<line x1="{x:.1f}" y1="{PAD - 6}" x2="{x:.1f}" y2="{height}" '
-                f'stroke="{color}" stroke-dasharray="4 3"><title>{name} threshold '
-                f"{format_norm(value)}</title></line>"
-            )
+    for name, value in thresholds.lines().items():
+        color = STYLES[name].line
+        x = _x(value, lo, hi)
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{PAD - 6}" x2="{x:.1f}" y2="{height}" '
+            f'stroke="{color}" stroke-dasharray="4 3"><title>{name} threshold '
+            f"{format_norm(value)}</title></line>"
+        )
     return "".join(parts)
 
 

@@ -47,6 +47,17 @@ class Thresholds:
                 f"vanishing={self.vanishing}, exploding={self.exploding}"
             )
 
+    def lines(self) -> dict[str, float]:
+        """The thresholds a chart draws: a check turned off (vanishing=0, exploding=inf) has
+        no line, and no place on a log axis.
+
+        Example:
+            >>> Thresholds(vanishing=0.0).lines()
+            {'exploding': 10000.0}
+        """
+        both = {"vanishing": self.vanishing, "exploding": self.exploding}
+        return {k: v for k, v in both.items() if 0 < v < math.inf}
+
 
 def classify(norm: float | None, max_abs: float | None, thresholds: Thresholds) -> str:
     """One of STATUSES for a gradient with this L2 norm and largest absolute element.

@@ -244,12 +244,6 @@ def test_user_hooks_fire_once_per_explorer_run(resnet) -> None:
     assert fired1.count("pre") == 1, fired1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="chart.axis_range/_hlabel take log10 of both thresholds: Thresholds(vanishing=0.0) "
-    "(math domain error) and Thresholds(exploding=inf) (OverflowError), both accepted by "
-    "Thresholds, break figure_dict, ex.show(), ex.compare() and ex.export_html",
-)
 @pytest.mark.parametrize("th", [{"vanishing": 0.0}, {"exploding": math.inf}], ids=str)
 def test_thresholds_that_turn_a_check_off_still_draw(th: dict, tmp_path: Path) -> None:
     torch.manual_seed(0)

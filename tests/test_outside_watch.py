@@ -191,12 +191,6 @@ def test_record_file_is_complete_after_close_without_history(tmp_path: Path) -> 
     run.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="watch/page.script_json(allow_nan=False) gets thresholds [1e-7, inf]: "
-    "GradWatch(thresholds=Thresholds(exploding=inf)).export_html raises ValueError "
-    "(and watch.show() an OverflowError in the figure's axis)",
-)
 def test_page_with_exploding_check_turned_off(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = nn.Linear(3, 1)

@@ -28,7 +28,9 @@ def colorscale(zmin: float, zmax: float, thresholds: Thresholds) -> list[list]:
     def at(v: float) -> float:
         return min(max((v - zmin) / span, 0.0), 1.0)
 
-    van, exp = at(math.log10(thresholds.vanishing)), at(math.log10(thresholds.exploding))
+    lines = thresholds.lines()  # a check turned off moves its band edge to the scale's end
+    van = at(math.log10(lines["vanishing"])) if "vanishing" in lines else 0.0
+    exp = at(math.log10(lines["exploding"])) if "exploding" in lines else 1.0
     v_fill, v_line = STYLES["vanishing"].fill, STYLES["vanishing"].line
     h_fill, h_line = STYLES["healthy"].fill, STYLES["healthy"].line
     e_fill, e_line = STYLES["exploding"].fill, STYLES["exploding"].line
@@ -44,10 +46,12 @@ def colorscale(zmin: float, zmax: float, thresholds: Thresholds) -> list[list]:
 
 def z_range(values: np.ndarray, thresholds: Thresholds) -> tuple[float, float]:
     finite = values[np.isfinite(values) & (values > 0)]
-    lo = math.log10(thresholds.vanishing) - 1
-    hi = math.log10(thresholds.exploding) + 1
+    logs = [math.log10(v) for v in thresholds.lines().values()]
+    lo, hi = (min(logs) - 1, max(logs) + 1) if logs else (math.inf, -math.inf)
     if finite.size:
         lo, hi = min(lo, math.log10(finite.min())), max(hi, math.log10(finite.max()))
+    if not math.isfinite(lo):  # no norm yet and both checks off
+        lo, hi = -9, 2
     return math.floor(lo), math.ceil(hi)
 
 
@@ -163,10 +167,7 @@ def lines_figure(
         "showlegend": True,
     }
     marks = _anomaly_marks(anomalies or [])
-    layout["shapes"] = marks["shapes"] + [
-        _hline(th.vanishing, "vanishing"),
-        _hline(th.exploding, "exploding"),
-    ]
+    layout["shapes"] = marks["shapes"] + [_hline(v, k) for k, v in th.lines().items()]
     layout["annotations"] = marks["annotations"]
     return {"data": data, "layout": layout}
 

@@ -116,7 +116,8 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
         "modules": [params[i].module for i in order],
         "shapes": [" x ".join(map(str, params[i].shape)) or "scalar" for i in order],
         "selected": [index[n] for n in default_selection(overview, params) if n in index],
-        "thresholds": [th.vanishing, th.exploding],
+        # a check turned off (vanishing 0, exploding inf) draws no line: null
+        "thresholds": [th.lines().get("vanishing"), th.lines().get("exploding")],
         "threshold_text": [format_norm(th.vanishing), format_norm(th.exploding)],
         "statuses": list(STATUSES),
         "colors": {s: [STYLES[s].fill, STYLES[s].line] for s in STATUSES},

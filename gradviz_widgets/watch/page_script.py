@@ -32,9 +32,10 @@ async function load(view) {
   const buf = await inflate(view.cells), B = view.buckets, n = P * B;
   const vals = view.table.map(Number);
   const logs = vals.map((v) => Math.log10(v));
-  const [lv, le] = D.thresholds.map(Math.log10);
-  let zmin = Math.floor(lv) - 1, zmax = Math.ceil(le) + 1;
+  let zmin = Infinity, zmax = -Infinity;  // thresholds turned off are null: no line
+  for (const t of D.thresholds) if (t !== null) { zmin = Math.min(zmin, Math.floor(Math.log10(t)) - 1); zmax = Math.max(zmax, Math.ceil(Math.log10(t)) + 1); }
   for (const l of logs) { zmin = Math.min(zmin, Math.floor(l)); zmax = Math.max(zmax, Math.ceil(l)); }
+  if (!isFinite(zmin)) { zmin = -9; zmax = 2; }
   const bytes = new Uint8Array(buf);
   const u32 = (k) => {  // the k-th uint32 array, stored as 4 byte planes
     const out = new Uint32Array(n), o = 4 * n * k;
@@ -56,7 +57,8 @@ async function load(view) {
 function stops() {
   const C = D.colors, span = Math.max(V.zmax - V.zmin, 1e-9);
   const at = (l) => Math.min(Math.max((l - V.zmin) / span, 0), 1);
-  const van = at(Math.log10(D.thresholds[0])), exp = Math.max(at(Math.log10(D.thresholds[1])), van);
+  const [tv, te] = D.thresholds;
+  const van = tv === null ? 0 : at(Math.log10(tv)), exp = te === null ? 1 : Math.max(at(Math.log10(te)), van);
   return [[0, C.vanishing[1]], [van, C.vanishing[0]], [van, C.healthy[0]], [exp, C.healthy[1]],
     [exp, C.exploding[0]], [1, C.exploding[1]]];
 }
@@ -176,7 +178,7 @@ function drawLines() {
   const all = selected.map((r) => [r, series(r)]);
   let lo = Infinity, hi = -Infinity;
   for (const [, pts] of all) for (const [, k] of pts) { lo = Math.min(lo, V.logs[k]); hi = Math.max(hi, V.logs[k]); }
-  if (!isFinite(lo)) { lo = Math.log10(D.thresholds[0]); hi = Math.log10(D.thresholds[1]); }
+  if (!isFinite(lo)) { lo = V.zmin + 1; hi = V.zmax - 1; }
   lo = Math.floor(lo); hi = Math.max(Math.ceil(hi), lo + 1);
   const x = (s) => m.l + ((s - V.first) / Math.max(end() - V.first, 1)) * (W - m.l - m.r);
   const y = (l) => m.t + (1 - (l - lo) / (hi - lo)) * (H - m.t - m.b);
@@ -189,6 +191,7 @@ function drawLines() {
   for (const t of ticks(V.first, end(), 8)) svg.append(el("text", { x: x(t), y: H - m.b + 16, "text-anchor": x(t) > W - m.r - 30 ? "end" : "middle" }, String(t)));
   svg.append(el("text", { x: W - m.r, y: H - 4, "text-anchor": "end" }, "step"));
   D.thresholds.forEach((t, k) => {
+    if (t === null) return;
     const l = Math.log10(t), kind = k ? "exploding" : "vanishing";
     if (l < lo || l > hi) return;
     svg.append(el("line", { x1: m.l, x2: W - m.r, y1: y(l), y2: y(l), stroke: D.colors[kind][1], "stroke-dasharray": "6 4", class: "threshold" }));
