@@ -216,8 +216,10 @@ class GradExplorer(HookControls, Exports):
         (report, graph) pair; None: this explorer's current run) is run A, this explorer's runs
         are B: grouped bars, the ratio B/A, edges coloured by the ratio, changed statuses."""
         from .widget import compare_with
+        from .widget_marimo import in_marimo, marimo_view
 
-        return compare_with(self, baseline, **options)
+        widget = compare_with(self, baseline, **options)
+        return marimo_view(widget) if in_marimo() else widget
 
     def __repr__(self) -> str:
         name = type(self._model).__name__ if self._model is not None else "<closed>"

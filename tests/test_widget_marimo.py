@@ -159,3 +159,10 @@ def test_the_module_loads_without_torch_and_without_marimo():
         [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_compare_is_drawn_whole_in_marimo_too(dead_explorer, monkeypatch):
+    monkeypatch.setattr(widget_marimo, "in_marimo", lambda: True)
+    w = dead_explorer.compare()  # pins the current run as A
+    assert isinstance(w, ExplorerWidget) and w.baseline is not None
+    assert hasattr(w, "marimo") and "_display_" in vars(w)
