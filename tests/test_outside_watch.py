@@ -153,11 +153,6 @@ def _open_mixed(path: Path) -> tuple[list[int], list[str]]:
     return ranks, [str(w.message) for w in caught]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="watch/recorded.rank_folders: a folder holding watch.sqlite AND rank<r>/ folders "
-    "is read as the single-process record only; the rank folders are dropped without a word",
-)
 def test_mixed_folder_warns(tmp_path: Path) -> None:
     train(tmp_path / "run", steps=2).close()
     train(tmp_path / "run" / "rank1", steps=3).close()
@@ -165,11 +160,6 @@ def test_mixed_folder_warns(tmp_path: Path) -> None:
     assert ranks != [0] or any("rank" in m for m in messages), (ranks, messages)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GradWatch.close() leaves history()'s read-only connection (_read_store) open, so "
-    "the WAL is never checkpointed: watch.sqlite alone is an empty 4 KB file after close",
-)
 def test_record_file_is_complete_after_close(tmp_path: Path) -> None:
     watch = train(tmp_path / "run", steps=3)
     assert len(watch.history()) == 3 * 4  # a user looks at the history, then closes

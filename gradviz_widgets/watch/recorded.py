@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -147,13 +148,20 @@ class RecordedRun:
 
 def rank_folders(path: Path) -> dict[int, Path]:
     """rank -> folder holding its watch.sqlite: `path` itself (one process), else `path/rank<r>`."""
-    if (path / DB_NAME).exists():
-        return {0: path}
     found = {
         int(d.name[4:]): d
         for d in path.glob("rank*")
         if d.name[4:].isdigit() and (d / DB_NAME).exists()
     }
+    if (path / DB_NAME).exists():
+        if found:  # a folder reused: a one-process run, then a torchrun (or the other way)
+            warnings.warn(
+                f"{path} holds a one-process record ({DB_NAME}) and rank folders "
+                f"({', '.join(d.name for d in found.values())}); reading the one-process "
+                f"record: open {path}/rank<r> for a rank's, or move them apart",
+                stacklevel=3,
+            )
+        return {0: path}
     if not found:
         raise FileNotFoundError(f"no GradWatch record at {path / DB_NAME} nor {path}/rank*/")
     return dict(sorted(found.items()))
