@@ -18,6 +18,18 @@ try:
 except ModuleNotFoundError as _missing:  # only a missing torch is expected here
     if _missing.name != "torch":
         raise
+    _NEED_TORCH = {"Capture", "capture", "GradExplorer", "HookEvent", "GradWatch"}
+
+    def __getattr__(name: str) -> object:
+        if name in _NEED_TORCH:
+            raise ImportError(
+                f"gradviz_widgets.{name} runs models and needs PyTorch, which is not installed "
+                "here: pip install torch (the data side — GradReport, GradGraph, export.load_json, "
+                "render, chart — works without it)",
+                name=name,
+            )
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
@@ -36,3 +48,4 @@ __all__ = [
     "__version__",
     "capture",
 ]
+__all__ = [name for name in __all__ if name in globals()]  # without torch: the data side only

@@ -72,11 +72,6 @@ def test_saved_report_renders_and_compares_without_torch(without_torch: dict) ->
     assert without_torch["error"] is not None and without_torch["error"][0] == "ImportError"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gradviz_widgets/__init__.py swallows the missing torch: `from gradviz_widgets "
-    "import GradExplorer` says only \"cannot import name 'GradExplorer'\", never 'torch'",
-)
 def test_explorer_without_torch_says_torch_is_missing(without_torch: dict) -> None:
     assert "torch" in without_torch["error"][1], without_torch["error"]
 

@@ -32,7 +32,7 @@ import importlib, json, sys
 sys.modules["torch"] = None  # every `import torch` now raises ImportError
 sys.path.insert(0, {root!r})
 import gradviz_widgets
-assert not hasattr(gradviz_widgets, "GradExplorer")
+assert "GradExplorer" not in vars(gradviz_widgets)
 from gradviz_widgets import GradReport, GradGraph, Thresholds
 for name in {modules!r}:
     importlib.import_module("gradviz_widgets." + name)

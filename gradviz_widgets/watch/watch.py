@@ -236,9 +236,10 @@ class GradWatch:
         self.closed = True
         self._recorder.detach()
         self._writer.sync()
-        reader, self._read_store = getattr(self, "_read_store", None), None
+        reader = getattr(self, "_read_store", None)
         if reader is not None:  # an open reader would keep the WAL from folding into the file
             reader.close()
+            del self._read_store
         self._writer.stop()
         release(self._ranks, writer_done=not self._writer.is_alive())
         if self._model is not None and _WATCHED.get(self._model) is self:
