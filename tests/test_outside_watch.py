@@ -12,7 +12,6 @@ import shutil
 import warnings
 from pathlib import Path
 
-import pytest
 import torch
 from torch import nn
 
