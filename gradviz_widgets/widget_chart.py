@@ -66,9 +66,11 @@ class ChartView:
         if self.baseline is not None:
             return compare_figure(self.baseline[0], self.explorer.report, mode)
         fig = figure_dict(self.explorer.report, mode, self.selected_module)
-        if "yaxis2" in self.chart.layout and self.chart.layout.yaxis2.overlaying:
-            # back from compare mode: hide its ratio axes, the default legend again
-            hidden = {"visible": False}
+        layout = self.chart.layout
+        if any(a in layout and layout[a].overlaying for a in ("xaxis2", "yaxis2")):
+            # back from compare mode (its ratio axis is x2 on flat charts, y2 on upright ones):
+            # hide its ratio axes, the default legend again
+            hidden = {"visible": False, "overlaying": None}
             fig["layout"].update(xaxis2=hidden, yaxis2=hidden, legend={}, bargroupgap=None)
         return fig
 

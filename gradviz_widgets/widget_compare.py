@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .compare_view import compare_html, edge_colors, ratio_legend
+from .errors import GradExplorerError
 from .graph import GradGraph
 from .render import html_text, legend
 from .report import GradReport
@@ -89,8 +90,11 @@ class CompareActions:
                 ) from None
         if isinstance(baseline, tuple) and len(baseline) == 2:
             return (baseline[0], baseline[1])
-        if hasattr(baseline, "report") and hasattr(baseline, "graph"):  # a GradExplorer
-            return (baseline.report, baseline.graph)
+        if hasattr(type(baseline), "report") and hasattr(type(baseline), "graph"):  # explorer
+            try:
+                return (baseline.report, baseline.graph)
+            except GradExplorerError as e:  # closed, or never run
+                raise GradExplorerError(f"the baseline explorer cannot be compared: {e}") from e
         raise TypeError(
             "baseline must be None, a GradReport, a GradExplorer, a (report, graph) pair or "
             f"an int, got {type(baseline).__name__}"

@@ -177,11 +177,6 @@ def many_linears(n: int = 20) -> nn.Module:
     return nn.Sequential(*[nn.Linear(4, 4) for _ in range(n)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="widget_chart._figure hides only yaxis2 when leaving compare mode; a flat chart "
-    "(> 30 bars) keeps compare's ratio axis xaxis2 ('ratio B/A') and its legend placement",
-)
 def test_leaving_compare_on_a_flat_chart_removes_the_ratio_axis() -> None:
     torch.manual_seed(0)
     ex = GradExplorer(many_linears(), torch.randn(3, 4))  # 40 parameters: flat bars
@@ -194,11 +189,6 @@ def test_leaving_compare_on_a_flat_chart_removes_the_ratio_axis() -> None:
     ex.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="widget_compare._resolve_baseline: a closed explorer as baseline shows 'this "
-    "explorer was closed; create a new GradExplorer', as if the widget's own explorer were",
-)
 def test_closed_explorer_as_baseline_says_it_is_the_baseline() -> None:
     x = torch.randn(3, 4)
     old = GradExplorer(nn.Linear(4, 2), x)
