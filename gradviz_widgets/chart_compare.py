@@ -18,7 +18,7 @@ from .chart import (
     figure_dict,
     plotly_text,
 )
-from .compare import norm_ratio
+from .compare import log10_ratio, norm_ratio
 from .compare_view import badge, ratio_color
 from .render import STATUS_STYLE, format_norm
 
@@ -163,15 +163,12 @@ def _run_trace(
 def _ratio_trace(
     rows: list[dict], names: list[str], ratios: list[float], lo: float, hi: float, flat: bool
 ) -> dict:
-    # inf (a gradient came back) pins to the top of the ratio axis, NaN (no ratio) is left out
+    # inf (a gradient came back) pins to the top of the ratio axis, NaN (no ratio) is left out;
+    # a ratio beyond float64 pins to its end of the axis and says its power of ten
     top, bottom = hi / 10**0.3, lo * 10**0.3  # inside the plot: a marker is not cut in half
-    pinned = [
-        None if math.isnan(x) else top if x == math.inf else bottom if x == 0 else x for x in ratios
-    ]
-    text = [
-        "no ratio" if math.isnan(x) else "0.0 → gradient" if x == math.inf else f"{x:.3g}"
-        for x in ratios
-    ]
+    logs = [log10_ratio(*((r[k] or {}).get("norm") for k in ("a", "b"))) for r in rows]
+    points = [_ratio_point(x, lg, top, bottom) for x, lg in zip(ratios, logs)]
+    pinned, text = [p for p, _ in points], [t for _, t in points]
     trace = {
         "type": "scatter",
         "mode": "markers",
@@ -190,6 +187,17 @@ def _ratio_trace(
     if flat:
         return {**trace, "y": names, "x": pinned, "xaxis": "x2"}
     return {**trace, "x": names, "y": pinned, "yaxis": "y2"}
+
+
+def _ratio_point(x: float, lg: float, top: float, bottom: float) -> tuple[float | None, str]:
+    """Where a ratio's marker goes on the ratio axis, and its text."""
+    if math.isnan(x) and math.isfinite(lg):  # beyond float64: its end of the axis
+        return (top if lg > 0 else bottom), f"≈1e{lg:+.0f} (beyond float64)"
+    if math.isnan(x):
+        return None, "no ratio"
+    if x == math.inf:
+        return top, "0.0 → gradient"
+    return (bottom if x == 0 else x), f"{x:.3g}"
 
 
 __all__ = ["compare_figure", "compare_rows"]
