@@ -127,7 +127,7 @@ def explain_click(node: GradNode) -> tuple[str, str] | None:
             "node); nothing to hook",
             "warning",
         )
-    if ids.is_group_id(node.module):
+    if node.kind == "module" and ids.is_group_id(node.id):  # not a module *named* "group:…"
         return (
             f"{plain_text(node.label)}: identical blocks folded together; double-click to "
             "unfold them, then click one to hook it",

@@ -125,11 +125,6 @@ def test_hostile_module_paths_round_trip_through_run_hooks_and_clicks() -> None:
     ex.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="widget_controller.explain_click tests ids.is_group_id(node.module): a top-level "
-    "module named 'group:…' is taken for a ×N group and its click hooks nothing",
-)
 def test_click_on_a_module_named_like_a_group_hooks_it() -> None:
     torch.manual_seed(0)
     ex = GradExplorer(Keyed(["group:a-b"]), torch.randn(3, 2))
