@@ -187,11 +187,30 @@ def _names(rows: list[dict], mode: str, flat: bool) -> list:
     """Category labels; names are user text: Plotly renders <b>, <br>, <a> in ticks and
     hover, so they are escaped. Upright per-parameter bars get two levels (module, name)."""
     if mode == "param" and not flat:
+        modules = [plotly_text(r["module"] or "(root)") for r in rows]
         return [
-            [plotly_text(r["module"] or "(root)") for r in rows],
-            [plotly_text(_short(r["name"], r["module"])) for r in rows],
+            modules,
+            distinct([plotly_text(_short(r["name"], r["module"])) for r in rows], modules),
         ]
-    return [plotly_text(r["name"]) for r in rows]
+    return distinct([plotly_text(r["name"]) for r in rows])
+
+
+def distinct(labels: list[str], groups: list[str] | None = None) -> list[str]:
+    """Labels made distinct within their group: names that read alike once sanitised
+    (control characters) still get a row each. Example:
+        >>> distinct(["w\ufffd", "w\ufffd", "b"])
+        ['w\ufffd', 'w\ufffd (2)', 'b']
+    """
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for i, label in enumerate(labels):
+        group, shown, k = groups[i] if groups else "", label, 1
+        while (group, shown) in seen:
+            k += 1
+            shown = f"{label} ({k})"
+        seen.add((group, shown))
+        out.append(shown)
+    return out
 
 
 def _placed(trace: dict, names: list, values: list | None, flat: bool) -> dict:

@@ -15,6 +15,7 @@ from .chart import (
     axis_range,
     bar_rows,
     chart_shape,
+    distinct,
     figure_dict,
     plotly_text,
 )
@@ -61,11 +62,10 @@ def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict:
     floor, ceil = 10 ** (lo + 0.3), 10 ** (hi - 0.3)
     shape = chart_shape(len(rows))
     flat = shape["orientation"] == "h"
+    shown = distinct([plotly_text(r["name"]) for r in rows])  # one row per name, always
     names = [
-        ("Δ <b>" if r["changed"] else "")
-        + plotly_text(r["name"])
-        + ("</b>" if r["changed"] else "")
-        for r in rows
+        ("Δ <b>" if r["changed"] else "") + text + ("</b>" if r["changed"] else "")
+        for r, text in zip(rows, shown)
     ]
     # one figure layout from chart.py (thresholds, axis, margins), then grouped
     layout = figure_dict(report_b, mode)["layout"]

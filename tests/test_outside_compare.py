@@ -227,12 +227,6 @@ def test_compare_models_that_differ_then_click_then_leave() -> None:
     b.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="vocabulary.plain_text maps every C1 control to U+FFFD (and a control to its "
-    "picture, equal to the literal picture), so distinct names share one Plotly category: "
-    "chart_compare.compare_figure / chart.figure_dict draw two parameters on one row",
-)
 def test_distinct_names_keep_distinct_categories() -> None:
     a = report({"w\x80": 1.0, "w\x81": 2.0, "n\n": 3.0, "n␊": 4.0})
     ticks = compare_figure(a, a)["data"][1]["x"]

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..chart import plotly_text
+from ..chart import distinct, plotly_text
 from ..vocabulary import STATUSES, STYLES, Thresholds, format_norm, style
 from .history import Overview
 from .store import ParamInfo
@@ -79,7 +79,7 @@ def heatmap_figure(
     zmin, zmax = z_range(values, thresholds)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(np.isfinite(values) & (values > 0), np.log10(values), np.nan).T
-    names = [plotly_text(params[i].name) for i in order]  # user text: data, never markup
+    names = distinct([plotly_text(params[i].name) for i in order])  # user text: data, never markup
     data = [
         {
             "type": "heatmap",
