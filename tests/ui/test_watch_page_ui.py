@@ -149,3 +149,23 @@ def test_rank_selector_switches_the_drawing(browser, tmp_path: Path) -> None:
     assert "max ‖g‖ = 0.01 at step 2" in _hover_cell(page, 0, 2, 5)
     assert problems == []
     page.close()
+
+
+@pytest.mark.ui
+@pytest.mark.parametrize("off", [{"vanishing": 0.0}, {"exploding": float("inf")}], ids=str)
+def test_a_check_turned_off_draws_no_line_and_no_error(browser, tmp_path: Path, off) -> None:
+    """Thresholds(vanishing=0) / (exploding=inf) turn a check off: the page sends null for it,
+    draws the heat map and the other line, and the script raises nothing."""
+    from gradviz_widgets.vocabulary import Thresholds
+
+    run = Synthetic(4, 60)
+    run.thresholds = Thresholds(**off)
+    path = export_watch_html(run, tmp_path / "off.html")
+    page, problems = _open(browser, path)
+    kinds = page.evaluate(
+        "() => [...document.querySelectorAll('line.threshold')].map(l => l.getAttribute('stroke'))"
+    )
+    assert len(kinds) <= 1  # the check still on, when inside the axis
+    assert _pixel(page, 3, 10)[3] == 255  # the heat map is drawn
+    assert problems == []
+    page.close()
