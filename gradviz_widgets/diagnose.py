@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Mapping, Sequence
 
@@ -84,19 +85,16 @@ def _zero_origins(graph: GradGraph) -> dict[str, str]:
         if e.grad_max == 0.0:
             dead_feeders.setdefault(e.dst, []).append(e.src)
     dist: dict[str, int] = {}
-    level = [n.id for n in graph.nodes if n.grad_max not in (None, 0.0)]
+    todo = collections.deque((n.id, 0) for n in graph.nodes if n.grad_max not in (None, 0.0))
     ordered: list[str] = []
-    for depth in range(1, len(graph.nodes) + 1):
-        reached = []
-        for node_id in level:
-            for src in dead_feeders.get(node_id, ()):
-                if src not in dist:
-                    dist[src] = depth
-                    ordered.append(src)
-                    reached.append(src)
-        level = [i for i in reached if not live(i)]  # a live node ends a path, never extends it
-        if not level:
-            break
+    while todo:  # level by level: a queue takes the nodes in the order levels would
+        node_id, depth = todo.popleft()
+        for src in dead_feeders.get(node_id, ()):
+            if src not in dist:
+                dist[src] = depth + 1
+                ordered.append(src)
+                if not live(src):  # a live node ends a path, never extends it
+                    todo.append((src, depth + 1))
     # walking the nearest origins in order of distance, each node takes the first edge (in edge
     # order) that starts a shortest path: the same answer as a breadth-first search from it
     origins: dict[str, str] = {}
