@@ -24,7 +24,27 @@ if TYPE_CHECKING:
 WATCHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-class RecordedRun:
+class HistoryViews:
+    """The two views of a history, shared by a live GradWatch and a RecordedRun."""
+
+    def show(self, **options: Any) -> Any:
+        """The widget: heat map of parameters x steps and a line chart (a live watch's view
+        follows the run while it trains, at most ~4 updates a second)."""
+        from .widget import WatchWidget
+
+        return WatchWidget(self, **options)
+
+    def export_html(
+        self, path: str | Path, *, max_steps: int = 400, title: str | None = None
+    ) -> Path:
+        """One self-contained page of this history (heat map, lines, anomalies), offline over
+        file:// (see `gradviz_widgets.watch.page.export_watch_html`)."""
+        from .page import export_watch_html
+
+        return export_watch_html(self, path, max_steps=max_steps, title=title)
+
+
+class RecordedRun(HistoryViews):
     """A run read back from disk: history(), anomalies, show(); explore() needs a model.
 
     Under torchrun each rank wrote `<path>/rank<r>/watch.sqlite`: they are read together, and
@@ -126,20 +146,6 @@ class RecordedRun:
     @property
     def params(self) -> list:
         return self._store.params
-
-    def show(self, **options: Any) -> Any:
-        from .widget import WatchWidget
-
-        return WatchWidget(self, **options)
-
-    def export_html(
-        self, path: str | Path, *, max_steps: int = 400, title: str | None = None
-    ) -> Path:
-        """One self-contained page of this history (heat map, lines, anomalies), offline over
-        file:// (see `gradviz_widgets.watch.page.export_watch_html`)."""
-        from .page import export_watch_html
-
-        return export_watch_html(self, path, max_steps=max_steps, title=title)
 
     def close(self) -> None:
         for store in self.stores.values():

@@ -19,14 +19,14 @@ from .anomalies import Anomaly, FlightRecord, replay
 from .history import Overview, history_frame
 from .ranks import Exchange, rank_setup, release
 from .recorded import WATCHED as _WATCHED
-from .recorded import RecordedRun, no_flight_message
+from .recorded import HistoryViews, RecordedRun, no_flight_message
 from .store import MemoryStore, SQLiteStore
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-class GradWatch:
+class GradWatch(HistoryViews):
     """Records per-parameter gradient statistics at every optimizer step (or every backward
     when no optimizer is given) into `path` (a temporary folder when omitted).
 
@@ -211,22 +211,6 @@ class GradWatch:
             raise GradExplorerError("this watch was closed; pass the model: anomaly.explore(model)")
         loss_fn = options.pop("loss_fn", self.loss_fn)
         return replay(record, model, loss_fn, self._recorder, **options)
-
-    def show(self, **options: Any) -> Any:
-        """The live widget: heat map of parameters x steps and a line chart; it follows the
-        run while it trains (at most ~4 updates a second)."""
-        from .widget import WatchWidget
-
-        return WatchWidget(self, **options)
-
-    def export_html(
-        self, path: str | Path, *, max_steps: int = 400, title: str | None = None
-    ) -> Path:
-        """One self-contained page of this history (heat map, lines, anomalies), offline over
-        file:// (see `gradviz_widgets.watch.page.export_watch_html`)."""
-        from .page import export_watch_html
-
-        return export_watch_html(self, path, max_steps=max_steps, title=title)
 
     # ---- lifetime -----------------------------------------------------------------------
     def close(self) -> None:
