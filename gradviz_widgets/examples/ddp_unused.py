@@ -132,22 +132,28 @@ def run_ranks(
         )
     worker = importlib.import_module(__spec__.name if __spec__ else __name__)._worker
     with tempfile.TemporaryDirectory() as folder:
-        ctx = mp.start_processes(
-            worker, args=(world, folder), nprocs=world, join=False, start_method=start_method
-        )
-        deadline = time.monotonic() + timeout
-        try:
-            while not ctx.join(timeout=max(0.1, deadline - time.monotonic())):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"ranks still running after {timeout:.0f} s")
-        finally:
-            for p in ctx.processes:
-                if p.is_alive():
-                    p.kill()
-                    p.join(10)
-            if start_method == "forkserver":  # the server would outlive us for a while
-                _stop_forkserver()
+        spawn_and_wait(worker, (world, folder), world, timeout, start_method)
         return [json.loads((Path(folder) / f"rank{r}.json").read_text()) for r in range(world)]
+
+
+def spawn_and_wait(worker: Any, args: tuple, world: int, timeout: float, start_method: str) -> None:
+    """Run `worker(rank, *args)` in `world` processes; kill them all if they are not done
+    within `timeout` seconds (TimeoutError)."""
+    import torch.multiprocessing as mp
+
+    ctx = mp.start_processes(worker, args=args, nprocs=world, join=False, start_method=start_method)
+    deadline = time.monotonic() + timeout
+    try:
+        while not ctx.join(timeout=max(0.1, deadline - time.monotonic())):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"ranks still running after {timeout:.0f} s")
+    finally:
+        for p in ctx.processes:
+            if p.is_alive():
+                p.kill()
+                p.join(10)
+        if start_method == "forkserver":  # the server would outlive us for a while
+            _stop_forkserver()
 
 
 def _stop_forkserver() -> None:

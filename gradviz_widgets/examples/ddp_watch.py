@@ -18,14 +18,13 @@ import datetime
 import importlib
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from .ddp_unused import TwoHeads, batch
+from .ddp_unused import TwoHeads, batch, spawn_and_wait
 
 STEPS = 4
 
@@ -84,31 +83,9 @@ def _worker(rank: int, world: int, folder: str, timeout: float) -> None:
 
 def run_ranks(world: int = 2, timeout: float = 120.0, start_method: str = "spawn") -> str:
     """Start `world` processes (torch.multiprocessing) and return rank 0's text."""
-    import torch.multiprocessing as mp
-
-    from .ddp_unused import _stop_forkserver
-
     worker = importlib.import_module(__spec__.name if __spec__ else __name__)._worker
     with tempfile.TemporaryDirectory() as folder:
-        ctx = mp.start_processes(
-            worker,
-            args=(world, folder, timeout),
-            nprocs=world,
-            join=False,
-            start_method=start_method,
-        )
-        deadline = time.monotonic() + timeout
-        try:
-            while not ctx.join(timeout=max(0.1, deadline - time.monotonic())):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"ranks still running after {timeout:.0f} s")
-        finally:
-            for p in ctx.processes:
-                if p.is_alive():
-                    p.kill()
-                    p.join(10)
-            if start_method == "forkserver":
-                _stop_forkserver()
+        spawn_and_wait(worker, (world, folder, timeout), world, timeout, start_method)
         return (Path(folder) / "lesson.txt").read_text(encoding="utf-8")
 
 
