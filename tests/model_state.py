@@ -6,6 +6,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as module_mod
 
+#: every hook dict of a module (the one list the model-state checks share)
 HOOK_DICTS = (
     "_forward_hooks",
     "_forward_pre_hooks",
@@ -14,6 +15,10 @@ HOOK_DICTS = (
     "_forward_hooks_with_kwargs",
     "_forward_pre_hooks_with_kwargs",
     "_forward_hooks_always_called",
+    "_state_dict_hooks",
+    "_state_dict_pre_hooks",
+    "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks",
 )
 GLOBAL_HOOKS = (
     "_global_forward_hooks",

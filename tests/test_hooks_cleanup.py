@@ -11,6 +11,7 @@ from collections import defaultdict
 
 import pytest
 import torch
+from model_state import HOOK_DICTS
 from small_models import CE, data, mlp
 from torch import nn
 
@@ -19,18 +20,6 @@ from gradviz_widgets.examples import resnet18
 
 stats_module = sys.modules["gradviz_widgets.tensor_stats"]
 modifiers_module = sys.modules["gradviz_widgets.modifiers"]
-
-HOOK_DICTS = (
-    "_forward_hooks",
-    "_forward_pre_hooks",
-    "_backward_hooks",
-    "_backward_pre_hooks",
-    "_forward_hooks_with_kwargs",
-    "_forward_pre_hooks_with_kwargs",
-    "_forward_hooks_always_called",
-    "_state_dict_hooks",
-    "_load_state_dict_pre_hooks",
-)
 
 
 def snapshot(model: nn.Module) -> dict:

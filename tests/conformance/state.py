@@ -13,23 +13,11 @@ import random
 import numpy as np
 import torch
 import torch.nn.utils.parametrize as parametrize
+from model_state import HOOK_DICTS  # tests/model_state.py: the one list of hook dicts
 from torch import nn
 from torch.nn.modules import module as module_mod
 from torch.nn.parameter import is_lazy
 
-HOOK_DICTS = (
-    "_forward_hooks",
-    "_forward_pre_hooks",
-    "_backward_hooks",
-    "_backward_pre_hooks",
-    "_forward_hooks_with_kwargs",
-    "_forward_pre_hooks_with_kwargs",
-    "_forward_hooks_always_called",
-    "_state_dict_hooks",
-    "_state_dict_pre_hooks",
-    "_load_state_dict_pre_hooks",
-    "_load_state_dict_post_hooks",
-)
 GLOBAL_HOOKS = tuple(
     sorted(
         k for k, v in vars(module_mod).items() if k.startswith("_global_") and isinstance(v, dict)
