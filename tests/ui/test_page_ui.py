@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from harness import wait_until
+from offline_page import open_offline_page
 from torch import nn
 
 from gradviz_widgets import GradExplorer
@@ -19,22 +20,7 @@ from test_page import Hostile  # noqa: E402
 
 
 def _open(browser, path: Path):  # noqa: ANN001, ANN202
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
-    problems: list[str] = []
-    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
-
-    def route(r) -> None:  # noqa: ANN001
-        if r.request.url.startswith(("file:", "data:", "blob:")):
-            r.continue_()
-        else:
-            problems.append(f"request: {r.request.url}")
-            r.abort()
-
-    page.route("**/*", route)
-    page.goto(path.as_uri())
-    page.wait_for_selector("#graph svg g.node", timeout=60_000)
-    return page, problems
+    return open_offline_page(browser, path, "#graph svg g.node")
 
 
 @pytest.mark.ui

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from harness import wait_until
+from offline_page import open_offline_page
 
 from gradviz_widgets.watch.page import export_watch_html, page_data
 
@@ -19,23 +20,7 @@ from test_watch_page import HOSTILE, Ranked, Synthetic, _train, big_run  # noqa:
 
 
 def _open(browser, path: Path):  # noqa: ANN001, ANN202
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
-    problems: list[str] = []
-    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    page.on("console", lambda m: m.type == "error" and problems.append(f"console: {m.text}"))
-    page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
-
-    def route(r) -> None:  # noqa: ANN001
-        if r.request.url.startswith(("file:", "data:", "blob:")):
-            r.continue_()
-        else:
-            problems.append(f"request: {r.request.url}")
-            r.abort()
-
-    page.route("**/*", route)
-    page.goto(path.as_uri())
-    page.wait_for_selector("body[data-ready]", timeout=60_000)
-    return page, problems
+    return open_offline_page(browser, path, "body[data-ready]")
 
 
 def _pixel(page, row: int, bucket: int) -> list[int]:  # noqa: ANN001
