@@ -3,15 +3,12 @@ clicks, and the explorer's hook plan on a ResNet with in-place ReLUs (the user's
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
+from test_torch_free import run_script
 from torch import nn
 
 from gradviz_widgets import GradExplorer, Thresholds, ids
@@ -52,16 +49,7 @@ def without_torch() -> dict:
     ex.run()
     saved = report_json(ex.report, ex.graph)
     ex.close()
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(TORCH_FREE.format(root=str(ROOT)))],
-        input=saved,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return run_script(TORCH_FREE.format(root=str(ROOT)), saved)
 
 
 def test_saved_report_renders_and_compares_without_torch(without_torch: dict) -> None:

@@ -51,7 +51,12 @@ print(json.dumps({{"dot": full.dot, "keys": full.keys, "folded": folded.dot,
 
 
 def run_without_torch(saved: str) -> dict:
-    script = SCRIPT.format(root=str(PACKAGE.parent), modules=TORCH_FREE + ALSO)
+    return run_script(SCRIPT.format(root=str(PACKAGE.parent), modules=TORCH_FREE + ALSO), saved)
+
+
+def run_script(script: str, saved: str) -> dict:
+    """Run `script` (which blocks torch itself) in a fresh Python with `saved` on its stdin;
+    the JSON it prints."""
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)],
         input=saved,
