@@ -24,23 +24,7 @@ def test_ddp_unused_example_names_parameters_ranks_and_reason() -> None:
         "--timeout",
         str(TIMEOUT_S - 30),
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    # its own session: on a timeout the script and every rank it started are killed together
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail(f"the example did not finish in {TIMEOUT_S} s")
-    assert proc.returncode == 0, out[-3000:]
+    out = run_ranks_command(cmd, {"OMP_NUM_THREADS": "1"}, "the example")
     for rank in (0, 1):
         assert (
             f"rank {rank}, step 1: RuntimeError: Expected to have finished reduction in the "
@@ -72,13 +56,24 @@ def test_ddp_watch_example_under_torchrun(tmp_path) -> None:
         pytest.skip("no torchrun next to this Python")
     cmd = [torchrun, "--standalone", "--nproc_per_node=2", "-m"]
     cmd += ["gradviz_widgets.examples.ddp_watch", "--folder", str(tmp_path), "--timeout", "60"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    out = run_ranks_command(cmd, {"OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}, "torchrun")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0", "rank1"]
+    assert "ranks [0, 1], 48 rows" in out
+    row = next(line.split() for line in out.splitlines() if line.strip().startswith("stem.weight"))
+    assert row[1] == row[2]  # DDP averaged: the same norm on both ranks
+    assert "pos_head.weight: a gradient of its own on rank 0, none on rank 1" in out
+    assert "neg_head.weight: a gradient of its own on rank 1, none on rank 0" in out
+
+
+def run_ranks_command(cmd: list[str], env: dict[str, str], what: str) -> str:
+    """Run `cmd` (which starts ranks) and return its output; it has its own session, so on a
+    timeout the command and every rank it started are killed together."""
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=env,
+        env={**os.environ, **env},
         start_new_session=True,
     )
     try:
@@ -86,11 +81,6 @@ def test_ddp_watch_example_under_torchrun(tmp_path) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        pytest.fail(f"torchrun did not finish in {TIMEOUT_S} s")
+        pytest.fail(f"{what} did not finish in {TIMEOUT_S} s")
     assert proc.returncode == 0, out[-3000:]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0", "rank1"]
-    assert "ranks [0, 1], 48 rows" in out
-    row = next(line.split() for line in out.splitlines() if line.strip().startswith("stem.weight"))
-    assert row[1] == row[2]  # DDP averaged: the same norm on both ranks
-    assert "pos_head.weight: a gradient of its own on rank 0, none on rank 1" in out
-    assert "neg_head.weight: a gradient of its own on rank 1, none on rank 0" in out
+    return out
