@@ -14,6 +14,7 @@ from torch import nn
 from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
 from .anomalies import Anomaly, FlightRecord, replay
+from .flight_book import FlightBook
 from .history import Overview, history_frame
 from .store import DB_NAME, SQLiteStore
 
@@ -105,28 +106,25 @@ class RecordedRun(HistoryViews):
             out.append(a)
         return sorted(out, key=lambda a: a.step)
 
+    def _book(self) -> FlightBook:
+        """Read afresh: a run still recording may have added records."""
+        return FlightBook.read(list(self.folders.values()))
+
     def _flight(self, step: int) -> FlightRecord | None:
-        for folder in self.folders.values():
-            path = folder / f"flight-{step}.pt"
-            if path.exists():
-                return FlightRecord.load(path)
-        return None
+        return self._book().get(step)
 
     def _explore(self, anomaly: Anomaly, model: nn.Module | None, **options: Any) -> Any:
-        record = self._flight(anomaly.step)
+        book = self._book()
+        record = book.get(anomaly.step)
         if record is None:
-            steps = sorted(
-                int(p.stem.split("-")[1])
-                for d in self.folders.values()
-                for p in d.glob("flight-*.pt")
-            )
-            raise GradExplorerError(no_flight_message(anomaly, steps))
+            raise GradExplorerError(book.explain(anomaly))
         if model is None:
             raise GradExplorerError(
                 "a run opened from disk has no model: pass one of the same "
                 "architecture, anomaly.explore(model); it is copied, not changed"
             )
         watch = WATCHED.get(model)
+        options.setdefault("thresholds", self.thresholds)
         return replay(
             record,
             model,
@@ -171,12 +169,3 @@ def rank_folders(path: Path) -> dict[int, Path]:
     if not found:
         raise FileNotFoundError(f"no GradWatch record at {path / DB_NAME} nor {path}/rank*/")
     return dict(sorted(found.items()))
-
-
-def no_flight_message(anomaly: Anomaly, recorded: list[int]) -> str:
-    return (
-        f"no flight record for step {anomaly.step} ({anomaly.kind}): the flight recorder "
-        f"keeps the first NaN/Inf step only (recorded: {recorded or 'none'}). On a GPU it "
-        "needs GradWatch(..., sync_check=True) (one host sync per step); a threshold "
-        "trigger is GradWatch(..., flight_recorder=<norm>)."
-    )

@@ -15,11 +15,13 @@ from torch import nn
 
 from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
-from .anomalies import Anomaly, FlightRecord, replay
+from .anomalies import Anomaly, replay
+from .flight import Flights, check_budget
+from .flight_book import FlightBook
 from .history import Overview, history_frame
 from .ranks import Exchange, rank_setup, release
 from .recorded import WATCHED as _WATCHED
-from .recorded import HistoryViews, RecordedRun, no_flight_message
+from .recorded import HistoryViews, RecordedRun
 from .store import MemoryStore, SQLiteStore
 
 if TYPE_CHECKING:
@@ -33,6 +35,11 @@ class GradWatch(HistoryViews):
     `update_ratio`: ‖Δp‖/‖p‖ (exact) at the steps divisible by N, NaN between; the default 10
     keeps its cost (a copy of the parameters and three passes over them per measured step, ~5%
     of a CPU ResNet-50 step) under 1%. True: every step; False: never (docs/watch.md, "Cost").
+
+    `flight_recorder`: the first step of each anomaly kind keeps its batch, RNG states and
+    pre-update weights for `anomaly.explore()` (a norm: also the first step above it; False:
+    off), within `flight_budget_mb` (default: 512 MB or three copies of the model's state,
+    whichever is larger; docs/watch.md, "Flight recorder and anomaly.explore()").
 
     Under torchrun (DDP, FSDP2) every rank creates its own GradWatch on the same `path` and
     writes `path/rank<r>/`; `ranks=None` (default) adds one all_reduce per step, on the writer
@@ -62,6 +69,7 @@ class GradWatch(HistoryViews):
         thresholds: Thresholds | None = None,
         update_ratio: bool | int = 10,
         flight_recorder: bool | float = True,
+        flight_budget_mb: float | None = None,
         sync_check: bool | None = None,
         tensorboard: Any = False,
         flush_s: float = 0.5,
@@ -88,7 +96,7 @@ class GradWatch(HistoryViews):
             )
         self.closed = False
         self._model: nn.Module | None = model
-        self._flights: dict[int, FlightRecord] = {}
+        check_budget(flight_budget_mb)
         _close_previous(model)
         exchange = Exchange(self._ranks) if self._ranks.group is not None else None
         self._writer = Writer(
@@ -100,14 +108,13 @@ class GradWatch(HistoryViews):
 
             self._writer.listeners.append(TensorBoardSink(tensorboard, self.rank_path))
         self._writer.start()
+        flights = self._flight_recorder(inner, flight_recorder, flight_budget_mb, sync_check)
         self._recorder = Recorder(
             inner,
             optimizer,
             self._writer.put,
             update_ratio=update_ratio,
-            flight=flight_recorder,
-            sync_check=_sync_default(inner, sync_check),
-            on_flight=self._keep_flight,
+            flights=flights,
             ranks=self._ranks,
         )
         self._recorder.attach()
@@ -122,6 +129,22 @@ class GradWatch(HistoryViews):
             "optimizer": type(optimizer).__name__ if optimizer else "",
         }
 
+    def _flight_recorder(
+        self, inner: nn.Module, trigger: bool | float, budget_mb: float | None, sync: Any
+    ) -> Flights:
+        #: the run's flight records by step, on disk beside watch.sqlite (watch/flight_book.py)
+        self._flights = FlightBook(
+            [self.rank_path] if isinstance(self._writer.store, SQLiteStore) else None
+        )
+        return Flights(
+            inner,
+            trigger,
+            self.thresholds,
+            sync_check=_sync_default(inner, sync),
+            budget_mb=budget_mb,
+            keep=self._flights.keep,
+        )
+
     def _open_store(self) -> Any:
         try:
             return SQLiteStore(self.rank_path)
@@ -133,17 +156,6 @@ class GradWatch(HistoryViews):
             )
             self.store_error = f"{type(e).__name__}: {e}"
             return MemoryStore()
-
-    def _keep_flight(self, record: FlightRecord) -> None:
-        self._flights[record.step] = record
-        if isinstance(self._writer.store, SQLiteStore):
-            try:
-                record.save(self.rank_path)
-            except Exception as e:
-                warnings.warn(
-                    f"GradWatch could not save the flight record of step {record.step}: {e}",
-                    stacklevel=2,
-                )
 
     # ---- reading ------------------------------------------------------------------------
     @classmethod
@@ -205,11 +217,12 @@ class GradWatch(HistoryViews):
     def _explore(self, anomaly: Anomaly, model: nn.Module | None, **options: Any) -> Any:
         record = self._flights.get(anomaly.step)
         if record is None:
-            raise GradExplorerError(no_flight_message(anomaly, sorted(self._flights)))
+            raise GradExplorerError(self._flights.explain(anomaly))
         model = model or self._model
         if model is None:
             raise GradExplorerError("this watch was closed; pass the model: anomaly.explore(model)")
         loss_fn = options.pop("loss_fn", self.loss_fn)
+        options.setdefault("thresholds", self.thresholds)
         return replay(record, model, loss_fn, self._recorder, **options)
 
     # ---- lifetime -----------------------------------------------------------------------
