@@ -80,7 +80,9 @@ def assert_replays(ex: GradExplorer, watch_or_run, step: int, state: dict) -> No
         assert status[name] == row.status, name  # the same statuses, from the same thresholds
         if row.status == "none":
             assert got is None, name
-        elif not math.isfinite(recorded):
+            continue
+        assert got is not None, name
+        if not math.isfinite(recorded):
             assert not math.isfinite(got) and str(got) == str(recorded), (name, got, recorded)
         else:
             assert got == pytest.approx(recorded, rel=1e-6, abs=0.0), name
@@ -244,3 +246,23 @@ def test_reparametrized_models_explore_exactly(tmp_path, build):
     assert_unchanged(model, before)
     watch.close()
     explore_all(GradWatch.open(tmp_path / "run"), states, targets, model=build())
+
+
+def test_missing_records_say_why(tmp_path):
+    model, x, y = dead_branch_example()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = CE(model(x), y)  # the forward ran before the watch existed
+    with pytest.warns(UserWarning, match="no call of the model's forward"):
+        watch = GradWatch(model, optimizer=opt, path=tmp_path / "late")
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with pytest.raises(GradExplorerError, match="the watch was created after it"):
+        watch.anomalies[0].explore()
+    watch.close()
+    with pytest.raises(GradExplorerError, match="the watch was created after it"):
+        GradWatch.open(tmp_path / "late").anomalies[0].explore(model)
+    off, _, _ = train(dead_branch_example()[0], tmp_path / "off", flight_recorder=False)
+    with pytest.raises(GradExplorerError, match="flight_recorder=False"):
+        off.anomalies[0].explore()
+    off.close()

@@ -79,6 +79,7 @@ class Flights:
         self._cuda_rng: torch.Tensor | None = None
         first = next(model.parameters(), None)
         self._cuda = (first.device.index or 0) if first is not None and first.is_cuda else None
+        keep(None, self.notes)
 
     def stop(self, why: str) -> None:
         """No records from now on (`why` goes into the notes)."""
