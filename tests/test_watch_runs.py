@@ -82,6 +82,7 @@ def test_a_run_folder_opens_itself_and_unknown_ids_are_named(tmp_path: Path) -> 
     alone = GradWatch.open(a.run_path)
     assert alone.run_id == a.run_id and [r.id for r in alone.runs] == [a.run_id]
     assert len(alone.history()) == 5 * N_PARAMS
+    assert GradWatch.open(a.run_path / "watch.sqlite").run_id == a.run_id  # the file works too
     with pytest.raises(GradExplorerError, match=f"run='nope' is not in .*{b.run_id}"):
         GradWatch.open(tmp_path / "exp1", run="nope")
     with pytest.raises(FileNotFoundError, match="no GradWatch record"):

@@ -4,8 +4,8 @@ A run id (`run-20261201-221500-3f2a`: UTC start time to the second, 4 random hex
 made by the process (rank 0 under torchrun) when the watch is created. Under torchrun the ranks
 agree on it with ONE `broadcast_object_list` from rank 0 over the watch's own gloo side group,
 at construction: the ranks start seconds apart, so a time-based id cannot be computed on each
-rank, and TORCHELASTIC_RUN_ID alone is "none" unless torchrun was given --rdzv-id/--standalone
-and stays the same across restarts and across several watches of one script. Without the side
+rank, and TORCHELASTIC_RUN_ID is "none" under torchrun's static rendezvous (--master-port,
+several nodes without --rdzv-id) and stays the same across restarts and several watches. Without the side
 group (`ranks=False`: no collective at all) the id comes from TORCHELASTIC_RUN_ID, the restart
 count and how many watches this process made; failing that each rank picks its own (warned).
 
@@ -127,6 +127,8 @@ def find_runs(path: Path) -> list[RunInfo]:
 
 def choose(path: Path, run: str | RunInfo | None) -> tuple[RunInfo, list[RunInfo]]:
     """The run to open (`run`: an id or a RunInfo; None: the latest) and every run there."""
+    if path.name == DB_NAME and path.is_file():  # a record's file: its folder
+        path = path.parent
     runs = find_runs(path) if path.is_dir() else []
     if not runs:
         raise FileNotFoundError(
