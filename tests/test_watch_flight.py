@@ -181,7 +181,7 @@ def test_explore_from_disk_with_a_fresh_model(tmp_path):
     first = explore_all(run, states, targets, model=fresh)
     assert first["zero"] == 0
     assert_unchanged(fresh, before)
-    assert sorted(p.name for p in (tmp_path / "run").glob("flight-*.pt")) == ["flight-0.pt"]
+    assert sorted(p.name for p in watch.run_path.glob("flight-*.pt")) == ["flight-0.pt"]
 
 
 def test_over_budget_is_skipped_with_a_warning_and_a_reason(tmp_path):

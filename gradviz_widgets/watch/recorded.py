@@ -1,9 +1,8 @@
-"""A run read back from disk: one process's record, or every rank's (`<path>/rank<r>/`)."""
+"""A run read back from disk: one process's record, or every rank's (`<run>/rank<r>/`)."""
 
 from __future__ import annotations
 
 import json
-import warnings
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +15,8 @@ from ..vocabulary import Thresholds
 from .anomalies import Anomaly, FlightRecord, replay
 from .flight_book import FlightBook
 from .history import Overview, history_frame
-from .store import DB_NAME, SQLiteStore
+from .runs import RunInfo, choose, rank_folders, run_name
+from .store import SQLiteStore
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,12 +48,22 @@ class HistoryViews:
 class RecordedRun(HistoryViews):
     """A run read back from disk: history(), anomalies, show(); explore() needs a model.
 
-    Under torchrun each rank wrote `<path>/rank<r>/watch.sqlite`: they are read together, and
+    `path` is a folder of runs (the latest is read; `run=` picks one by id, `.runs` lists
+    them), a run's folder, or a record of an earlier version lying directly in `path`.
+    Under torchrun each rank wrote `<run>/rank<r>/watch.sqlite`: they are read together, and
     `history()` puts the ranks side by side (its `rank` column; one process: rank 0)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, run: str | RunInfo | None = None) -> None:
+        #: the folder opened, as given
         self.path = Path(path)
-        self.folders = rank_folders(self.path)
+        info, runs = choose(self.path, run)
+        #: every run in `path`, oldest first (id, start time, steps, ranks)
+        self.runs: list[RunInfo] = runs
+        #: the run read: its id and folder
+        self.run_id, self.run_path = info.id, info.path
+        #: what titles say: from the experiment's folder on (`exp1/run-...`)
+        self.name = run_name(self.run_path)
+        self.folders = rank_folders(self.run_path)
         self.stores = {r: SQLiteStore(d, readonly=True) for r, d in self.folders.items()}
         if list(self.stores) == [0]:  # one folder: the rank it says it is (`path/rank1` opened)
             rank = int(self.stores[0].meta.get("rank", "0"))
@@ -148,24 +158,3 @@ class RecordedRun(HistoryViews):
     def close(self) -> None:
         for store in self.stores.values():
             store.close()
-
-
-def rank_folders(path: Path) -> dict[int, Path]:
-    """rank -> folder holding its watch.sqlite: `path` itself (one process), else `path/rank<r>`."""
-    found = {
-        int(d.name[4:]): d
-        for d in path.glob("rank*")
-        if d.name[4:].isdigit() and (d / DB_NAME).exists()
-    }
-    if (path / DB_NAME).exists():
-        if found:  # a folder reused: a one-process run, then a torchrun (or the other way)
-            warnings.warn(
-                f"{path} holds a one-process record ({DB_NAME}) and rank folders "
-                f"({', '.join(d.name for d in found.values())}); reading the one-process "
-                f"record: open {path}/rank<r> for a rank's, or move them apart",
-                stacklevel=3,
-            )
-        return {0: path}
-    if not found:
-        raise FileNotFoundError(f"no GradWatch record at {path / DB_NAME} nor {path}/rank*/")
-    return dict(sorted(found.items()))
