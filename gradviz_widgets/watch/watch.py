@@ -20,6 +20,7 @@ from .history import Overview, history_frame
 from .ranks import Exchange, rank_setup, release
 from .recorded import WATCHED as _WATCHED
 from .recorded import HistoryViews, RecordedRun, no_flight_message
+from .rounds import as_list
 from .store import MemoryStore, SQLiteStore
 
 if TYPE_CHECKING:
@@ -55,9 +56,10 @@ class GradWatch(HistoryViews):
     def __init__(
         self,
         model: nn.Module,
-        optimizer: torch.optim.Optimizer | None = None,
+        optimizer: torch.optim.Optimizer | Sequence[torch.optim.Optimizer] | None = None,
         path: str | Path | None = None,
         *,
+        scaler: torch.amp.GradScaler | None = None,
         loss_fn: Callable[..., torch.Tensor] | None = None,
         thresholds: Thresholds | None = None,
         update_ratio: bool | int = 10,
@@ -73,6 +75,7 @@ class GradWatch(HistoryViews):
 
         if not isinstance(model, nn.Module):
             raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        _check_loop(optimizer, scaler)
         self.thresholds = thresholds or Thresholds()
         self.loss_fn = loss_fn
         self.path = Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="gradwatch-"))
@@ -109,6 +112,7 @@ class GradWatch(HistoryViews):
             sync_check=_sync_default(inner, sync_check),
             on_flight=self._keep_flight,
             ranks=self._ranks,
+            scaler=scaler,
         )
         self._recorder.attach()
         _WATCHED[model] = self
@@ -119,7 +123,7 @@ class GradWatch(HistoryViews):
             "thresholds": json.dumps([self.thresholds.vanishing, self.thresholds.exploding]),
             "model": type(inner).__name__,
             "started": str(time.time()),
-            "optimizer": type(optimizer).__name__ if optimizer else "",
+            "optimizer": ",".join(type(o).__name__ for o in as_list(optimizer)),
         }
 
     def _open_store(self) -> Any:
@@ -179,7 +183,14 @@ class GradWatch(HistoryViews):
         store = self._reader()
         rank = self._ranks.rank
         return history_frame(
-            list(self._writer.params), store.chunks(), store.exact(), params, start, stop, rank
+            list(self._writer.params),
+            store.chunks(),
+            store.exact(),
+            params,
+            start,
+            stop,
+            rank,
+            step_rows=store.step_rows(),
         )
 
     def _reader(self) -> Any:
@@ -250,6 +261,22 @@ def _close_previous(model: nn.Module) -> None:
             stacklevel=3,
         )
         previous.close()
+
+
+def _check_loop(optimizer: Any, scaler: Any) -> None:
+    """An optimizer or a list/tuple of them; a scaler is a torch.amp.GradScaler."""
+    for o in as_list(optimizer):
+        if not isinstance(o, torch.optim.Optimizer):
+            raise GradExplorerError(
+                "optimizer must be a torch.optim.Optimizer or a list of them, got "
+                f"{type(o).__name__}"
+            )
+    if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
+        raise GradExplorerError(
+            f"scaler must be a torch.amp.GradScaler, got {type(scaler).__name__}"
+        )
+    if scaler is not None and optimizer is None:
+        raise GradExplorerError("scaler= needs optimizer= (the steps the scaler drives)")
 
 
 def _sync_default(model: nn.Module, sync_check: bool | None) -> bool:
