@@ -360,3 +360,26 @@ def test_a_record_without_the_steps_table_still_opens(tmp_path):
         h = GradWatch.open(tmp_path / "run").history()
     assert len(h) == 12 and not h.clipped.any() and not h.skipped.any()
     assert all(math.isnan(s) for s in h.scale)
+
+
+def test_clipping_that_starts_later_says_so_once(tmp_path):
+    model, (x, y) = mlp(), data()
+    opt = torch.optim.SGD(model.parameters(), 0.1)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    seen = []
+    with pytest.warns(UserWarning, match="changed in place") as caught:
+        for k in range(5):
+            opt.zero_grad()
+            CE(model(x), y).backward()
+            seen.append(hand(model))
+            if k >= 2:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01)
+            opt.step()
+    assert sum("changed in place" in str(w.message) for w in caught) == 1
+    h = watch.history()
+    flags = h.groupby("step").clipped.first()
+    assert flags.isna().tolist() == [False, False, True, False, False]
+    assert flags.fillna(False).tolist() == [False, False, False, True, True]
+    for k in (0, 1, 3, 4):
+        check(h, k, seen[k])  # step 2 holds what the optimizer applied (clipped)
+    watch.close()

@@ -99,9 +99,11 @@ class Rounds:
             )
             warnings.warn(
                 f"GradWatch: one optimizer steps far more often than another ({names} steps); "
-                "each parameter's step k is its own optimizer's k-th step, and rounds older "
-                f"than {MAX_AHEAD} steps are written without the slower optimizer's "
-                "parameters (status none there)",
+                "each parameter's step k is its own optimizer's k-th step, so rounds more "
+                f"than {MAX_AHEAD} steps behind are written without the slower optimizer's "
+                "parameters (they read `none` there; its own k-th step comes later as a "
+                "second row of step k). Watch such loops with one GradWatch per optimizer's "
+                "module, or step them at the same rate",
                 stacklevel=4,
             )
         return True

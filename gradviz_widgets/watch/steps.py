@@ -29,8 +29,9 @@ class StepRecord:
     pending: tuple[torch.Tensor, Any] | None = None
     #: this rank's part of the cross-rank check: (own-gradient flags, FSDP2 weights) or None
     extra: Any = None
-    #: (skipped, loss scale, clipped) of the step, or None: not skipped, no scaler, not clipped
-    info: tuple | None = None
+    #: (skipped, loss scale, clipped) of the step (a list of them: several optimizers' parts),
+    #: or None: not skipped, no scaler, not clipped; device scalars are read by the writer
+    info: tuple | list | None = None
     #: the records of several optimizers' parts of one step (watch/rounds.py)
     parts: list[StepRecord] | None = None
 
@@ -53,15 +54,26 @@ class StepRecord:
         return self.values  # type: ignore[return-value]
 
 
-def step_info(info: tuple | None) -> tuple[bool, float | None, bool | None]:
-    """(skipped, scale, clipped) as plain values (device scalars are read here: writer thread).
+def step_info(info: tuple | list | None) -> tuple[bool, float | None, bool | None]:
+    """(skipped, scale, clipped) as plain values (device scalars are read here: writer thread);
+    several parts: skipped if one was, the first scale, clipped if one was (<NA> if unknown).
 
     Example:
         >>> step_info((True, torch.tensor(1024.0), None))
         (True, 1024.0, None)
+        >>> step_info([(False, None, False), (True, 2.0, True)])
+        (True, 2.0, True)
     """
     if info is None:
         return False, None, False
+    if isinstance(info, list):
+        parts = [step_info(i) for i in info]
+        flags = [c for _, _, c in parts]
+        return (
+            any(s for s, _, _ in parts),
+            next((x for _, x, _ in parts if x is not None), None),
+            True if True in flags else (None if None in flags else False),
+        )
     skipped, scale, clipped = info
     return (
         bool(skipped),
@@ -74,15 +86,7 @@ def combine(parts: list[StepRecord]) -> StepRecord:
     """Several optimizers' records of one step as one (their parameters are disjoint)."""
     first = parts[0]
     ids = np.concatenate([p.ids for p in parts])
-    infos = [step_info(p.info) for p in parts if p.info is not None]
-    info = None
-    if infos:
-        clipped = [c for _, _, c in infos]
-        info = (
-            any(s for s, _, _ in infos),
-            next((x for _, x, _ in infos if x is not None), None),
-            True if True in clipped else (None if None in clipped else False),
-        )
+    info = [p.info for p in parts if p.info is not None] or None
     extra = None
     if all(p.extra is not None for p in parts):
         own = np.logical_or.reduce([p.extra[0] for p in parts])

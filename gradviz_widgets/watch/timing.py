@@ -235,8 +235,9 @@ def _loss_scale(scaler: Any) -> Any:
 
 def _divided(stats: Any, rows: list[int], scale: Any) -> Any:
     """Rows of an end-of-backward reading, norm and max |g| divided by the loss scale."""
-    if isinstance(stats, torch.Tensor):
-        out_t = stats[torch.as_tensor(rows, device=stats.device)].clone()
+    if isinstance(stats, torch.Tensor):  # all rows in order (the usual case): no index copy
+        whole = len(rows) == len(stats) and rows == list(range(len(rows)))
+        out_t = (stats if whole else stats[torch.as_tensor(rows, device=stats.device)]).clone()
         out_t[:, :2] /= scale
         return out_t
     out = np.asarray(stats)[rows]

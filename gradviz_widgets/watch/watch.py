@@ -73,9 +73,7 @@ class GradWatch(HistoryViews):
         from .recorder import Recorder
         from .writer import Writer
 
-        if not isinstance(model, nn.Module):
-            raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        _check_loop(optimizer, scaler)
+        _check_arguments(model, optimizer, scaler)
         self.thresholds = thresholds or Thresholds()
         self.loss_fn = loss_fn
         self.path = Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="gradwatch-"))
@@ -93,10 +91,8 @@ class GradWatch(HistoryViews):
         self._model: nn.Module | None = model
         self._flights: dict[int, FlightRecord] = {}
         _close_previous(model)
-        exchange = Exchange(self._ranks) if self._ranks.group is not None else None
-        self._writer = Writer(
-            self._open_store(), self.thresholds, flush_s=flush_s, exchange=exchange
-        )
+        ex = Exchange(self._ranks) if self._ranks.group is not None else None
+        self._writer = Writer(self._open_store(), self.thresholds, flush_s=flush_s, exchange=ex)
         self._writer.store.set_meta(self._meta(inner, optimizer))
         if tensorboard:
             from .tb import TensorBoardSink
@@ -263,8 +259,10 @@ def _close_previous(model: nn.Module) -> None:
         previous.close()
 
 
-def _check_loop(optimizer: Any, scaler: Any) -> None:
-    """An optimizer or a list/tuple of them; a scaler is a torch.amp.GradScaler."""
+def _check_arguments(model: Any, optimizer: Any, scaler: Any) -> None:
+    """A module; an optimizer or a list/tuple of them; a scaler is a torch.amp.GradScaler."""
+    if not isinstance(model, nn.Module):
+        raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     for o in as_list(optimizer):
         if not isinstance(o, torch.optim.Optimizer):
             raise GradExplorerError(
