@@ -383,3 +383,25 @@ def test_clipping_that_starts_later_says_so_once(tmp_path):
     for k in (0, 1, 3, 4):
         check(h, k, seen[k])  # step 2 holds what the optimizer applied (clipped)
     watch.close()
+
+
+@pytest.mark.parametrize("given", [True, False])
+def test_fused_optimizer_under_a_scaler_reads_unscaled(tmp_path, given):
+    # a fused Adam gets the scaled gradient and the Inf flag from scaler.step
+    model, (x, y) = mlp(), data()
+    twin = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), 1e-2, fused=True)
+    twin_opt = torch.optim.Adam(twin.parameters(), 1e-2, fused=True)
+    scaler, twin_scaler = torch.amp.GradScaler("cpu"), torch.amp.GradScaler("cpu")
+    watch = GradWatch(model, optimizer=opt, scaler=scaler if given else None, path=tmp_path / "run")
+    seen: list = []
+    amp_loop(model, opt, scaler, x, y, 5, bad=(2,), record=seen)
+    amp_loop(twin, twin_opt, twin_scaler, x, y, 5, bad=(2,))
+    same_weights(model, twin)
+    h = watch.history()
+    assert sorted(h.step.unique()) == list(range(5))
+    for k, (expected, _) in enumerate(seen):
+        check(h, k, expected)
+    assert (h.skipped == (h.step == 2)).all()
+    assert (h[h.step == 2].status == "nonfinite").all()
+    watch.close()

@@ -210,7 +210,7 @@ class Recorder:
 
     def _read_point(self, j: int, skipped: bool = False) -> None:
         owned = self.rounds.owned(j, self.params)
-        reading = self.timing.read(owned, self.step, skipped)
+        reading = self.timing.read(owned, self.step, skipped, (self.optimizers or [None])[j])  # type: ignore[list-item]
         ids, stats = reading.ids, reading.stats
         extra = None
         if self.ranks.group is not None:
@@ -221,8 +221,8 @@ class Recorder:
         due = bool(ids) and not skipped and self.update_ratio and self.step % self.ratio_every == 0
         if due:
             self._snaps[j].take(ids, [self.params[i] for i in ids])
-        plain = reading.scale is None and reading.clipped is False and not skipped
-        info = None if plain else (skipped, reading.scale, reading.clipped)
+        plain = reading.scale is None and reading.clipped is False and reading.skipped is False
+        info = None if plain else (reading.skipped, reading.scale, reading.clipped)
         self._pre[j] = (ids, stats, due, extra, info)
 
     def _skipped(self, j: int) -> None:

@@ -48,7 +48,7 @@ class Reading:
     stats: Any
     scale: Any = None
     clipped: Any = False  # True / False, None: unknown; a device tensor until the writer reads it
-    skipped: bool = False
+    skipped: Any = False  # a fused optimizer's found_inf tensor under a GradScaler
 
 
 class StepTiming:
@@ -79,30 +79,34 @@ class StepTiming:
         self._eob = ({i: r for r, i in enumerate(ids)}, keys, stats)
 
     # ---- the read point -----------------------------------------------------------------
-    def read(self, owned: list[int], step: int, skipped: bool = False) -> Reading:
+    def read(self, owned: list[int], step: int, skipped: bool = False, opt: Any = None) -> Reading:
         """The statistics of `owned` parameters' gradients as they were before any in-place
         change since the last backward (unscaled when a scaler scaled them)."""
+        # a fused optimizer (`_step_supports_amp_scaling`) gets the scaled gradient and the
+        # scaler's Inf flag as attributes, for the length of its step
+        fused = getattr(opt, "grad_scale", None)
+        if fused is not None:
+            skipped = getattr(opt, "found_inf", skipped)
         ids = [i for i in owned if self.params[i].grad is not None]
         grads = [g for g in (self.params[i].grad for i in ids) if g is not None]
         scaler = self.scaler
         if scaler is None and self.eager:  # were the end-of-backward numbers loss-scaled?
             scaler = self._scaler_from_stack()
         scale = _scale_of(scaler)
+        divisor = fused if scaler is None and fused is not None else _loss_scale(scaler)
         eob = self._eob
         rows = None if eob is None else [eob[0].get(i) for i in ids]
         if eob is None or rows is None or None in rows or not grads:
-            return Reading(ids, self.stats_fn(grads), scale, False, skipped)
+            return Reading(ids, _unfused(self.stats_fn(grads), fused), scale, False, skipped)
         found: list[int] = rows  # type: ignore[assignment]
         keys = eob[1]
         same = all(keys[r] == (id(g), g._version) for r, g in zip(found, grads))
         if same:
             was_eager, self.eager = self.eager, False
             if was_eager and eob[2] is not None:
-                return Reading(
-                    ids, _divided(eob[2], found, _loss_scale(scaler)), scale, False, skipped
-                )
-            return Reading(ids, self.stats_fn(grads), scale, False, skipped)
-        post = self.stats_fn(grads)
+                return Reading(ids, _divided(eob[2], found, divisor), scale, False, skipped)
+            return Reading(ids, _unfused(self.stats_fn(grads), fused), scale, False, skipped)
+        post = _unfused(self.stats_fn(grads), fused)
         self.eager = self.can_be_eager
         if eob[2] is None:
             self._warn_once(
@@ -113,7 +117,7 @@ class StepTiming:
                 "optimizer applied (history's `clipped` is <NA> there).",
             )
             return Reading(ids, post, scale, None, skipped)
-        pre = _divided(eob[2], found, _loss_scale(scaler))  # type: ignore[arg-type]
+        pre = _divided(eob[2], found, divisor)  # type: ignore[arg-type]
         return Reading(ids, pre, scale, _differ(pre, post), skipped)
 
     def _scaler_from_stack(self) -> Any:
@@ -243,6 +247,11 @@ def _divided(stats: Any, rows: list[int], scale: Any) -> Any:
     out = np.asarray(stats)[rows]
     out[:, :2] /= float(scale)
     return out
+
+
+def _unfused(stats: Any, grad_scale: Any) -> Any:
+    """A fused optimizer's (still scaled) gradient statistics, unscaled."""
+    return stats if grad_scale is None else _divided(stats, list(range(len(stats))), grad_scale)
 
 
 def _differ(pre: Any, post: Any) -> Any:
