@@ -108,7 +108,7 @@ def test_model_moved_mid_run(tmp_path):
 
 
 def test_an_error_inside_the_watch_stops_recording_not_training(tmp_path, monkeypatch):
-    from gradviz_widgets.watch import recorder
+    from gradviz_widgets.watch import timing
 
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -118,7 +118,7 @@ def test_an_error_inside_the_watch_stops_recording_not_training(tmp_path, monkey
     def boom(tensors):
         raise RuntimeError("simulated failure")
 
-    monkeypatch.setattr(recorder, "grad_stats", boom)
+    monkeypatch.setattr(timing, "grad_stats", boom)
     with pytest.warns(UserWarning, match="stopped recording at step 2"):
         train(model, opt, 3)
     assert watch.history().step.nunique() == 2

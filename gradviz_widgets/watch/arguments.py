@@ -36,6 +36,7 @@ def check_arguments(model: Any, optimizer: Any, path: Any, options: dict[str, An
             f"model must be a torch.nn.Module (the model you train), got {_what(model)}"
         )
     optimizers = check_optimizers(optimizer)
+    check_scaler(options["scaler"], optimizers)
     folder = check_path(path)
     check_loss_args(options["loss_fn"], None)
     thresholds = check_thresholds(options["thresholds"])
@@ -186,19 +187,15 @@ def warn_idle_optimizers(
             )
 
 
-def recorded_optimizer(
-    optimizers: tuple[torch.optim.Optimizer, ...],
-) -> torch.optim.Optimizer | None:
-    """The optimizer whose steps are recorded: the only one, or (several given) the first,
-    with a warning naming the steps that are not recorded."""
-    if len(optimizers) > 1:
-        names = ", ".join(f"optimizer[{i}] ({type(o).__name__})" for i, o in enumerate(optimizers))
-        warnings.warn(
-            f"GradWatch: {len(optimizers)} optimizers given ({names}); this version records "
-            f"at the steps of optimizer[0] only: the steps of the others are not recorded",
-            stacklevel=3,
+def check_scaler(scaler: Any, optimizers: tuple[torch.optim.Optimizer, ...]) -> None:
+    """`scaler`: None or the torch.amp.GradScaler that drives the optimizers' steps."""
+    if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
+        raise GradExplorerError(
+            f"scaler must be a torch.amp.GradScaler (the one whose scaler.step(optimizer) "
+            f"the loop calls), got {_what(scaler)}"
         )
-    return optimizers[0] if optimizers else None
+    if scaler is not None and not optimizers:
+        raise GradExplorerError("scaler= needs optimizer= too: pass the optimizer the scaler steps")
 
 
 def _parameters(value: Any) -> bool:

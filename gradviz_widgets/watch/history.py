@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..vocabulary import STATUSES
+from .steptable import step_columns
 from .store import FLOATS, Chunk, ParamInfo
 
 if TYPE_CHECKING:
@@ -24,17 +25,10 @@ if TYPE_CHECKING:
 SEVERITY = {"healthy": 0, "vanishing": 1, "none": 2, "zero": 3, "exploding": 4, "nonfinite": 5}
 _RANK = np.array([SEVERITY[s] for s in STATUSES] + [-1])  # index len(STATUSES): no data
 EMPTY = len(STATUSES)
-COLUMNS = [
-    "step",
-    "rank",
-    "param",
-    "module",
-    "norm",
-    "max_abs",
-    "zero_fraction",
-    "status",
-    "update_ratio",
-]
+#: history() columns; the last three are step-wide (watch/steptable.py)
+COLUMNS = (
+    "step rank param module norm max_abs zero_fraction status update_ratio skipped scale clipped"
+).split()
 
 
 def minmax_downsample(
@@ -218,9 +212,10 @@ def history_frame(
     start: int | None = None,
     stop: int | None = None,
     rank: int = 0,
+    step_rows: Sequence[tuple] = (),
 ) -> pd.DataFrame:
     """One row per (step, parameter); `names` picks parameters, [start, stop) picks steps;
-    `rank`: the process that recorded them (0 for one process)."""
+    `rank`: who recorded them (0: one process); `step_rows`: the store's `steps` table."""
     import pandas as pd  # only readers need it
 
     n = len(params)
@@ -231,7 +226,8 @@ def history_frame(
     )
     blocks = _blocks(chunks, n, start, stop)
     if not blocks:
-        kinds = {"param": object, "module": object, "status": object, "rank": int}
+        kinds: dict = {"param": object, "module": object, "status": object, "rank": int}
+        kinds |= {"skipped": bool, "clipped": "boolean"}
         return pd.DataFrame({k: pd.Series(dtype=kinds.get(k, float)) for k in COLUMNS})
     cols = {
         k: np.concatenate([getattr(c, k)[rows][:, wanted].reshape(-1) for c, rows in blocks])
@@ -257,6 +253,7 @@ def history_frame(
                 cols["status"][live].astype(np.int64), list(STATUSES)
             ),
             "update_ratio": cols["update_ratio"][live],
+            **step_columns(steps[live], step_rows),
         }
     )
 

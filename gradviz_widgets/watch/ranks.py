@@ -113,6 +113,23 @@ def local_part(grad: torch.Tensor, world: int) -> tuple[torch.Tensor, float]:
     return _local_and_weight(grad, world)
 
 
+def rank_part(
+    setup: RankSetup, used: set[int] | None, params: list, ids: list[int], grads: list
+) -> tuple:
+    """Which parameters this rank's own backward reached (`used`: DDP's post-accumulate
+    record, cleared here); FSDP2: the weights of the shards."""
+    own = np.zeros(len(params), dtype=bool)
+    if used is not None:
+        own[[i for i, p in enumerate(params) if id(p) in used]] = True
+        used.clear()
+    else:
+        own[ids] = True
+    weights = None
+    if setup.mode == "fsdp":
+        weights = np.array([local_part(g, setup.world)[1] for g in grads])
+    return own, weights
+
+
 class Exchange:
     """The writer thread's side of the check: one all_reduce per step, in step order."""
 

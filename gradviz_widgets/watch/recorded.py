@@ -87,7 +87,7 @@ class RecordedRun(HistoryViews):
         """One row per (step, rank, parameter), ranks side by side within each step;
         `ranks` picks some. Pivot to compare: `h.pivot_table("norm", ["step", "param"], "rank")`."""
         frames = [
-            history_frame(s.params, s.chunks(), s.exact(), params, start, stop, rank=r)
+            history_frame(s.params, s.chunks(), s.exact(), params, start, stop, r, s.step_rows())
             for r, s in self.stores.items()
             if ranks is None or r in ranks
         ]

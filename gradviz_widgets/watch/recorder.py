@@ -1,61 +1,60 @@
 """The hooks of a GradWatch: they read the gradients once per step and hand the numbers on.
 
-With an optimizer: `register_step_pre_hook` reads the gradients the optimizer is about to apply
-(so gradient accumulation over several backward calls is one step) and snapshots the parameters;
-`register_step_post_hook` measures the update. Without one: a post-accumulate-grad hook on each
-parameter queues one end-of-backward callback, so each backward is one step and the numbers are
-those of `p.grad` after accumulation.
-
-Across ranks (watch/ranks.py): under DDP a post-accumulate-grad hook also notes which parameters
-this rank's own backward reached, and without an optimizer the step is read after DDP has
-averaged the gradients; under FSDP2 the numbers are those of this rank's shard, made whole by
-the writer thread's one collective.
-
-On an accelerator nothing here waits for the device: the per-step numbers are reduced on the
-device into one small tensor and copied to pinned host memory without blocking; the writer
-thread reads it once the copy's event completes. On the CPU the numbers are plain floats at once.
+A post-accumulate-grad hook on each parameter queues one end-of-backward callback (and, under
+DDP, notes which parameters this rank's backward reached). Without an optimizer each backward
+is a step, read there (after DDP averaged). With optimizers, each one's step is read as
+watch/timing.py says (the gradient given to the optimizer, before clipping changed it in place;
+accumulation is one step), parameters are snapshot there and the step post-hook measures the
+update. FSDP2: this rank's shard, made whole by the writer's one collective (watch/ranks.py).
+On an accelerator nothing here waits for the device (numbers go to pinned memory, non-blocking).
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 from torch.autograd import Variable
 
 from .flight import Flights
-from .ranks import RankSetup, local_part
+from .ranks import RankSetup, rank_part
 from .ratio import Snapshot
-from .reduce import by_device, grad_stats
+from .rounds import Rounds, as_list
 from .steps import assemble
 from .store import ParamInfo
+from .timing import StepTiming, stats_reader
 
 
 class Recorder:
-    """Attaches to `model` (and `optimizer`) and calls `emit` with params and step records."""
+    """Attaches to `model` (and its optimizers) and calls `emit` with params and step records;
+    when a step is read: watch/timing.py; several optimizers: watch/rounds.py."""
 
     def __init__(
         self,
         model: nn.Module,
-        optimizer: torch.optim.Optimizer | None,
+        optimizer: torch.optim.Optimizer | Sequence[torch.optim.Optimizer] | None,
         emit: Callable[[str, Any], None],
         *,
         update_ratio: bool | int = True,
         flights: Flights | None = None,
         ranks: RankSetup | None = None,
+        scaler: Any = None,
     ) -> None:
-        self.model, self.optimizer, self.emit = model, optimizer, emit
+        opts: list[torch.optim.Optimizer] = as_list(optimizer)
+        self.optimizers = opts
+        self.model, self.optimizer, self.emit = model, opts[0] if opts else None, emit
+        self.rounds = Rounds(list(opts) or [None])  # type: ignore[list-item]
         self.ranks = ranks or RankSetup()
         #: ids of the parameters this rank's own backward reached since the last step (DDP)
         checked = self.ranks.group is not None
         self._used: set[int] | None = set() if self.ranks.mode == "ddp" and checked else None
         self._deferred = False
         fsdp = self.ranks.mode == "fsdp"  # Δp of a shard is not the update: off
-        self.update_ratio = bool(update_ratio) and optimizer is not None and not fsdp
+        self.update_ratio = bool(update_ratio) and bool(opts) and not fsdp
         #: update ratios are measured at the steps divisible by this (True: every step)
         self.ratio_every = max(int(update_ratio), 1)
         #: which steps get a flight record (watch/flight.py); None: no flight recorder
@@ -70,8 +69,11 @@ class Recorder:
         self.step = 0
         self.enabled = True
         self._queued = False
-        self._pre: tuple[list[int], Any, Any, Any] | None = None
-        self._snap = Snapshot()
+        self._pre: dict[int, tuple | None] = {}
+        self._snaps = [Snapshot() for _ in range(max(len(opts), 1))]
+        self._snap = self._snaps[0]
+        reader = stats_reader(self.ranks.world if fsdp else None)
+        self.timing = StepTiming(self.params, reader, scaler, eager=not fsdp)
         self._where: tuple | None = None
         self._dicts: list[dict] = []
         self._shape: tuple[int, int] = (-1, -1)
@@ -79,21 +81,17 @@ class Recorder:
 
     # ---- attaching ----------------------------------------------------------------------
     def attach(self) -> None:
-        if self.optimizer is not None:
-            self._handles.append(
-                self.optimizer.register_step_pre_hook(self._guarded(self._pre_step))
-            )
-            self._handles.append(
-                self.optimizer.register_step_post_hook(self._guarded(self._post_step))
-            )
+        for j, opt in enumerate(self.optimizers):
+            pre, post = functools.partial(self._pre_step, j), functools.partial(self._post_step, j)
+            self._handles.append(opt.register_step_pre_hook(self._guarded(pre)))
+            self._handles.append(opt.register_step_post_hook(self._guarded(post)))
+        self.timing.wrap_scaler(self.optimizers, self.rounds.stepped, self._guarded(self._skipped))
         if self.flights is not None and self.flights.active:
             self._handles.append(
                 self.model.register_forward_pre_hook(self._on_forward, with_kwargs=True)
             )
 
     def _hook_params(self, params: list[nn.Parameter]) -> None:
-        if self.optimizer is not None and self._used is None:
-            return
         for p in params:
             if p._post_accumulate_grad_hooks is None:
                 self._acc_hooks_were_none.append(p)
@@ -108,8 +106,11 @@ class Recorder:
             if not p._post_accumulate_grad_hooks:
                 p._post_accumulate_grad_hooks = None  # type: ignore[assignment]  # torch's own default
         self._acc_hooks_were_none.clear()
+        self.timing.unwrap_scaler()
+        for record in self.rounds.flush():  # rounds some optimizer did not finish
+            self.emit("step", record)
         self.enabled = False
-        self._pre = None
+        self._pre = {}
         if self.flights is not None:
             self.flights.forget()
         self._snap.reset()
@@ -147,12 +148,12 @@ class Recorder:
                 stacklevel=3,
             )
 
-    def _guarded(self, fn: Callable[..., None]) -> Callable[..., None]:
-        def hook(*args: Any) -> None:
+    def _guarded(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def hook(*args: Any) -> Any:
             if not self.enabled:
-                return
+                return None
             try:
-                fn(*args)
+                return fn(*args)
             except Exception as e:  # the training loop must go on
                 self.enabled = False
                 warnings.warn(
@@ -161,6 +162,7 @@ class Recorder:
                     "so far stay readable.",
                     stacklevel=2,
                 )
+                return None
 
         return hook
 
@@ -173,7 +175,7 @@ class Recorder:
     def _on_accumulated(self, p: torch.Tensor) -> None:
         if self._used is not None:
             self._used.add(id(p))
-        if self.enabled and not self._queued and self.optimizer is None:
+        if self.enabled and not self._queued:
             self._queued = True
             Variable._execution_engine.queue_callback(self._guarded(self._end_backward))
 
@@ -184,47 +186,61 @@ class Recorder:
             Variable._execution_engine.queue_callback(self._guarded(self._end_backward))
             return
         self._queued = self._deferred = False
-        self._pre_step(None, (), {})
-        self._post_step(None, (), {})
-
-    def _pre_step(self, opt: Any, args: tuple, kwargs: dict) -> None:
-        self._check_model()
-        ids = [i for i, p in enumerate(self.params) if p.grad is not None]
-        grads = [g for g in (self.params[i].grad for i in ids) if g is not None]
-        extra = self._rank_part(ids, grads) if self.ranks.group is not None else None
-        if self.ranks.mode == "fsdp":
-            grads = [local_part(g, self.ranks.world)[0].detach() for g in grads]
-        stats = by_device(grad_stats, grads, 3)
-        if self.flights is not None:  # before the update: the pre-update weights
-            self.flights.check(self.step, stats, len(ids) < len(self.params))
-        due = bool(ids) and self.update_ratio and self.step % self.ratio_every == 0
-        if due:
-            self._snap.take(ids, [self.params[i] for i in ids])
-        self._pre = (ids, stats, due, extra)
-
-    def _rank_part(self, ids: list[int], grads: list[torch.Tensor]) -> tuple:
-        """Which parameters this rank's own backward reached; FSDP2: the weights of the shards."""
-        own = np.zeros(len(self.params), dtype=bool)
-        if self._used is not None:
-            own[[i for i, p in enumerate(self.params) if id(p) in self._used]] = True
-            self._used.clear()
-        else:
-            own[ids] = True
-        weights = None
-        if self.ranks.mode == "fsdp":
-            weights = np.array([local_part(g, self.ranks.world)[1] for g in grads])
-        return own, weights
-
-    def _post_step(self, opt: Any, args: tuple, kwargs: dict) -> None:
-        if self._pre is None:
+        if self.optimizers:  # the numbers of the gradients as backward left them
+            self.timing.end_backward()
             return
-        ids, stats, due, extra = self._pre
-        self._pre = None
+        self._pre_step(0, None, (), {})
+        self._post_step(0, None, (), {})
+
+    def _pre_step(self, j: int, opt: Any, args: tuple, kwargs: dict) -> Any:
+        """Optimizer j's step starts: read now, or after the closure's first call."""
+        self._check_model()
+        self.step = self.rounds.counts[j]
+        self.rounds.stepped[j] = True
+        self._pre[j] = None
+        read = functools.partial(self._guarded(self._read_point), j)
+        wrapped = StepTiming.with_closure(args, kwargs, read)
+        if wrapped is None:
+            self._read_point(j)
+        return wrapped
+
+    def _read_point(self, j: int, skipped: bool = False) -> None:
+        owned = self.rounds.owned(j, self.params)
+        reading = self.timing.read(owned, self.step, skipped, (self.optimizers or [None])[j])  # type: ignore[list-item]
+        ids, stats = reading.ids, reading.stats
+        extra = None
+        if self.ranks.group is not None:
+            grads = [self.params[i].grad for i in ids]
+            extra = rank_part(self.ranks, self._used, self.params, ids, grads)
+        if self.flights is not None:  # before the update: the pre-update weights
+            self.flights.check(self.step, stats, len(ids) < len(owned))
+        due = bool(ids) and not skipped and self.update_ratio and self.step % self.ratio_every == 0
+        if due:
+            self._snaps[j].take(ids, [self.params[i] for i in ids])
+        plain = reading.scale is None and reading.clipped is False and reading.skipped is False
+        info = None if plain else (reading.skipped, reading.scale, reading.clipped)
+        self._pre[j] = (ids, stats, due, extra, info)
+
+    def _skipped(self, j: int) -> None:
+        """A step the GradScaler skipped (Inf/NaN): recorded from the gradients it refused."""
+        self._check_model()
+        self.step = self.rounds.counts[j]
+        self._read_point(j, skipped=True)
+        self._post_step(j, None, (), {})
+
+    def _post_step(self, j: int, opt: Any, args: tuple, kwargs: dict) -> None:
+        pre = self._pre.pop(j, None)
+        if pre is None:
+            return
+        ids, stats, due, extra, info = pre
         dnorm = pnorm = None
         if due:
-            dnorm, pnorm = self._snap.measure([self.params[i] for i in ids])
-        self.emit("step", assemble(self.step, ids, stats, dnorm, pnorm, extra))
-        self.step += 1
+            dnorm, pnorm = self._snaps[j].measure([self.params[i] for i in ids])
+        record = assemble(self.rounds.counts[j], ids, stats, dnorm, pnorm, extra)
+        record.info = info
+        for done in self.rounds.add(j, record):
+            self.emit("step", done)
+        self.step = self.rounds.done
 
     # ---- helpers ------------------------------------------------------------------------
     def _check_model(self) -> None:

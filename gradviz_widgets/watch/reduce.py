@@ -47,6 +47,8 @@ def grad_stats(tensors: Sequence[torch.Tensor]) -> np.ndarray | torch.Tensor:
     """
     if not tensors:
         return np.zeros((0, 3))
+    if any(t.layout != torch.strided for t in tensors):
+        return _with_sparse(tensors)
     if tensors[0].device.type != "cpu":
         return _device_stats(tensors)
     if is_small_cpu(tensors):
@@ -218,6 +220,36 @@ def _cpu_large_stats(tensors: Sequence[torch.Tensor]) -> np.ndarray:
         if top[i] != 0.0:  # zero, or NaN/Inf/extreme magnitudes: exact float64 pass
             out[i, 0] = torch.linalg.vector_norm(flat[i], dtype=torch.float64).item()
     return out
+
+
+def _with_sparse(tensors: Sequence[torch.Tensor]) -> np.ndarray | torch.Tensor:
+    """Sparse gradients (`nn.Embedding(sparse=True)`): exact statistics of the coalesced values
+    (duplicate indices summed first), counted over the dense shape; the dense ones as usual.
+
+    Example:
+        >>> i = torch.tensor([[0, 0, 2]])
+        >>> g = torch.sparse_coo_tensor(i, torch.tensor([3.0, 1.0, -4.0]), (5,), check_invariants=True)
+        >>> grad_stats([g, torch.ones(2)]).tolist()
+        [[5.656854249492381, 4.0, 2.0], [1.4142135623730951, 1.0, 2.0]]
+    """
+    sparse = [i for i, t in enumerate(tensors) if t.layout != torch.strided]
+    dense = [i for i, t in enumerate(tensors) if t.layout == torch.strided]
+    values = [_sparse_values(tensors[i]) for i in sparse]
+    parts = [grad_stats(values), grad_stats([tensors[i] for i in dense])]
+    if any(isinstance(p, torch.Tensor) for p in parts):
+        device = next(p.device for p in parts if isinstance(p, torch.Tensor))
+        rows = [torch.as_tensor(p, device=device, dtype=torch.float64) for p in parts]
+        return torch.cat(rows)[torch.as_tensor(sparse + dense, device=device).argsort()]
+    out = np.concatenate(parts)
+    return out[np.argsort(np.array(sparse + dense))]
+
+
+def _sparse_values(t: torch.Tensor) -> torch.Tensor:
+    """The stored values of a sparse tensor, each dense element once (coalesce: a new tensor,
+    the gradient itself is not changed)."""
+    if t.layout == torch.sparse_coo:
+        return (t if t.is_coalesced() else t.coalesce()).values().detach()
+    return t.detach().values() if t.layout == torch.sparse_csr else t.detach().to_dense()
 
 
 def _device_stats(tensors: Sequence[torch.Tensor]) -> torch.Tensor:

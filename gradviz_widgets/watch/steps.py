@@ -29,13 +29,22 @@ class StepRecord:
     pending: tuple[torch.Tensor, Any] | None = None
     #: this rank's part of the cross-rank check: (own-gradient flags, FSDP2 weights) or None
     extra: Any = None
+    #: (skipped, loss scale, clipped) of the step (a list of them: several optimizers' parts),
+    #: or None: not skipped, no scaler, not clipped; device scalars are read by the writer
+    info: tuple | list | None = None
+    #: the records of several optimizers' parts of one step (watch/rounds.py)
+    parts: list[StepRecord] | None = None
 
     def ready(self) -> bool:
         """Whether the numbers can be read without waiting for the device."""
+        if self.parts is not None:
+            return all(p.ready() for p in self.parts)
         return self.pending is None or self.pending[1] is None or self.pending[1].query()
 
     def resolve(self) -> np.ndarray:
         """The (len(ids), 5) float64 values; waits for the device copy (writer thread only)."""
+        if self.values is None and self.parts is not None:
+            self.values = np.concatenate([p.resolve() for p in self.parts])
         if self.values is None and self.pending is not None:
             host, event = self.pending
             if event is not None:
@@ -43,6 +52,52 @@ class StepRecord:
             self.values = host.double().numpy()
             self.pending = None
         return self.values  # type: ignore[return-value]
+
+
+def step_info(info: tuple | list | None) -> tuple[bool, float | None, bool | None]:
+    """(skipped, scale, clipped) as plain values (device scalars are read here: writer thread);
+    several parts: skipped if one was, the first scale, clipped if one was (<NA> if unknown).
+
+    Example:
+        >>> step_info((True, torch.tensor(1024.0), None))
+        (True, 1024.0, None)
+        >>> step_info([(False, None, False), (True, 2.0, True)])
+        (True, 2.0, True)
+    """
+    if info is None:
+        return False, None, False
+    if isinstance(info, list):
+        parts = [step_info(i) for i in info]
+        flags = [c for _, _, c in parts]
+        return (
+            any(s for s, _, _ in parts),
+            next((x for _, x, _ in parts if x is not None), None),
+            True if True in flags else (None if None in flags else False),
+        )
+    skipped, scale, clipped = info
+    return (
+        bool(skipped),
+        None if scale is None else float(scale),
+        None if clipped is None else bool(clipped),
+    )
+
+
+def combine(parts: list[StepRecord]) -> StepRecord:
+    """Several optimizers' records of one step as one (their parameters are disjoint)."""
+    first = parts[0]
+    ids = np.concatenate([p.ids for p in parts])
+    info = [p.info for p in parts if p.info is not None] or None
+    extra = None
+    if all(p.extra is not None for p in parts):
+        own = np.logical_or.reduce([p.extra[0] for p in parts])
+        weights = [p.extra[1] for p in parts]
+        extra = (own, None if weights[0] is None else np.concatenate(weights))
+    rec = StepRecord(first.step, max(p.time for p in parts), ids, extra=extra, info=info)
+    if all(p.values is not None for p in parts):
+        rec.values = np.concatenate([p.values for p in parts])  # type: ignore[misc]
+    else:
+        rec.parts = parts
+    return rec
 
 
 def assemble(

@@ -19,13 +19,14 @@ import dataclasses
 import json
 import sqlite3
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..vocabulary import STATUSES
+from .steptable import StepRow
 
 DB_NAME = "watch.sqlite"
 FLOATS = ("norm", "max_abs", "update_ratio")
@@ -40,6 +41,8 @@ CREATE TABLE IF NOT EXISTS exact (step INTEGER NOT NULL, param INTEGER NOT NULL,
     col INTEGER NOT NULL, value REAL, PRIMARY KEY (step, param, col)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS anomalies (step INTEGER NOT NULL, kind TEXT NOT NULL,
     params TEXT NOT NULL, PRIMARY KEY (step, kind)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS steps (step INTEGER PRIMARY KEY, skipped INTEGER NOT NULL,
+    scale REAL, clipped INTEGER);
 """
 #: test hook: cap the database at this many pages (simulates a full disk)
 MAX_PAGE_COUNT: int | None = None
@@ -160,6 +163,7 @@ class MemoryStore:
         self._chunks: list[tuple[int, int, bytes]] = []
         self._exact: list[tuple[int, int, int, float]] = []
         self.anomaly_rows: list[tuple[int, str, Any]] = []
+        self._steps: list[StepRow] = []
         self.bytes = 0
 
     def set_meta(self, meta: dict[str, str]) -> None:
@@ -168,14 +172,20 @@ class MemoryStore:
     def add_params(self, params: list[ParamInfo]) -> None:
         self.params += params
 
-    def write(self, chunk: Chunk, anomalies: list[tuple[int, str, Any]]) -> None:
+    def write(
+        self, chunk: Chunk, anomalies: list[tuple[int, str, Any]], steps: Sequence[StepRow] = ()
+    ) -> None:
         if self.bytes > self.limit_bytes:
             raise MemoryError(f"the in-memory record reached {self.limit_bytes >> 20} MB")
         data, exact = encode(chunk)
         self._chunks.append((len(chunk.steps), chunk.n_params, data))
         self._exact += exact
         self.anomaly_rows += anomalies
+        self._steps += steps
         self.bytes += len(data)
+
+    def step_rows(self) -> list[StepRow]:
+        return list(self._steps)
 
     def chunks(self) -> Iterator[Chunk]:
         for n_steps, n_params, data in self._chunks:
@@ -225,9 +235,12 @@ class SQLiteStore:
                 ],
             )
 
-    def write(self, chunk: Chunk, anomalies: list[tuple[int, str, Any]]) -> None:
+    def write(
+        self, chunk: Chunk, anomalies: list[tuple[int, str, Any]], steps: Sequence[StepRow] = ()
+    ) -> None:
         data, exact = encode(chunk)
         with self._db:  # one transaction: all of it or nothing
+            self._db.executemany("INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?)", steps)
             self._db.execute(
                 "INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?)",
                 (int(chunk.steps[0]), int(chunk.steps[-1]), len(chunk.steps), chunk.n_params, data),
@@ -278,3 +291,10 @@ class SQLiteStore:
         """The last step on disk (-1: none yet)."""
         (last,) = self._db.execute("SELECT MAX(last_step) FROM chunks").fetchone()
         return -1 if last is None else int(last)
+
+    def step_rows(self) -> list[StepRow]:
+        """Skipped / loss-scaled / clipped steps; none in records older than the table."""
+        try:
+            return list(self._db.execute("SELECT step, skipped, scale, clipped FROM steps"))
+        except sqlite3.OperationalError:  # written before the table existed
+            return []

@@ -16,7 +16,7 @@ from torch import nn
 from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
 from .anomalies import Anomaly, replay
-from .arguments import check_arguments, recorded_optimizer, warn_idle_optimizers
+from .arguments import check_arguments, warn_idle_optimizers
 from .flight import Flights, check_budget
 from .flight_book import FlightBook
 from .history import Overview, history_frame
@@ -72,9 +72,10 @@ class GradWatch(HistoryViews):
     def __init__(
         self,
         model: nn.Module,
-        optimizer: torch.optim.Optimizer | None = None,
+        optimizer: torch.optim.Optimizer | Sequence[torch.optim.Optimizer] | None = None,
         path: str | Path | None = None,
         *,
+        scaler: torch.amp.GradScaler | None = None,
         loss_fn: Callable[..., torch.Tensor] | None = None,
         thresholds: Thresholds | None = None,
         update_ratio: bool | int = 10,
@@ -96,8 +97,7 @@ class GradWatch(HistoryViews):
         self._ranks = self._start_run(args.path, model, ranks, rank_timeout_s)
         inner = self._inner
         self._optimizers = args.optimizers
-        opt = recorded_optimizer(args.optimizers)
-        if self._ranks.mode == "fsdp" and opt is None:
+        if self._ranks.mode == "fsdp" and not args.optimizers:
             warnings.warn(
                 "GradWatch on an FSDP2 model records at optimizer.step(): pass optimizer=",
                 stacklevel=2,
@@ -118,11 +118,12 @@ class GradWatch(HistoryViews):
         flights = self._flight_recorder(inner, flight_recorder, flight_budget_mb, sync_check)
         self._recorder = Recorder(
             inner,
-            opt,
+            args.optimizers,
             self._writer.put,
             update_ratio=update_ratio,
             flights=flights,
             ranks=self._ranks,
+            scaler=scaler,
         )
         warn_idle_optimizers(self._recorder.params, args.optimizers)
         self._recorder.attach()
@@ -218,7 +219,14 @@ class GradWatch(HistoryViews):
         store = self._reader()
         rank = self._ranks.rank
         return history_frame(
-            list(self._writer.params), store.chunks(), store.exact(), params, start, stop, rank
+            list(self._writer.params),
+            store.chunks(),
+            store.exact(),
+            params,
+            start,
+            stop,
+            rank,
+            step_rows=store.step_rows(),
         )
 
     def _reader(self) -> Any:

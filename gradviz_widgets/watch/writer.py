@@ -21,7 +21,7 @@ from ..vocabulary import STATUSES, Thresholds
 from .anomalies import Tracker
 from .history import Overview
 from .ranks import Exchange
-from .steps import StepRecord
+from .steps import StepRecord, step_info
 from .store import Chunk, MemoryStore, ParamInfo
 
 _NONE = STATUSES.index("none")
@@ -181,7 +181,9 @@ class Writer(threading.Thread):
                 },
                 status=np.stack([_pad(s, width, _NONE) for _, _, s in self._rows]),
             )
-            self._store_call(self.store.write, chunk, self._new_anomalies)
+            rows = [(r.step, *step_info(r.info)) for r, _, _ in self._rows if r.info is not None]
+            steps = [(s, int(k), x, None if c is None else int(c)) for s, k, x, c in rows]
+            self._store_call(self.store.write, chunk, self._new_anomalies, steps)
         else:
             chunk = None
         self.steps_written += len(self._rows)
@@ -223,6 +225,7 @@ class Writer(threading.Thread):
             try:  # what reached the disk stays readable through the memory copy
                 for done in old.chunks():
                     self.store.write(done, [])
+                self.store._steps = list(old.step_rows())
                 self.store.anomaly_rows = list(self.anomaly_rows)
             except Exception:
                 pass
@@ -239,7 +242,7 @@ class _Discard(MemoryStore):
     def add_params(self, params: list[ParamInfo]) -> None:
         pass
 
-    def write(self, chunk: Chunk, anomalies: list) -> None:
+    def write(self, chunk: Chunk, anomalies: list, steps: Any = ()) -> None:
         pass
 
 

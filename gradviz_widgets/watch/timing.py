@@ -1,0 +1,264 @@
+"""When a step's gradients are read: at the end of backward, at `optimizer.step`, after a
+closure's first call, or at `GradScaler.update` for a step the scaler skipped.
+
+The numbers of a step are those of the gradient the optimizer was given, before anything
+changed it in place (gradient clipping, `GradScaler.unscale_`):
+
+- At the end of every backward the watch notes each gradient's identity and `_version`, and
+  reads its statistics while it is "eager" (the first step, and every step after in-place
+  changes were seen once); otherwise that reading is skipped.
+- At the read point (the optimizer's step pre-hook; with a closure, right after the closure's
+  first call, i.e. the gradient at the pre-update weights) the versions are compared. Unchanged:
+  one reading (the end-of-backward one when there is one). Changed: the gradients are read
+  again, the norms kept are the end-of-backward ones (divided by the loss scale when a
+  GradScaler had scaled them: a power of two, so exact), and the step is flagged `clipped`
+  when the two readings differ. Changed while not eager: the pre-change values are gone; the
+  step keeps what the optimizer applied, `clipped` unknown (one warning), and reading turns
+  eager.
+- `GradWatch(scaler=)`: the scaler's `update` is wrapped (restored on close); an optimizer the
+  scaler processed (`scaler.step`) whose step never ran (Inf/NaN found) is recorded then, as a
+  skipped step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from .ranks import local_part
+from .reduce import by_device, grad_stats
+
+try:
+    from torch.amp.grad_scaler import OptState
+except ImportError:  # pragma: no cover - very old torch
+    OptState = None  # type: ignore[assignment,misc]
+
+
+@dataclasses.dataclass
+class Reading:
+    """The statistics of one optimizer's step: `ids` index the recorder's parameters."""
+
+    ids: list[int]
+    stats: Any
+    scale: Any = None
+    clipped: Any = False  # True / False, None: unknown; a device tensor until the writer reads it
+    skipped: Any = False  # a fused optimizer's found_inf tensor under a GradScaler
+
+
+class StepTiming:
+    """Owns the end-of-backward reading, the scaler's `update` wrapper and the closure wrap."""
+
+    def __init__(
+        self,
+        params: list[torch.nn.Parameter],
+        stats_fn: Callable[[list[torch.Tensor]], Any],
+        scaler: Any = None,
+        eager: bool = True,
+    ) -> None:
+        self.params, self.stats_fn, self.scaler = params, stats_fn, scaler
+        self.eager = eager
+        self.can_be_eager = eager
+        self._eob: tuple[dict[int, int], list[tuple[int, int]], Any] | None = None
+        self._warned: set[str] = set()
+        self._update: Any = None
+        self._had_update = False
+
+    # ---- end of backward ----------------------------------------------------------------
+    def end_backward(self) -> None:
+        grads = [p.grad for p in self.params]
+        ids = [i for i, g in enumerate(grads) if g is not None]
+        present = [g for g in grads if g is not None]
+        keys = [(id(g), g._version) for g in present]
+        stats = self.stats_fn(present) if self.eager and present else None
+        self._eob = ({i: r for r, i in enumerate(ids)}, keys, stats)
+
+    # ---- the read point -----------------------------------------------------------------
+    def read(self, owned: list[int], step: int, skipped: bool = False, opt: Any = None) -> Reading:
+        """The statistics of `owned` parameters' gradients as they were before any in-place
+        change since the last backward (unscaled when a scaler scaled them)."""
+        # a fused optimizer (`_step_supports_amp_scaling`) gets the scaled gradient and the
+        # scaler's Inf flag as attributes, for the length of its step
+        fused = getattr(opt, "grad_scale", None)
+        if fused is not None:
+            skipped = getattr(opt, "found_inf", skipped)
+        ids = [i for i in owned if self.params[i].grad is not None]
+        grads = [g for g in (self.params[i].grad for i in ids) if g is not None]
+        scaler = self.scaler
+        if scaler is None and self.eager:  # were the end-of-backward numbers loss-scaled?
+            scaler = self._scaler_from_stack()
+        scale = _scale_of(scaler)
+        divisor = fused if scaler is None and fused is not None else _loss_scale(scaler)
+        eob = self._eob
+        rows = None if eob is None else [eob[0].get(i) for i in ids]
+        if eob is None or rows is None or None in rows or not grads:
+            return Reading(ids, _unfused(self.stats_fn(grads), fused), scale, False, skipped)
+        found: list[int] = rows  # type: ignore[assignment]
+        keys = eob[1]
+        same = all(keys[r] == (id(g), g._version) for r, g in zip(found, grads))
+        if same:
+            was_eager, self.eager = self.eager, False
+            if was_eager and eob[2] is not None:
+                return Reading(ids, _divided(eob[2], found, divisor), scale, False, skipped)
+            return Reading(ids, _unfused(self.stats_fn(grads), fused), scale, False, skipped)
+        post = _unfused(self.stats_fn(grads), fused)
+        self.eager = self.can_be_eager
+        if eob[2] is None:
+            self._warn_once(
+                "late",
+                f"GradWatch: the gradients changed in place between backward and "
+                f"optimizer.step at step {step} (gradient clipping?); from now on they are "
+                "also read at the end of each backward. That step's norms are the ones the "
+                "optimizer applied (history's `clipped` is <NA> there).",
+            )
+            return Reading(ids, post, scale, None, skipped)
+        pre = _divided(eob[2], found, divisor)  # type: ignore[arg-type]
+        return Reading(ids, pre, scale, _differ(pre, post), skipped)
+
+    def _scaler_from_stack(self) -> Any:
+        """A GradScaler calling `optimizer.step` without `GradWatch(scaler=)`: use its scale
+        for this step, and say once that skipped steps go unrecorded."""
+        frame = sys._getframe(1)
+        for _ in range(12):
+            if frame is None:
+                return None
+            if frame.f_code.co_name == "_maybe_opt_step" and "self" in frame.f_locals:
+                found = frame.f_locals["self"]
+                if isinstance(found, torch.amp.GradScaler):
+                    self._warn_once(
+                        "scaler",
+                        "GradWatch: optimizer.step is called by a torch.amp.GradScaler the "
+                        "watch was not given: pass GradWatch(..., scaler=scaler), else the "
+                        "steps the scaler skips (Inf/NaN) are not recorded.",
+                    )
+                    return found
+            frame = frame.f_back  # type: ignore[assignment]
+        return None
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(message, stacklevel=5)
+
+    # ---- closures -----------------------------------------------------------------------
+    @staticmethod
+    def with_closure(
+        args: tuple, kwargs: dict, after_first: Callable[[], None]
+    ) -> tuple[tuple, dict] | None:
+        """`optimizer.step(closure)`'s arguments with the closure wrapped so that
+        `after_first` runs right after its first call; None without a closure."""
+        if len(args) > 1 and callable(args[1]):
+            closure, where = args[1], 1
+        elif callable(kwargs.get("closure")):
+            closure, where = kwargs["closure"], -1
+        else:
+            return None
+        calls = [0]
+
+        def closure_watched() -> Any:
+            out = closure()
+            calls[0] += 1
+            if calls[0] == 1:
+                after_first()
+            return out
+
+        if where == 1:
+            return (args[0], closure_watched, *args[2:]), kwargs
+        return args, {**kwargs, "closure": closure_watched}
+
+    # ---- GradScaler ---------------------------------------------------------------------
+    def wrap_scaler(
+        self, optimizers: list[Any], stepped: list[bool], on_skipped: Callable[[int], None]
+    ) -> None:
+        """Wrap the scaler instance's `update`: an optimizer the scaler stepped (stage
+        STEPPED) whose own step did not run since the last update was skipped."""
+        scaler = self.scaler
+        if scaler is None:
+            return
+        original = scaler.update
+        self._had_update = "update" in vars(scaler)
+
+        def update(*args: Any, **kwargs: Any) -> Any:
+            states = getattr(scaler, "_per_optimizer_states", None)
+            for j, opt in enumerate(optimizers):
+                state = None if states is None else states.get(id(opt))
+                processed = state is not None and state.get("stage") is _STEPPED
+                if not stepped[j] and (processed or states is None):
+                    on_skipped(j)
+                stepped[j] = False
+            return original(*args, **kwargs)
+
+        self._update = (update, original)
+        scaler.update = update
+
+    def unwrap_scaler(self) -> None:
+        if self._update is None:
+            return
+        update, original = self._update
+        if vars(self.scaler).get("update") is update:
+            if self._had_update:
+                self.scaler.update = original
+            else:
+                del self.scaler.update
+        self._update = None
+        self._eob = None
+
+
+def stats_reader(fsdp_world: int | None) -> Callable[[list[torch.Tensor]], Any]:
+    """The statistics of a list of gradients (under FSDP2: of this rank's shards)."""
+
+    def read(grads: list[torch.Tensor]) -> Any:
+        if fsdp_world is not None:
+            grads = [local_part(g, fsdp_world)[0].detach() for g in grads]
+        return by_device(grad_stats, grads, 3)
+
+    return read
+
+
+_STEPPED = OptState.STEPPED if OptState is not None else object()
+
+
+def _scale_of(scaler: Any) -> Any:
+    """The loss scale of this step (a float on the CPU, a device scalar tensor elsewhere)."""
+    if scaler is None or not scaler.is_enabled() or getattr(scaler, "_scale", None) is None:
+        return None
+    s = scaler._scale
+    return float(s) if s.device.type == "cpu" else s.detach().clone()
+
+
+def _loss_scale(scaler: Any) -> Any:
+    """What the end-of-backward gradients are divided by: the scale the loss was scaled by."""
+    s = _scale_of(scaler)
+    return 1.0 if s is None else s
+
+
+def _divided(stats: Any, rows: list[int], scale: Any) -> Any:
+    """Rows of an end-of-backward reading, norm and max |g| divided by the loss scale."""
+    if isinstance(stats, torch.Tensor):  # all rows in order (the usual case): no index copy
+        whole = len(rows) == len(stats) and rows == list(range(len(rows)))
+        out_t = (stats if whole else stats[torch.as_tensor(rows, device=stats.device)]).clone()
+        out_t[:, :2] /= scale
+        return out_t
+    out = np.asarray(stats)[rows]
+    out[:, :2] /= float(scale)
+    return out
+
+
+def _unfused(stats: Any, grad_scale: Any) -> Any:
+    """A fused optimizer's (still scaled) gradient statistics, unscaled."""
+    return stats if grad_scale is None else _divided(stats, list(range(len(stats))), grad_scale)
+
+
+def _differ(pre: Any, post: Any) -> Any:
+    """Whether the gradients the optimizer got differ from the end-of-backward ones."""
+    if isinstance(post, torch.Tensor):
+        pre_t = torch.as_tensor(pre, device=post.device, dtype=post.dtype)
+        return (pre_t[:, :2] != post[:, :2]).any()
+    with np.errstate(invalid="ignore"):
+        diff = ~((pre[:, :2] == post[:, :2]) | (np.isnan(pre[:, :2]) & np.isnan(post[:, :2])))
+    return bool(diff.any())
