@@ -28,6 +28,7 @@ from torch import nn
 from torch.autograd import Variable
 
 from .anomalies import FlightRecord, cpu_copy
+from .closure import after_closure
 from .ranks import RankSetup, local_part
 from .ratio import Snapshot
 from .reduce import by_device, grad_stats
@@ -49,6 +50,7 @@ class Recorder:
         sync_check: bool | None = None,
         on_flight: Callable[[FlightRecord], None] | None = None,
         ranks: RankSetup | None = None,
+        start_step: int = 0,
     ) -> None:
         self.model, self.optimizer, self.emit = model, optimizer, emit
         self.ranks = ranks or RankSetup()
@@ -68,7 +70,7 @@ class Recorder:
         self._known: set[int] = set()
         self._handles: list[Any] = []
         self._acc_hooks_were_none: list[nn.Parameter] = []
-        self.step = 0
+        self.step = start_step
         self.enabled = True
         self.flight_recorded = False
         self._queued = False
@@ -84,9 +86,7 @@ class Recorder:
     # ---- attaching ----------------------------------------------------------------------
     def attach(self) -> None:
         if self.optimizer is not None:
-            self._handles.append(
-                self.optimizer.register_step_pre_hook(self._guarded(self._pre_step))
-            )
+            self._handles.append(self.optimizer.register_step_pre_hook(self._step_pre_hook))
             self._handles.append(
                 self.optimizer.register_step_post_hook(self._guarded(self._post_step))
             )
@@ -167,6 +167,15 @@ class Recorder:
         return hook
 
     # ---- hooks --------------------------------------------------------------------------
+    def _step_pre_hook(self, opt: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        """`opt.step(closure)` (Lightning, LBFGS) makes the gradients inside the step: read them
+        after the closure's first call, not before it (watch/closure.py)."""
+        read = self._guarded(self._pre_step)
+        wrapped = after_closure(args, kwargs, lambda: read(opt, args, kwargs))
+        if wrapped is None:
+            read(opt, args, kwargs)
+        return wrapped
+
     def _on_forward(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         # a reference only: the batch is copied if (and when) the flight recorder fires
         if not self.enabled:

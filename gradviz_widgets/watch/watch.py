@@ -34,6 +34,8 @@ class GradWatch(HistoryViews):
     keeps its cost (a copy of the parameters and three passes over them per measured step, ~5%
     of a CPU ResNet-50 step) under 1%. True: every step; False: never (docs/watch.md, "Cost").
 
+    `start_step`: the number of the first recorded step (a resumed run's global step).
+
     Under torchrun (DDP, FSDP2) every rank creates its own GradWatch on the same `path` and
     writes `path/rank<r>/`; `ranks=None` (default) adds one all_reduce per step, on the writer
     thread, that compares the ranks (FSDP2: makes the norms whole); `ranks=False`: none
@@ -67,12 +69,14 @@ class GradWatch(HistoryViews):
         flush_s: float = 0.5,
         ranks: bool | None = None,
         rank_timeout_s: float = 60.0,
+        start_step: int = 0,
     ) -> None:
         from .recorder import Recorder
         from .writer import Writer
 
         if not isinstance(model, nn.Module):
             raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        _check_start_step(start_step)
         self.thresholds = thresholds or Thresholds()
         self.loss_fn = loss_fn
         self.path = Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="gradwatch-"))
@@ -95,10 +99,7 @@ class GradWatch(HistoryViews):
             self._open_store(), self.thresholds, flush_s=flush_s, exchange=exchange
         )
         self._writer.store.set_meta(self._meta(inner, optimizer))
-        if tensorboard:
-            from .tb import TensorBoardSink
-
-            self._writer.listeners.append(TensorBoardSink(tensorboard, self.rank_path))
+        self._add_tensorboard(tensorboard)
         self._writer.start()
         self._recorder = Recorder(
             inner,
@@ -109,9 +110,16 @@ class GradWatch(HistoryViews):
             sync_check=_sync_default(inner, sync_check),
             on_flight=self._keep_flight,
             ranks=self._ranks,
+            start_step=start_step,
         )
         self._recorder.attach()
         _WATCHED[model] = self
+
+    def _add_tensorboard(self, tensorboard: Any) -> None:
+        if tensorboard:
+            from .tb import TensorBoardSink
+
+            self._writer.listeners.append(TensorBoardSink(tensorboard, self.rank_path))
 
     def _meta(self, inner: nn.Module, optimizer: Any) -> dict[str, str]:
         return {
@@ -258,3 +266,10 @@ def _sync_default(model: nn.Module, sync_check: bool | None) -> bool:
         return sync_check
     first = next(model.parameters(), None)
     return first is None or first.device.type == "cpu"
+
+
+def _check_start_step(start_step: Any) -> None:
+    if isinstance(start_step, bool) or not isinstance(start_step, int) or start_step < 0:
+        raise GradExplorerError(
+            f"start_step must be an int >= 0 (a step number), got {start_step!r}"
+        )
