@@ -180,6 +180,29 @@ def test_lightning_skipped_amp_steps_are_told(tmp_path: Path) -> None:
     assert GradWatch.open(tmp_path).history().empty
 
 
+class LazyModule(TinyModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.LazyLinear(8), nn.Tanh(), nn.Linear(8, 1))
+
+
+def test_lightning_watch_that_cannot_start_leaves_training_alone(tmp_path: Path) -> None:
+    """GradWatch refuses an uninitialised lazy module: the callback warns, training goes on."""
+    callback = LightningWatch(path=tmp_path)
+    with pytest.warns(UserWarning, match="could not start a GradWatch"):
+        trainer, _ = _fit([callback], max_steps=2, module=LazyModule())
+    assert trainer.global_step == 2 and callback.watch is None
+
+
+def test_misspelt_option_fails_when_the_callback_is_made() -> None:
+    from gradviz_widgets.errors import GradExplorerError
+
+    with pytest.raises(GradExplorerError, match="update_ratoi"):
+        LightningWatch(update_ratoi=True)
+    with pytest.raises(GradExplorerError, match="start_step"):
+        TrainerWatch(start_step=3)
+
+
 # ---- Hugging Face Trainer ------------------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ runs, and one watch per training run that starts at the framework's global step.
 from __future__ import annotations
 
 import importlib
+import inspect
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -59,17 +60,29 @@ class WatchRun:
                 "the callback passes optimizer= and start_step= itself (the framework's "
                 "optimizer and global step); leave them out"
             )
+        try:  # a misspelt option fails here, not at the start of training
+            inspect.signature(GradWatch).bind(None, **options)
+        except TypeError as e:
+            raise GradExplorerError(f"GradWatchCallback: {e} (options go to GradWatch)") from e
         self.path, self.options = path, options
         self.watch: GradWatch | None = None
         self._warned = False
 
-    def start(self, model: nn.Module, optimizer: Any, global_step: int) -> GradWatch:
+    def start(self, model: nn.Module, optimizer: Any, global_step: int) -> GradWatch | None:
+        """A new watch; on failure a warning and none: the training run goes on."""
         self.close()
-        inner = torch_optimizer(optimizer) if optimizer is not None else None
-        self.watch = GradWatch(
-            model, optimizer=inner, path=self.path, start_step=int(global_step), **self.options
-        )
-        self._warned = False
+        self.watch, self._warned = None, False
+        try:
+            inner = torch_optimizer(optimizer) if optimizer is not None else None
+            self.watch = GradWatch(
+                model, optimizer=inner, path=self.path, start_step=int(global_step), **self.options
+            )
+        except Exception as e:
+            warnings.warn(
+                f"GradWatchCallback could not start a GradWatch ({type(e).__name__}: {e}); "
+                "training goes on without it",
+                stacklevel=3,
+            )
         return self.watch
 
     def check(self, global_step: int) -> None:
