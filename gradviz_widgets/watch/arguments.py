@@ -50,6 +50,9 @@ def check_arguments(model: Any, optimizer: Any, path: Any, options: dict[str, An
     check_tensorboard(options["tensorboard"])
     for name in ("flush_s", "rank_timeout_s"):
         check_seconds(name, options[name])
+    start = options["start_step"]
+    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+        raise GradExplorerError(f"start_step must be an int >= 0 (a step number), got {start!r}")
     return Checked(optimizers, folder, thresholds)
 
 

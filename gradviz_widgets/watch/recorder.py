@@ -43,11 +43,12 @@ class Recorder:
         flights: Flights | None = None,
         ranks: RankSetup | None = None,
         scaler: Any = None,
+        start_step: int = 0,
     ) -> None:
         opts: list[torch.optim.Optimizer] = as_list(optimizer)
         self.optimizers = opts
         self.model, self.optimizer, self.emit = model, opts[0] if opts else None, emit
-        self.rounds = Rounds(list(opts) or [None])  # type: ignore[list-item]
+        self.rounds = Rounds(list(opts) or [None], start_step)  # type: ignore[list-item]
         self.ranks = ranks or RankSetup()
         #: ids of the parameters this rank's own backward reached since the last step (DDP)
         checked = self.ranks.group is not None
@@ -66,7 +67,7 @@ class Recorder:
         self._known: set[int] = set()
         self._handles: list[Any] = []
         self._acc_hooks_were_none: list[nn.Parameter] = []
-        self.step = 0
+        self.step = start_step
         self.enabled = True
         self._queued = False
         self._pre: dict[int, tuple | None] = {}

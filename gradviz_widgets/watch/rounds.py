@@ -30,9 +30,10 @@ def as_list(optimizer: Any) -> list[Any]:
 class Rounds:
     """Per-optimizer step counts, parameter ownership and the records waiting for a round."""
 
-    def __init__(self, optimizers: list[Any]) -> None:
+    def __init__(self, optimizers: list[Any], start: int = 0) -> None:
         self.optimizers = optimizers
-        self.counts = [0] * len(optimizers)
+        #: each optimizer's next step number (the first is `start`, GradWatch(start_step=))
+        self.counts = [start] * len(optimizers)
         #: optimizer j's step ran since the scaler's last update
         self.stepped = [False] * len(optimizers)
         self._owned: list[list[int]] = [[] for _ in optimizers]

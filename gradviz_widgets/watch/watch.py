@@ -50,6 +50,8 @@ class GradWatch(HistoryViews):
     off), within `flight_budget_mb` (default: 512 MB or three copies of the model's state,
     whichever is larger; docs/watch.md, "Flight recorder and anomaly.explore()").
 
+    `start_step`: the number of the first recorded step (a resumed run's global step).
+
     Under torchrun (DDP, FSDP2) every rank creates its own GradWatch on the same `path` and
     writes `path/<run_id>/rank<r>/` (rank 0 picks the id; one broadcast at construction);
     `ranks=None` (default) adds one all_reduce per step, on the writer
@@ -86,6 +88,7 @@ class GradWatch(HistoryViews):
         flush_s: float = 0.5,
         ranks: bool | None = None,
         rank_timeout_s: float = 60.0,
+        start_step: int = 0,
     ) -> None:
         from .recorder import Recorder
         from .writer import Writer
@@ -110,10 +113,7 @@ class GradWatch(HistoryViews):
             self._open_store(), self.thresholds, flush_s=flush_s, exchange=exchange
         )
         self._writer.store.set_meta(self._meta(inner))
-        if tensorboard:
-            from .tb import TensorBoardSink
-
-            self._writer.listeners.append(TensorBoardSink(tensorboard, self.rank_path))
+        self._add_tensorboard(tensorboard)
         self._writer.start()
         flights = self._flight_recorder(inner, flight_recorder, flight_budget_mb, sync_check)
         self._recorder = Recorder(
@@ -124,6 +124,7 @@ class GradWatch(HistoryViews):
             flights=flights,
             ranks=self._ranks,
             scaler=scaler,
+            start_step=start_step,
         )
         warn_idle_optimizers(self._recorder.params, args.optimizers)
         self._recorder.attach()
@@ -145,6 +146,12 @@ class GradWatch(HistoryViews):
         #: where this process writes: `run_path`, or `run_path/rank<r>` under torchrun
         self.rank_path = setup.directory(self.run_path)
         return setup
+
+    def _add_tensorboard(self, tensorboard: Any) -> None:
+        if tensorboard:
+            from .tb import TensorBoardSink
+
+            self._writer.listeners.append(TensorBoardSink(tensorboard, self.rank_path))
 
     def _meta(self, inner: nn.Module) -> dict[str, str]:
         return {
@@ -194,7 +201,7 @@ class GradWatch(HistoryViews):
 
     @property
     def steps(self) -> int:
-        """How many steps were recorded so far."""
+        """The next step's number: the steps recorded so far, counted from `start_step`."""
         return self._recorder.step
 
     @property
