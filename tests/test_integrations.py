@@ -289,7 +289,7 @@ def test_accelerate_loop_one_row_per_optimizer_step(tmp_path: Path) -> None:
     model, opt, loader = accelerator.prepare(model, opt, _loader(n=16, batch=2))
     # the torch optimizer inside accelerate's AcceleratedOptimizer: its step runs once per
     # real optimizer step (the wrapper's step() does nothing between accumulation steps)
-    watch = GradWatch(model, optimizer=opt.optimizer, path=tmp_path)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path)
     reference, steps = {}, 0
     for x, y in loader:
         with accelerator.accumulate(model):
