@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..vocabulary import STATUSES
+from .events import REASONS, Event, reason_codes
 from .store import FLOATS, Chunk, ParamInfo
 
 if TYPE_CHECKING:
@@ -24,17 +25,7 @@ if TYPE_CHECKING:
 SEVERITY = {"healthy": 0, "vanishing": 1, "none": 2, "zero": 3, "exploding": 4, "nonfinite": 5}
 _RANK = np.array([SEVERITY[s] for s in STATUSES] + [-1])  # index len(STATUSES): no data
 EMPTY = len(STATUSES)
-COLUMNS = [
-    "step",
-    "rank",
-    "param",
-    "module",
-    "norm",
-    "max_abs",
-    "zero_fraction",
-    "status",
-    "update_ratio",
-]
+COLUMNS = "step rank param module norm max_abs zero_fraction status reason update_ratio".split()
 
 
 def minmax_downsample(
@@ -218,9 +209,11 @@ def history_frame(
     start: int | None = None,
     stop: int | None = None,
     rank: int = 0,
+    events: Sequence[Event] = (),
 ) -> pd.DataFrame:
     """One row per (step, parameter); `names` picks parameters, [start, stop) picks steps;
-    `rank`: the process that recorded them (0 for one process)."""
+    `rank`: the process that recorded them (0 for one process); `events` give the `reason`
+    of a None row ("frozen", "removed" or "no gradient")."""
     import pandas as pd  # only readers need it
 
     n = len(params)
@@ -231,7 +224,7 @@ def history_frame(
     )
     blocks = _blocks(chunks, n, start, stop)
     if not blocks:
-        kinds = {"param": object, "module": object, "status": object, "rank": int}
+        kinds = {"param": object, "module": object, "status": object, "reason": object, "rank": int}
         return pd.DataFrame({k: pd.Series(dtype=kinds.get(k, float)) for k in COLUMNS})
     cols = {
         k: np.concatenate([getattr(c, k)[rows][:, wanted].reshape(-1) for c, rows in blocks])
@@ -243,6 +236,7 @@ def history_frame(
     none = cols["status"] == STATUSES.index("none")
     for k in ("norm", "max_abs"):
         cols[k] = np.where(none, np.nan, cols[k])
+    reason = reason_codes(list(events), [params[i].name for i in wanted], steps, none)
     positions = np.tile(np.arange(len(wanted)), len(steps) // max(len(wanted), 1))
     first = np.array([p.first_step for p in params], dtype=np.int64)
     live = steps >= first[ids]  # a parameter added later has no rows before it appeared
@@ -256,6 +250,7 @@ def history_frame(
             "status": pd.Categorical.from_codes(
                 cols["status"][live].astype(np.int64), list(STATUSES)
             ),
+            "reason": pd.Categorical.from_codes(reason[live], list(REASONS)),
             "update_ratio": cols["update_ratio"][live],
         }
     )

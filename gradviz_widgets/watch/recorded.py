@@ -14,6 +14,7 @@ from torch import nn
 from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
 from .anomalies import Anomaly, FlightRecord, replay
+from .events import Event
 from .history import Overview, history_frame
 from .store import DB_NAME, SQLiteStore
 
@@ -76,7 +77,7 @@ class RecordedRun(HistoryViews):
         """One row per (step, rank, parameter), ranks side by side within each step;
         `ranks` picks some. Pivot to compare: `h.pivot_table("norm", ["step", "param"], "rank")`."""
         frames = [
-            history_frame(s.params, s.chunks(), s.exact(), params, start, stop, rank=r)
+            history_frame(s.params, s.chunks(), s.exact(), params, start, stop, r, self._events(s))
             for r, s in self.stores.items()
             if ranks is None or r in ranks
         ]
@@ -104,6 +105,19 @@ class RecordedRun(HistoryViews):
             a.detail = " | ".join(details)
             out.append(a)
         return sorted(out, key=lambda a: a.step)
+
+    @property
+    def events(self) -> list[Event]:
+        """Changes to the parameters (frozen, unfrozen, replaced, added, removed), in order;
+        each once when several ranks recorded it. Records older than this table have none."""
+        seen: dict[Event, None] = {}
+        for store in self.stores.values():
+            seen.update(dict.fromkeys(self._events(store)))
+        return sorted(seen, key=lambda e: e.step)
+
+    @staticmethod
+    def _events(store: SQLiteStore) -> list[Event]:
+        return [Event(*row) for row in store.event_rows]
 
     def _flight(self, step: int) -> FlightRecord | None:
         for folder in self.folders.values():

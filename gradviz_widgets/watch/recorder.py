@@ -28,11 +28,12 @@ from torch import nn
 from torch.autograd import Variable
 
 from .anomalies import FlightRecord, cpu_copy
+from .events import describe
+from .params import ParamSet
 from .ranks import RankSetup, local_part
 from .ratio import Snapshot
 from .reduce import by_device, grad_stats
 from .steps import assemble, trigger_array, trigger_tensor
-from .store import ParamInfo
 
 
 class Recorder:
@@ -63,11 +64,7 @@ class Recorder:
         self.flight = flight if not fsdp else False  # an FSDP2 model cannot be replayed
         self.sync_check = sync_check
         self.on_flight = on_flight
-        self.params: list[nn.Parameter] = []
-        self.names: list[str] = []
-        self._known: set[int] = set()
         self._handles: list[Any] = []
-        self._acc_hooks_were_none: list[nn.Parameter] = []
         self.step = 0
         self.enabled = True
         self.flight_recorded = False
@@ -77,9 +74,11 @@ class Recorder:
         self._pre: tuple[list[int], Any, Any, Any] | None = None
         self._snap = Snapshot()
         self._where: tuple | None = None
-        self._dicts: list[dict] = []
-        self._shape: tuple[int, int] = (-1, -1)
-        self._add_new_params(first=True)
+        # every parameter by name (frozen ones too); hooked where the step comes from them
+        hooked = optimizer is None or self._used is not None
+        self.watched = ParamSet(model, self._on_accumulated if hooked else None)
+        self.params, self.names = self.watched.params, self.watched.names
+        self._publish(first=True)
 
     # ---- attaching ----------------------------------------------------------------------
     def attach(self) -> None:
@@ -94,60 +93,29 @@ class Recorder:
             self._handles.append(
                 self.model.register_forward_pre_hook(self._on_forward, with_kwargs=True)
             )
-
-    def _hook_params(self, params: list[nn.Parameter]) -> None:
-        if self.optimizer is not None and self._used is None:
-            return
-        for p in params:
-            if p._post_accumulate_grad_hooks is None:
-                self._acc_hooks_were_none.append(p)
-            self._handles.append(p.register_post_accumulate_grad_hook(self._on_accumulated))
+        if self.optimizer is None:  # hooks for parameters unfrozen / replaced before a backward
+            self._handles.append(self.model.register_forward_pre_hook(self._guarded(self._refresh)))
 
     def detach(self) -> None:
         """Remove every hook; parameters whose hook dict we created get None back."""
         for h in self._handles:
             h.remove()
         self._handles.clear()
-        for p in self._acc_hooks_were_none:
-            if not p._post_accumulate_grad_hooks:
-                p._post_accumulate_grad_hooks = None  # type: ignore[assignment]  # torch's own default
-        self._acc_hooks_were_none.clear()
+        self.watched.detach()
         self.enabled = False
         self._last_call = self._pre = None
         self._snap.reset()
 
-    def _add_new_params(self, first: bool = False) -> None:
-        new = [
-            (n, p)
-            for n, p in self.model.named_parameters()
-            if p.requires_grad and id(p) not in self._known
-        ]
-        self._shape = self._model_shape(rescan=True)
-        if not new:
-            return
-        infos = []
-        for name, p in new:
-            infos.append(
-                ParamInfo(
-                    len(self.params),
-                    name,
-                    name.rpartition(".")[0],
-                    tuple(p.shape),
-                    p.numel(),
-                    self.step,
-                )
-            )
-            self.params.append(p)
-            self.names.append(name)
-            self._known.add(id(p))
-        self._hook_params([p for _, p in new])
-        self.emit("params", infos)
-        if not first:
-            warnings.warn(
-                f"GradWatch: {len(new)} parameter(s) appeared at step {self.step} "
-                f"({', '.join(n for n, _ in new[:4])}); they are watched from now on",
-                stacklevel=3,
-            )
+    def _publish(self, first: bool = False) -> None:
+        """Hand new / changed parameters and their events on; one warning per batch of them."""
+        infos, events = self.watched.take()
+        if infos:
+            self.emit("params", infos)
+        if events:
+            self.emit("events", events)
+        if events and not first:
+            self._snap.reset()  # the snapshot buffers follow the new set of tensors
+            warnings.warn(describe(events), stacklevel=3)
 
     def _guarded(self, fn: Callable[..., None]) -> Callable[..., None]:
         def hook(*args: Any) -> None:
@@ -174,6 +142,10 @@ class Recorder:
         self._last_call = (args, kwargs)
         self._rng = torch.get_rng_state()
 
+    def _refresh(self, *args: Any) -> None:
+        self.watched.refresh(self.step)
+        self._publish()
+
     def _on_accumulated(self, p: torch.Tensor) -> None:
         if self._used is not None:
             self._used.add(id(p))
@@ -192,9 +164,8 @@ class Recorder:
         self._post_step(None, (), {})
 
     def _pre_step(self, opt: Any, args: tuple, kwargs: dict) -> None:
+        ids, grads = self.watched.gradients(self.step)
         self._check_model()
-        ids = [i for i, p in enumerate(self.params) if p.grad is not None]
-        grads = [g for g in (self.params[i].grad for i in ids) if g is not None]
         extra = self._rank_part(ids, grads) if self.ranks.group is not None else None
         if self.ranks.mode == "fsdp":
             grads = [local_part(g, self.ranks.world)[0].detach() for g in grads]
@@ -232,12 +203,12 @@ class Recorder:
 
     # ---- helpers ------------------------------------------------------------------------
     def _check_model(self) -> None:
-        """New parameters join the watch; a move to another device or dtype resets buffers."""
-        if self._model_shape() != self._shape:
-            self._add_new_params()
-        if not self.params:
+        """Changed parameters are handed on; a move to another device or dtype resets buffers."""
+        self._publish()
+        first = self.watched.first()
+        if first is None:
             return
-        where = (self.params[0].device, self.params[0].dtype)
+        where = (first.device, first.dtype)
         if self._where is not None and where != self._where:
             warnings.warn(
                 f"GradWatch: the model moved from {self._where[0]} ({self._where[1]}) "
@@ -247,14 +218,6 @@ class Recorder:
             )
             self._snap.reset()
         self._where = where
-
-    def _model_shape(self, rescan: bool = False) -> tuple[int, int]:
-        """How many parameters and submodules the model's modules hold: a few `len` calls per
-        step (a parameter or module added anywhere changes it) instead of a walk of the model."""
-        if rescan:
-            mods = list(self.model.modules())
-            self._dicts = [m._parameters for m in mods] + [m._modules for m in mods]
-        return sum(map(len, self._dicts)), len(self._dicts)
 
     def _should_record(self, stats: Any) -> bool:
         if isinstance(stats, torch.Tensor):  # on a device: decide only when asked (one sync)

@@ -16,6 +16,7 @@ from torch import nn
 from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
 from .anomalies import Anomaly, FlightRecord, replay
+from .events import Event
 from .history import Overview, history_frame
 from .ranks import Exchange, rank_setup, release
 from .recorded import WATCHED as _WATCHED
@@ -173,13 +174,19 @@ class GradWatch(HistoryViews):
         self, params: Sequence[str] | None = None, start: int | None = None, stop: int | None = None
     ) -> pd.DataFrame:
         """One row per (step, parameter): step, rank, param, module, norm, max_abs,
-        zero_fraction, status, update_ratio (this process's rows; every rank's:
+        zero_fraction, status, reason, update_ratio (this process's rows; every rank's:
         `GradWatch.open(path)`). Waits for the steps recorded so far to be written."""
         self._writer.sync()
         store = self._reader()
-        rank = self._ranks.rank
         return history_frame(
-            list(self._writer.params), store.chunks(), store.exact(), params, start, stop, rank
+            list(self._writer.params),
+            store.chunks(),
+            store.exact(),
+            params,
+            start,
+            stop,
+            self._ranks.rank,
+            list(self._writer.events),
         )
 
     def _reader(self) -> Any:
@@ -198,6 +205,13 @@ class GradWatch(HistoryViews):
         self._writer.sync()
         _, rows, _ = self._writer.snapshot()
         return [Anomaly.from_row(row, self._flights.get, self._explore) for row in rows]
+
+    @property
+    def events(self) -> list[Event]:
+        """Changes to the parameters, in order: Event(step, param, kind), kind one of frozen,
+        unfrozen, replaced, added, removed (the ones frozen at the start: "frozen" at step 0)."""
+        self._writer.sync()
+        return list(self._writer.events)
 
     def overview(self) -> Overview:
         return self._writer.overview
