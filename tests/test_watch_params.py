@@ -232,6 +232,33 @@ def test_load_state_dict_assign_replaces_every_parameter(tmp_path):
     watch.close()
 
 
+def test_parameters_written_into_module_dicts_are_caught(tmp_path):
+    # torch's own `_apply` under overwrite_module_params_on_conversion writes new Parameters
+    # straight into `_parameters` (no registration hook fires, the lengths stay): the old
+    # tensors stop getting gradients, and that is when the watch looks again
+    model = net(frozen=())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def convert(m, o):
+        torch.__future__.set_overwrite_module_params_on_conversion(True)
+        try:
+            m.double()
+        finally:
+            torch.__future__.set_overwrite_module_params_on_conversion(False)
+        m.float()  # _apply again, the default way: same objects
+        o.param_groups[0]["params"] = list(m.parameters())
+
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    first = dict(model.named_parameters())
+    with pytest.warns(UserWarning, match="were replaced at step 2"):
+        seen = train(model, opt, 4, {2: convert})
+    assert all(p is not first[n] for n, p in model.named_parameters())
+    check_rows(watch.history(), seen)
+    assert not [a for a in watch.anomalies if a.kind == "none" and "head.weight" in a.params]
+    assert {(e.step, e.kind) for e in watch.events} == {(2, "replaced")}
+    watch.close()
+
+
 def test_parameters_added_and_removed_mid_run(tmp_path):
     model = net(frozen=())
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -430,3 +457,18 @@ def test_the_per_step_check_is_cheaper_than_the_loops_it_replaced(frozen):
         assert new < _best(before), new
     assert watched.take() == ([], [])  # nothing changed: no event, no rescan
     watched.detach()
+
+
+def test_the_live_view_draws_lines_of_parameters_that_have_norms(tmp_path):
+    # the frozen stage is None every step (ranked above healthy in a bucket): its rows stay in
+    # the heat map, but the default lines are of parameters with something to draw
+    from gradviz_widgets.watch.figures import default_selection
+
+    model = net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    train(model, opt, 3)
+    watch.history()
+    picked = default_selection(watch.overview(), watch._writer.params)
+    assert len(picked) == 4 and not [n for n in picked if n.startswith(("stem", "stage1"))]
+    watch.close()

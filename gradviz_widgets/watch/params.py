@@ -55,6 +55,7 @@ class ParamSet:
         self._frozen: list[int] = []
         self._frozen_params: list[torch.Tensor] = []
         self._n_trainable = 0
+        self._owner: list[tuple[dict | None, str]] = []  # each slot's `_parameters` dict, key
         self._handles: dict[int, Any] = {}
         self._made: list[torch.Tensor] = []  # parameters whose hook dict was None before us
         self._dicts: list[dict] = []
@@ -75,13 +76,16 @@ class ParamSet:
         if any(map(_REQ, self._frozen_params)):
             self._flags([i for i in self._frozen if self.params[i].requires_grad], step)
 
-    def gradients(self, step: int) -> tuple[list[int], list[torch.Tensor]]:
+    def gradients(self, step: int, again: bool = True) -> tuple[list[int], list[torch.Tensor]]:
         """Slots with a gradient this step and their gradients (after catching changes)."""
         if self.dirty or sum(map(len, self._dicts)) != self._size:
             self._rescan(step)
         grads = list(map(_GRAD, self.params))
         have = list(map(operator.is_not, grads, _NONES))
         ids = list(compress(range(len(grads)), have))
+        if again and len(ids) != self._n_trainable and self._stale(have):
+            self._rescan(step)  # a raw write into a `_parameters` dict: no hook saw it
+            return self.gradients(step, again=False)
         frozen = self._frozen
         if len(ids) != self._n_trainable or (  # a trainable one without gradient, or
             frozen  # a frozen one unfrozen or with a gradient: read the flags that matter
@@ -89,6 +93,14 @@ class ParamSet:
         ):
             self._check_flags(have, step)
         return ids, list(compress(grads, have))
+
+    def _stale(self, have: list[bool]) -> bool:
+        """Whether a trainable parameter without a gradient left its module's dict."""
+        lost = list(map(operator.and_, self.trainable, map(operator.not_, have)))
+        return any(
+            d is not None and d.get(key) is not p
+            for (d, key), p in zip(compress(self._owner, lost), compress(self.params, lost))
+        )
 
     def _check_flags(self, have: list[bool], step: int) -> None:
         """Flags matter where there is no gradient (frozen, or an anomaly?) and for the ones
@@ -123,6 +135,7 @@ class ParamSet:
         self._dicts = [d for m in mods for d in (m._parameters, m._modules) if d]
         self._size = sum(map(len, self._dicts))
         found = dict(self.model.named_parameters())
+        owners = {n: m._parameters for n, m in self.model.named_modules()}
         for name, p in found.items():
             i = self._index.get(name)
             if i is None:
@@ -137,6 +150,10 @@ class ParamSet:
                 self._removed[i] = self.trainable[i]
                 self.params[i], self.trainable[i] = _GONE, False
                 self._note(step, i, "removed")
+        self._owner = [
+            (None if i in self._removed else owners.get(n.rpartition(".")[0]), n.rpartition(".")[2])
+            for i, n in enumerate(self.names)
+        ]
         self._recount()
 
     def _recount(self) -> None:
