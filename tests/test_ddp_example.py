@@ -57,7 +57,11 @@ def test_ddp_watch_example_under_torchrun(tmp_path) -> None:
     cmd = [torchrun, "--standalone", "--nproc_per_node=2", "-m"]
     cmd += ["gradviz_widgets.examples.ddp_watch", "--folder", str(tmp_path), "--timeout", "60"]
     out = run_ranks_command(cmd, {"OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}, "torchrun")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0", "rank1"]
+    (run,) = tmp_path.iterdir()  # one run, both ranks in it
+    assert run.name.startswith("run-") and sorted(p.name for p in run.iterdir()) == [
+        "rank0",
+        "rank1",
+    ]
     assert "ranks [0, 1], 48 rows" in out
     row = next(line.split() for line in out.splitlines() if line.strip().startswith("stem.weight"))
     assert row[1] == row[2]  # DDP averaged: the same norm on both ranks

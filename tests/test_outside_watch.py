@@ -89,7 +89,7 @@ def test_one_hostile_long_all_nan_parameter_max_steps_1(tmp_path: Path) -> None:
         assert [a[:3] for a in data["anomalies"]] == [[0, "nonfinite", [0]]]
         assert "&lt;b&gt;t&lt;/b&gt;&lt;/title&gt;" in re.search("<title>(.*)</title>", text)[1]
     watch.close()
-    text = export_watch_html(tmp_path / "nan" / "watch.sqlite", tmp_path / "d.html").read_text(
+    text = export_watch_html(watch.rank_path / "watch.sqlite", tmp_path / "d.html").read_text(
         encoding="utf-8"
     )
     self_contained_and_escaped(text.replace("<b>t</b>", ""))
@@ -117,10 +117,11 @@ def test_page_of_a_store_still_being_written(tmp_path: Path) -> None:
 
 def test_one_process_writes_watch_sqlite_with_rank_0(tmp_path: Path) -> None:
     watch = train(tmp_path / "one", steps=2)
-    assert (watch.rank, watch.world) == (0, 1) and watch.rank_path == tmp_path / "one"
+    assert (watch.rank, watch.world) == (0, 1)
+    assert watch.rank_path == watch.run_path == tmp_path / "one" / watch.run_id
     h = watch.history()
-    assert (tmp_path / "one" / "watch.sqlite").exists()
-    assert not list((tmp_path / "one").glob("rank*"))
+    assert (watch.run_path / "watch.sqlite").exists()
+    assert not list(watch.run_path.glob("rank*"))
     assert h["rank"].tolist() == [0] * len(h) and len(h) == 2 * 4
     watch.close()
     run = GradWatch.open(tmp_path / "one")
@@ -129,10 +130,11 @@ def test_one_process_writes_watch_sqlite_with_rank_0(tmp_path: Path) -> None:
 
 
 def test_rank_folders_alone_are_read_side_by_side(tmp_path: Path) -> None:
-    for r in (0, 1):
-        train(tmp_path / "src" / str(r), steps=2).close()
+    for r in (0, 1):  # the layout of earlier versions: rank folders directly in the path
+        watch = train(tmp_path / "src" / str(r), steps=2)
+        watch.close()
         (tmp_path / "run" / f"rank{r}").mkdir(parents=True)
-        shutil.copy(tmp_path / "src" / str(r) / "watch.sqlite", tmp_path / "run" / f"rank{r}")
+        shutil.copy(watch.rank_path / "watch.sqlite", tmp_path / "run" / f"rank{r}")
     (tmp_path / "run" / "rankX").mkdir()  # not a rank folder: ignored
     run = GradWatch.open(tmp_path / "run")
     assert run.ranks == [0, 1]
@@ -153,8 +155,11 @@ def _open_mixed(path: Path) -> tuple[list[int], list[str]]:
 
 
 def test_mixed_folder_warns(tmp_path: Path) -> None:
-    train(tmp_path / "run", steps=2).close()
-    train(tmp_path / "run" / "rank1", steps=3).close()
+    for where, steps in (("", 2), ("rank1", 3)):  # earlier versions' layout, mixed
+        watch = train(tmp_path / "src" / str(steps), steps=steps)
+        watch.close()
+        (tmp_path / "run" / where).mkdir(parents=True, exist_ok=True)
+        shutil.copy(watch.rank_path / "watch.sqlite", tmp_path / "run" / where)
     ranks, messages = _open_mixed(tmp_path / "run")
     assert ranks != [0] or any("rank" in m for m in messages), (ranks, messages)
 
@@ -164,17 +169,18 @@ def test_record_file_is_complete_after_close(tmp_path: Path) -> None:
     assert len(watch.history()) == 3 * 4  # a user looks at the history, then closes
     watch.close()
     (tmp_path / "copy").mkdir()
-    shutil.copy(tmp_path / "run" / "watch.sqlite", tmp_path / "copy")  # share the one file
+    shutil.copy(watch.rank_path / "watch.sqlite", tmp_path / "copy")  # share the one file
     run = GradWatch.open(tmp_path / "copy")
     assert len(run.history()) == 3 * 4
     run.close()
 
 
 def test_record_file_is_complete_after_close_without_history(tmp_path: Path) -> None:
-    train(tmp_path / "run", steps=3).close()
-    assert not (tmp_path / "run" / "watch.sqlite-wal").exists()
+    watch = train(tmp_path / "run", steps=3)
+    watch.close()
+    assert not (watch.rank_path / "watch.sqlite-wal").exists()
     (tmp_path / "copy").mkdir()
-    shutil.copy(tmp_path / "run" / "watch.sqlite", tmp_path / "copy")
+    shutil.copy(watch.rank_path / "watch.sqlite", tmp_path / "copy")
     run = GradWatch.open(tmp_path / "copy")
     assert len(run.history()) == 3 * 4
     run.close()

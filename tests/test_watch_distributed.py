@@ -177,8 +177,44 @@ def _watch_fsdp(rank: int, world: int, folder: Path) -> dict:
     }
 
 
+def _two_runs(rank: int, world: int, folder: Path) -> dict:
+    """Two successive runs into one path (2 steps, then 1): one folder each, both ranks each."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    ids, warned = [], []
+    for steps in (2, 1):
+        torch.manual_seed(0)
+        ddp = DDP(nn.Linear(4, 2))
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            watch = GradWatch(ddp, optimizer=opt, path=folder / "again", flush_s=0.05)
+        warned += [str(w.message) for w in caught if "already holds" in str(w.message)]
+        for step in range(steps):
+            opt.zero_grad()
+            ddp(_batch(rank, step)).sum().backward()
+            opt.step()
+        watch.close()
+        ids.append([watch.run_id, watch.rank_path.relative_to(folder).as_posix()])
+    dist.barrier()
+    out: dict = {"ids": ids, "warned": warned}
+    if rank == 0:
+        run = GradWatch.open(folder / "again")
+        first = GradWatch.open(folder / "again", run=run.runs[0].id)
+        out["latest"] = [run.run_id, run.ranks, sorted(set(run.history().step))]
+        out["first"] = [first.run_id, first.ranks, sorted(set(first.history().step))]
+        out["runs"] = [[r.id, list(r.ranks), r.steps] for r in run.runs]
+        run.close()
+        first.close()
+    return out
+
+
 def _ddp_and_fsdp(rank: int, world: int, folder: Path) -> dict:
-    return {"ddp": _watch_ddp(rank, world, folder), "fsdp": _watch_fsdp(rank, world, folder)}
+    return {
+        "ddp": _watch_ddp(rank, world, folder),
+        "fsdp": _watch_fsdp(rank, world, folder),
+        "runs": _two_runs(rank, world, folder),
+    }
 
 
 SCENARIOS = {"ddp": _watch_ddp, "ddp+fsdp": _ddp_and_fsdp}
@@ -245,6 +281,21 @@ def test_fsdp2_full_norms_world2(world2: list[dict]) -> None:
         calls, shard, own = res["shard"]  # ranks=False: this rank's shard, no collective
         assert calls == 0 and shard == pytest.approx(own, rel=1e-6)
     assert results[0]["norms"] == results[1]["norms"]
+
+
+def test_two_runs_into_one_path_stay_apart(world2: list[dict]) -> None:
+    """Each run's ranks share one run id (rank 0's, broadcast at construction), in one folder."""
+    zero, one = world2[0]["runs"], world2[1]["runs"]
+    assert [i[0] for i in zero["ids"]] == [i[0] for i in one["ids"]]
+    (a, _), (b, _) = zero["ids"]
+    assert (
+        a != b
+        and zero["ids"][1][1] == f"again/{b}/rank0"
+        and one["ids"][1][1] == f"again/{b}/rank1"
+    )
+    assert len(zero["warned"]) == 1 and not one["warned"]  # said once, by rank 0, at the rerun
+    assert zero["runs"] == [[a, [0, 1], 2], [b, [0, 1], 1]]
+    assert zero["latest"] == [b, [0, 1], [0]] and zero["first"] == [a, [0, 1], [0, 1]]
 
 
 def test_ddp_world4_without_optimizer(tmp_path: Path) -> None:

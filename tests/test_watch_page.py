@@ -125,7 +125,7 @@ def test_live_watch_and_store_path_give_the_same_page(tmp_path: Path) -> None:
     disk = export_watch_html(tmp_path / "run", tmp_path / "disk.html", title="tiny run")
     also = GradWatch.open(tmp_path / "run").export_html(tmp_path / "open.html", title="tiny run")
     file = export_watch_html(
-        tmp_path / "run" / "watch.sqlite", tmp_path / "file.html", title="tiny run"
+        watch.rank_path / "watch.sqlite", tmp_path / "file.html", title="tiny run"
     )
     texts = [p.read_text(encoding="utf-8") for p in (live, disk, also, file)]
     assert texts[1] == texts[2] == texts[3]
@@ -208,8 +208,11 @@ def test_rank_column_gives_one_view_per_rank(tmp_path: Path) -> None:
 
 
 def test_a_record_of_two_ranks_gets_one_view_each(tmp_path: Path) -> None:
-    for rank, steps in ((0, 4), (1, 7)):
-        _train(tmp_path / "run" / f"rank{rank}", steps=steps, lr=0.1 * (rank + 1)).close()
+    (tmp_path / "run").mkdir()
+    for rank, steps in ((0, 4), (1, 7)):  # the rank folders of earlier versions
+        watch = _train(tmp_path / "src", steps=steps, lr=0.1 * (rank + 1))
+        watch.close()
+        watch.rank_path.rename(tmp_path / "run" / f"rank{rank}")
     data = page_data(GradWatch.open(tmp_path / "run"))
     assert [v["label"] for v in data["views"]] == ["rank 0", "rank 1"]
     assert [v["buckets"] for v in data["views"]] == [4, 7]

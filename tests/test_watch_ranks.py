@@ -3,6 +3,7 @@ rank folders, merged anomalies, the view's rank menu, the check's decisions on s
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from gradviz_widgets.watch.anomalies import Anomaly
 from gradviz_widgets.watch.ranks import KIND, Exchange, RankSetup
 
 
-def _record(path: Path, scale: float, steps: int = 3) -> None:
+def _record(path: Path, scale: float, steps: int = 3) -> Path:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
@@ -25,8 +26,9 @@ def _record(path: Path, scale: float, steps: int = 3) -> None:
             (scale * model(torch.ones(4, 3)).sum()).backward()
             opt.step()
         h = watch.history()
-    assert watch.rank == 0 and watch.world == 1 and watch.rank_path == path
+    assert watch.rank == 0 and watch.world == 1 and watch.rank_path == path / watch.run_id
     assert h.columns[:3].tolist() == ["step", "rank", "param"] and set(h["rank"]) == {0}
+    return watch.rank_path
 
 
 def test_one_process_has_rank_zero(tmp_path: Path) -> None:
@@ -37,8 +39,12 @@ def test_one_process_has_rank_zero(tmp_path: Path) -> None:
 
 
 def test_rank_folders_read_side_by_side(tmp_path: Path) -> None:
-    _record(tmp_path / "rank0", 1.0)
-    _record(tmp_path / "rank1", 1e-9)  # rank 1 vanishes: an anomaly in its own file only
+    # one run's rank folders, as under torchrun: path/<run id>/rank<r>/
+    run_path = tmp_path / "run-20261201-000000-0000"
+    run_path.mkdir()
+    _record(tmp_path / "src", 1.0).rename(run_path / "rank0")
+    _record(tmp_path / "src", 1e-9).rename(run_path / "rank1")  # rank 1 vanishes: its file only
+    shutil.rmtree(tmp_path / "src")
     run = GradWatch.open(tmp_path)
     h = run.history()
     assert run.ranks == [0, 1] and len(h) == 2 * 3 * 4

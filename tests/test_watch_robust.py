@@ -134,7 +134,8 @@ def test_tensorboard_output_is_optional(tmp_path):
     watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", tensorboard=True)
     train(model, opt, 3)
     watch.close()
-    events = EventAccumulator(str(tmp_path / "run" / "tb")).Reload()
+    assert watch.rank_path.parent == tmp_path / "run"  # the run's own folder
+    events = EventAccumulator(str(watch.rank_path / "tb")).Reload()
     assert "grad_norm/fc1.weight" in events.Tags()["scalars"]
     assert [e.step for e in events.Scalars("grad_norm/fc1.weight")] == [0, 1, 2]
     assert "log10_grad_norm" in events.Tags()["histograms"]

@@ -2,10 +2,12 @@
 
 Two CPU processes (gloo) train a two-headed model under DistributedDataParallel(
 find_unused_parameters=True): rank 0's batches take `pos_head`, rank 1's take `neg_head`. Every
-rank creates a GradWatch on the same folder and writes its own record (`<folder>/rank<r>/`); the
-watch sends one small all_reduce per step (on its writer thread) and records a
+rank creates a GradWatch on the same folder and writes its own record,
+`<folder>/<run id>/rank<r>/` (rank 0 picks the run id and shares it when the watch is created);
+the watch sends one small all_reduce per step (on its writer thread) and records a
 "rank_divergence" anomaly naming the heads and the ranks. Rank 0 then opens the whole run:
-`GradWatch.open(folder).history()` has a `rank` column, ranks side by side.
+`GradWatch.open(folder).history()` (the folder's latest run) has a `rank` column, ranks side by
+side.
 
 Run it:      python -m gradviz_widgets.examples.ddp_watch          (starts 2 processes)
 or:          torchrun --nproc_per_node=2 -m gradviz_widgets.examples.ddp_watch

@@ -3,9 +3,11 @@ the flight recorder: the batch, RNG state and model state of the step where trai
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,9 @@ _NONE = KINDS.index("none")
 class FlightRecord:
     """What `anomaly.explore()` needs to replay step `step` (all on the CPU).
 
-    `state` is the model's state_dict before the optimizer applied the step's gradient."""
+    `state` is the model's state_dict before the optimizer applied the step's gradient; `rng`
+    and `cuda_rng` the CPU and CUDA (of `device`) generator states at the step's forward;
+    `kinds` the anomaly kinds whose first step this is."""
 
     step: int
     args: tuple
@@ -35,10 +39,14 @@ class FlightRecord:
     rng: torch.Tensor | None
     state: dict[str, torch.Tensor]
     reason: str
+    cuda_rng: torch.Tensor | None = None
+    device: str = "cpu"
+    kinds: tuple[str, ...] = ()
 
     def save(self, directory: Path) -> Path:
         path = directory / f"flight-{self.step}.pt"
-        torch.save(dataclasses.asdict(self), path)
+        # not dataclasses.asdict: it deep-copies every tensor of the state once more
+        torch.save({f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, path)
         return path
 
     @staticmethod
@@ -182,15 +190,44 @@ def _noop(*args: Any, **kwargs: Any) -> None:
 
 
 def twin_of(model: nn.Module, recorder: object | None) -> nn.Module:
-    """A CPU deepcopy of `model` without the watch's hooks (the recorder is not copied)."""
+    """A CPU deepcopy of `model` without the watch's hooks (the recorder is not copied).
+
+    Tensors a forward pre-hook recomputes and keeps as plain attributes (pruning's `weight`,
+    legacy `weight_norm`'s) are graph outputs, which deepcopy refuses: the twin gets detached
+    copies (its own hooks recompute them at its forward). `model` itself is never changed."""
     inert = _Inert()
-    twin = copy.deepcopy(model, {id(recorder): inert} if recorder is not None else {})
+    memo: dict[int, Any] = {id(recorder): inert} if recorder is not None else {}
+    for t in _graph_attributes(model):
+        memo.setdefault(id(t), t.detach().clone())
+    twin = copy.deepcopy(model, memo)
     for m in twin.modules():
         for d in (m._forward_pre_hooks, m._forward_hooks):
             for key in [k for k, h in d.items() if getattr(h, "__self__", None) is inert]:
                 del d[key]
                 m._forward_pre_hooks_with_kwargs.pop(key, None)
     return twin.cpu()
+
+
+def _graph_attributes(model: nn.Module) -> list[torch.Tensor]:
+    """Non-leaf tensors held by the modules (attributes, buffers, in lists / dicts)."""
+    found: list[torch.Tensor] = []
+
+    def visit(value: Any, depth: int) -> None:
+        if isinstance(value, torch.Tensor):
+            if not value.is_leaf:
+                found.append(value)
+        elif depth < 3 and isinstance(value, (list, tuple, set, frozenset)):
+            for v in value:
+                visit(v, depth + 1)
+        elif depth < 3 and isinstance(value, dict):
+            for v in value.values():
+                visit(v, depth + 1)
+
+    for m in model.modules():
+        for name, value in vars(m).items():
+            if name not in ("_parameters", "_modules"):
+                visit(value, 0)
+    return found
 
 
 def replay(
@@ -201,7 +238,7 @@ def replay(
     **options: Any,
 ) -> Any:
     """Run a GradExplorer on a copy of `model` holding the recorded state, on the recorded
-    batch, under the recorded RNG state."""
+    batch, under the recorded RNG states (on the recorded device when it is available)."""
     from ..explorer import GradExplorer
 
     twin = twin_of(model, recorder)
@@ -210,21 +247,41 @@ def replay(
         raise GradExplorerError(
             f"the model does not match the recorded state: missing {missing.missing_keys[:5]}"
         )
-    sample: Any = (
-        dict(record.kwargs)
-        if record.kwargs
-        else (record.args[0] if len(record.args) == 1 else tuple(record.args))
-    )
     if record.kwargs and record.args:
         raise GradExplorerError(
             "the recorded call mixes positional and keyword arguments; "
             "GradExplorer takes one or the other"
         )
+    sample: Any = (
+        dict(record.kwargs)
+        if record.kwargs
+        else (record.args[0] if len(record.args) == 1 else tuple(record.args))
+    )
     options.setdefault("loss_fn", loss_fn)
     options.setdefault("seed", None)
+    if options.get("device") is None and record.device.startswith("cuda"):
+        if torch.cuda.is_available():
+            options["device"] = record.device
+        else:
+            warnings.warn(
+                f"step {record.step} was recorded on {record.device} and is replayed on the "
+                "CPU: random operations (dropout) draw other numbers there",
+                stacklevel=3,
+            )
     ex = GradExplorer(twin, sample, **options)
-    with torch.random.fork_rng(devices=[]):
-        if record.rng is not None:
-            torch.set_rng_state(record.rng)
+    with recorded_rng(record, ex.device):
         ex.run()
     return ex
+
+
+@contextlib.contextmanager
+def recorded_rng(record: FlightRecord, device: str | None) -> Iterator[None]:
+    """The global RNG forked and set to the recorded states (the user's RNG comes back)."""
+    where = torch.device(device or "cpu")
+    cuda = [where.index or 0] if where.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda, device_type="cuda"):
+        if record.rng is not None:
+            torch.set_rng_state(record.rng)
+        if cuda and record.cuda_rng is not None:
+            torch.cuda.set_rng_state(record.cuda_rng, cuda[0])
+        yield

@@ -70,7 +70,7 @@ def watch_page_html(source: Any, *, max_steps: int = MAX_STEPS, title: str | Non
         raise ValueError(f"max_steps must be at least 1, got {max_steps}")
     with _opened(source) as run:
         data = page_data(run, max_steps=max_steps)
-    data["title"] = title or f"GradWatch: {data['path']}"
+    data["title"] = title or f"GradWatch: {data['name']}"
     return _TEMPLATE.format(
         title=html.escape(_CONTROL.sub(" ", data["title"])),
         style=STYLE,
@@ -111,7 +111,8 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
     )
     th = run.thresholds
     return {
-        "path": str(getattr(run, "path", "")),
+        # the run's name (`exp1/run-...`), never an absolute path: the page is shared
+        "name": str(getattr(run, "name", None) or Path(getattr(run, "path", "")).name),
         "names": [params[i].name for i in order],
         "modules": [params[i].module for i in order],
         "shapes": [" x ".join(map(str, params[i].shape)) or "scalar" for i in order],

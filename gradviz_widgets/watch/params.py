@@ -63,6 +63,7 @@ class ParamSet:
         self._mod_ids: set[int] = set()
         self._size = -1
         self.dirty = True
+        self.lacking = False
         self._infos: list[ParamInfo] = []
         self._events: list[Event] = []
         _start(self)
@@ -92,6 +93,10 @@ class ParamSet:
             and (any(map(_REQ, self._frozen_params)) or any(map(have.__getitem__, frozen)))
         ):
             self._check_flags(have, step)
+        #: whether a trainable parameter has no gradient this step (the `none` anomaly)
+        self.lacking = len(ids) != self._n_trainable and any(
+            map(operator.and_, self.trainable, map(operator.not_, have))
+        )
         return ids, list(compress(grads, have))
 
     def _stale(self, have: list[bool]) -> bool:
@@ -115,6 +120,9 @@ class ParamSet:
         infos, events = self._infos, self._events
         self._infos, self._events = [], []
         return infos, events
+
+    def trainable_params(self) -> list[nn.Parameter]:
+        return [p for p, t in zip(self.params, self.trainable) if t]  # type: ignore[misc]
 
     def first(self) -> torch.Tensor | None:
         """The first parameter still in the model (for the device / dtype check)."""

@@ -88,7 +88,7 @@ def rank_setup(
             warnings.warn(
                 f"GradWatch: no cross-rank check ({type(e).__name__}: {str(e)[:200]}); this "
                 "rank records its own gradients. Create the GradWatch on every rank.",
-                stacklevel=3,
+                stacklevel=4,
             )
     return inner, RankSetup(rank, world, mode, group, timeout_s)
 

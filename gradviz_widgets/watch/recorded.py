@@ -1,9 +1,8 @@
-"""A run read back from disk: one process's record, or every rank's (`<path>/rank<r>/`)."""
+"""A run read back from disk: one process's record, or every rank's (`<run>/rank<r>/`)."""
 
 from __future__ import annotations
 
 import json
-import warnings
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,8 +14,10 @@ from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
 from .anomalies import Anomaly, FlightRecord, replay
 from .events import Event
+from .flight_book import FlightBook
 from .history import Overview, history_frame
-from .store import DB_NAME, SQLiteStore
+from .runs import RunInfo, choose, rank_folders, run_name
+from .store import SQLiteStore
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,6 +28,16 @@ WATCHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 class HistoryViews:
     """The two views of a history, shared by a live GradWatch and a RecordedRun."""
+
+    @property
+    def events(self) -> list[Event]:
+        """Changes to the parameters, in order: Event(step, param, kind), kind one of frozen,
+        unfrozen, replaced, added, removed (the ones frozen at the start: "frozen" at step 0;
+        several ranks: each once). Records older than the events table have none."""
+        return self._all_events()
+
+    def _all_events(self) -> list[Event]:
+        raise NotImplementedError
 
     def show(self, **options: Any) -> Any:
         """The widget: heat map of parameters x steps and a line chart (a live watch's view
@@ -48,12 +59,22 @@ class HistoryViews:
 class RecordedRun(HistoryViews):
     """A run read back from disk: history(), anomalies, show(); explore() needs a model.
 
-    Under torchrun each rank wrote `<path>/rank<r>/watch.sqlite`: they are read together, and
+    `path` is a folder of runs (the latest is read; `run=` picks one by id, `.runs` lists
+    them), a run's folder, or a record of an earlier version lying directly in `path`.
+    Under torchrun each rank wrote `<run>/rank<r>/watch.sqlite`: they are read together, and
     `history()` puts the ranks side by side (its `rank` column; one process: rank 0)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, run: str | RunInfo | None = None) -> None:
+        #: the folder opened, as given
         self.path = Path(path)
-        self.folders = rank_folders(self.path)
+        info, runs = choose(self.path, run)
+        #: every run in `path`, oldest first (id, start time, steps, ranks)
+        self.runs: list[RunInfo] = runs
+        #: the run read: its id and folder
+        self.run_id, self.run_path = info.id, info.path
+        #: what titles say: from the experiment's folder on (`exp1/run-...`)
+        self.name = run_name(self.run_path)
+        self.folders = rank_folders(self.run_path)
         self.stores = {r: SQLiteStore(d, readonly=True) for r, d in self.folders.items()}
         if list(self.stores) == [0]:  # one folder: the rank it says it is (`path/rank1` opened)
             rank = int(self.stores[0].meta.get("rank", "0"))
@@ -106,10 +127,7 @@ class RecordedRun(HistoryViews):
             out.append(a)
         return sorted(out, key=lambda a: a.step)
 
-    @property
-    def events(self) -> list[Event]:
-        """Changes to the parameters (frozen, unfrozen, replaced, added, removed), in order;
-        each once when several ranks recorded it. Records older than this table have none."""
+    def _all_events(self) -> list[Event]:
         seen: dict[Event, None] = {}
         for store in self.stores.values():
             seen.update(dict.fromkeys(self._events(store)))
@@ -119,28 +137,25 @@ class RecordedRun(HistoryViews):
     def _events(store: SQLiteStore) -> list[Event]:
         return [Event(*row) for row in store.event_rows]
 
+    def _book(self) -> FlightBook:
+        """Read afresh: a run still recording may have added records."""
+        return FlightBook.read(list(self.folders.values()))
+
     def _flight(self, step: int) -> FlightRecord | None:
-        for folder in self.folders.values():
-            path = folder / f"flight-{step}.pt"
-            if path.exists():
-                return FlightRecord.load(path)
-        return None
+        return self._book().get(step)
 
     def _explore(self, anomaly: Anomaly, model: nn.Module | None, **options: Any) -> Any:
-        record = self._flight(anomaly.step)
+        book = self._book()
+        record = book.get(anomaly.step)
         if record is None:
-            steps = sorted(
-                int(p.stem.split("-")[1])
-                for d in self.folders.values()
-                for p in d.glob("flight-*.pt")
-            )
-            raise GradExplorerError(no_flight_message(anomaly, steps))
+            raise GradExplorerError(book.explain(anomaly))
         if model is None:
             raise GradExplorerError(
                 "a run opened from disk has no model: pass one of the same "
                 "architecture, anomaly.explore(model); it is copied, not changed"
             )
         watch = WATCHED.get(model)
+        options.setdefault("thresholds", self.thresholds)
         return replay(
             record,
             model,
@@ -164,33 +179,3 @@ class RecordedRun(HistoryViews):
     def close(self) -> None:
         for store in self.stores.values():
             store.close()
-
-
-def rank_folders(path: Path) -> dict[int, Path]:
-    """rank -> folder holding its watch.sqlite: `path` itself (one process), else `path/rank<r>`."""
-    found = {
-        int(d.name[4:]): d
-        for d in path.glob("rank*")
-        if d.name[4:].isdigit() and (d / DB_NAME).exists()
-    }
-    if (path / DB_NAME).exists():
-        if found:  # a folder reused: a one-process run, then a torchrun (or the other way)
-            warnings.warn(
-                f"{path} holds a one-process record ({DB_NAME}) and rank folders "
-                f"({', '.join(d.name for d in found.values())}); reading the one-process "
-                f"record: open {path}/rank<r> for a rank's, or move them apart",
-                stacklevel=3,
-            )
-        return {0: path}
-    if not found:
-        raise FileNotFoundError(f"no GradWatch record at {path / DB_NAME} nor {path}/rank*/")
-    return dict(sorted(found.items()))
-
-
-def no_flight_message(anomaly: Anomaly, recorded: list[int]) -> str:
-    return (
-        f"no flight record for step {anomaly.step} ({anomaly.kind}): the flight recorder "
-        f"keeps the first NaN/Inf step only (recorded: {recorded or 'none'}). On a GPU it "
-        "needs GradWatch(..., sync_check=True) (one host sync per step); a threshold "
-        "trigger is GradWatch(..., flight_recorder=<norm>)."
-    )

@@ -27,13 +27,13 @@ import torch
 from torch import nn
 from torch.autograd import Variable
 
-from .anomalies import FlightRecord, cpu_copy
 from .events import describe
+from .flight import Flights
 from .params import ParamSet
 from .ranks import RankSetup, local_part
 from .ratio import Snapshot
 from .reduce import by_device, grad_stats
-from .steps import assemble, trigger_array, trigger_tensor
+from .steps import assemble
 
 
 class Recorder:
@@ -46,9 +46,7 @@ class Recorder:
         emit: Callable[[str, Any], None],
         *,
         update_ratio: bool | int = True,
-        flight: bool | float = True,
-        sync_check: bool | None = None,
-        on_flight: Callable[[FlightRecord], None] | None = None,
+        flights: Flights | None = None,
         ranks: RankSetup | None = None,
     ) -> None:
         self.model, self.optimizer, self.emit = model, optimizer, emit
@@ -61,16 +59,14 @@ class Recorder:
         self.update_ratio = bool(update_ratio) and optimizer is not None and not fsdp
         #: update ratios are measured at the steps divisible by this (True: every step)
         self.ratio_every = max(int(update_ratio), 1)
-        self.flight = flight if not fsdp else False  # an FSDP2 model cannot be replayed
-        self.sync_check = sync_check
-        self.on_flight = on_flight
+        #: which steps get a flight record (watch/flight.py); None: no flight recorder
+        self.flights = flights
+        if fsdp and flights is not None and flights.active:
+            flights.stop("an FSDP2 model's shards cannot be replayed in one process")
         self._handles: list[Any] = []
         self.step = 0
         self.enabled = True
-        self.flight_recorded = False
         self._queued = False
-        self._last_call: tuple[tuple, dict] | None = None
-        self._rng: torch.Tensor | None = None
         self._pre: tuple[list[int], Any, Any, Any] | None = None
         self._snap = Snapshot()
         self._where: tuple | None = None
@@ -89,7 +85,7 @@ class Recorder:
             self._handles.append(
                 self.optimizer.register_step_post_hook(self._guarded(self._post_step))
             )
-        if self.flight:
+        if self.flights is not None and self.flights.active:
             self._handles.append(
                 self.model.register_forward_pre_hook(self._on_forward, with_kwargs=True)
             )
@@ -103,7 +99,9 @@ class Recorder:
         self._handles.clear()
         self.watched.detach()
         self.enabled = False
-        self._last_call = self._pre = None
+        self._pre = None
+        if self.flights is not None:
+            self.flights.forget()
         self._snap.reset()
 
     def _publish(self, first: bool = False) -> None:
@@ -137,10 +135,8 @@ class Recorder:
     # ---- hooks --------------------------------------------------------------------------
     def _on_forward(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         # a reference only: the batch is copied if (and when) the flight recorder fires
-        if not self.enabled:
-            return
-        self._last_call = (args, kwargs)
-        self._rng = torch.get_rng_state()
+        if self.enabled and self.flights is not None and self.flights.active:
+            self.flights.seen_call(args, kwargs)
 
     def _refresh(self, *args: Any) -> None:
         self.watched.refresh(self.step)
@@ -170,8 +166,8 @@ class Recorder:
         if self.ranks.mode == "fsdp":
             grads = [local_part(g, self.ranks.world)[0].detach() for g in grads]
         stats = by_device(grad_stats, grads, 3)
-        if self.flight and not self.flight_recorded and self._should_record(stats):
-            self._record_flight()
+        if self.flights is not None:  # before the update: the pre-update weights
+            self.flights.check(self.step, stats, self.watched.lacking)
         due = bool(ids) and self.update_ratio and self.step % self.ratio_every == 0
         if due:
             self._snap.take(ids, [self.params[i] for i in ids])
@@ -218,30 +214,3 @@ class Recorder:
             )
             self._snap.reset()
         self._where = where
-
-    def _should_record(self, stats: Any) -> bool:
-        if isinstance(stats, torch.Tensor):  # on a device: decide only when asked (one sync)
-            if not self.sync_check:
-                return False
-            return bool(trigger_tensor(stats, self.flight).item())
-        return bool(trigger_array(stats, self.flight))
-
-    def _record_flight(self) -> None:
-        args, kwargs = self._last_call if self._last_call is not None else ((), {})
-        state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
-        reason = (
-            "NaN/Inf gradient"
-            if self.flight is True
-            else f"NaN/Inf gradient or gradient norm above {self.flight:g}"
-        )
-        record = FlightRecord(
-            self.step,
-            cpu_copy(args),
-            cpu_copy(kwargs),
-            None if self._rng is None else self._rng.clone(),
-            state,
-            reason,
-        )
-        self.flight_recorded = True
-        if self.on_flight is not None:
-            self.on_flight(record)

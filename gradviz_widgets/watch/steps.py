@@ -45,19 +45,6 @@ class StepRecord:
         return self.values  # type: ignore[return-value]
 
 
-def trigger_array(stats: np.ndarray, flight: bool | float) -> bool:
-    if not np.isfinite(stats[:, :2]).all():
-        return True
-    return flight is not True and bool((stats[:, 0] > float(flight)).any())
-
-
-def trigger_tensor(stats: torch.Tensor, flight: bool | float) -> torch.Tensor:
-    bad = ~torch.isfinite(stats[:, :2]).all(dim=1)
-    if flight is not True:
-        bad |= stats[:, 0] > float(flight)
-    return bad.any()
-
-
 def assemble(
     step: int, ids: list[int], stats: Any, dnorm: Any, pnorm: Any, extra: Any = None
 ) -> StepRecord:

@@ -290,3 +290,8 @@ class SQLiteStore:
 
     def exact(self) -> list[tuple[int, int, int, float]]:
         return list(self._db.execute("SELECT step, param, col, value FROM exact"))
+
+    def last_step(self) -> int:
+        """The last step on disk (-1: none yet)."""
+        (last,) = self._db.execute("SELECT MAX(last_step) FROM chunks").fetchone()
+        return -1 if last is None else int(last)

@@ -15,12 +15,15 @@ from torch import nn
 
 from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
-from .anomalies import Anomaly, FlightRecord, replay
-from .events import Event
+from .anomalies import Anomaly, replay
+from .arguments import check_arguments, recorded_optimizer, warn_idle_optimizers
+from .flight import Flights, check_budget
+from .flight_book import FlightBook
 from .history import Overview, history_frame
 from .ranks import Exchange, rank_setup, release
 from .recorded import WATCHED as _WATCHED
-from .recorded import HistoryViews, RecordedRun, no_flight_message
+from .recorded import HistoryViews, RecordedRun
+from .runs import RunInfo, run_name, start_run
 from .store import MemoryStore, SQLiteStore
 
 if TYPE_CHECKING:
@@ -29,14 +32,27 @@ if TYPE_CHECKING:
 
 class GradWatch(HistoryViews):
     """Records per-parameter gradient statistics at every optimizer step (or every backward
-    when no optimizer is given) into `path` (a temporary folder when omitted).
+    when no optimizer is given). Each watch is one run with a folder of its own,
+    `path/<run_id>/` (`path`: a temporary folder when omitted); a folder reused for another
+    run is never merged into: `GradWatch.open(path)` reads the latest run, `.runs` lists them.
+
+    `optimizer`: a torch.optim.Optimizer, a list/tuple of them, or None. A wrapper holding the
+    real optimizer in `.optimizer` (lightning's LightningOptimizer, accelerate's
+    AcceleratedOptimizer) is unwrapped: the hooks go on the inner torch optimizer, whose step()
+    is the one that runs. Wrong arguments raise GradExplorerError before anything is created.
 
     `update_ratio`: ‖Δp‖/‖p‖ (exact) at the steps divisible by N, NaN between; the default 10
     keeps its cost (a copy of the parameters and three passes over them per measured step, ~5%
     of a CPU ResNet-50 step) under 1%. True: every step; False: never (docs/watch.md, "Cost").
 
+    `flight_recorder`: the first step of each anomaly kind keeps its batch, RNG states and
+    pre-update weights for `anomaly.explore()` (a norm: also the first step above it; False:
+    off), within `flight_budget_mb` (default: 512 MB or three copies of the model's state,
+    whichever is larger; docs/watch.md, "Flight recorder and anomaly.explore()").
+
     Under torchrun (DDP, FSDP2) every rank creates its own GradWatch on the same `path` and
-    writes `path/rank<r>/`; `ranks=None` (default) adds one all_reduce per step, on the writer
+    writes `path/<run_id>/rank<r>/` (rank 0 picks the id; one broadcast at construction);
+    `ranks=None` (default) adds one all_reduce per step, on the writer
     thread, that compares the ranks (FSDP2: makes the norms whole); `ranks=False`: none
     (docs/distributed.md, "GradWatch across ranks").
 
@@ -63,6 +79,7 @@ class GradWatch(HistoryViews):
         thresholds: Thresholds | None = None,
         update_ratio: bool | int = 10,
         flight_recorder: bool | float = True,
+        flight_budget_mb: float | None = None,
         sync_check: bool | None = None,
         tensorboard: Any = False,
         flush_s: float = 0.5,
@@ -72,56 +89,87 @@ class GradWatch(HistoryViews):
         from .recorder import Recorder
         from .writer import Writer
 
-        if not isinstance(model, nn.Module):
-            raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        self.thresholds = thresholds or Thresholds()
-        self.loss_fn = loss_fn
-        self.path = Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="gradwatch-"))
-        inner, self._ranks = rank_setup(model, ranks, rank_timeout_s)
-        #: this process's rank and the world size (0 and 1 without torch.distributed)
-        self.rank, self.world = self._ranks.rank, self._ranks.world
-        #: where this process writes: `path`, or `path/rank<r>` under torchrun
-        self.rank_path = self._ranks.directory(self.path)
-        if self._ranks.mode == "fsdp" and optimizer is None:
+        options = dict(locals())  # every argument, checked before anything is created
+        args = check_arguments(model, optimizer, path, options)
+        check_budget(flight_budget_mb)
+        self.thresholds, self.loss_fn = args.thresholds, loss_fn
+        self._ranks = self._start_run(args.path, model, ranks, rank_timeout_s)
+        inner = self._inner
+        self._optimizers = args.optimizers
+        opt = recorded_optimizer(args.optimizers)
+        if self._ranks.mode == "fsdp" and opt is None:
             warnings.warn(
                 "GradWatch on an FSDP2 model records at optimizer.step(): pass optimizer=",
                 stacklevel=2,
             )
         self.closed = False
         self._model: nn.Module | None = model
-        self._flights: dict[int, FlightRecord] = {}
         _close_previous(model)
         exchange = Exchange(self._ranks) if self._ranks.group is not None else None
         self._writer = Writer(
             self._open_store(), self.thresholds, flush_s=flush_s, exchange=exchange
         )
-        self._writer.store.set_meta(self._meta(inner, optimizer))
+        self._writer.store.set_meta(self._meta(inner))
         if tensorboard:
             from .tb import TensorBoardSink
 
             self._writer.listeners.append(TensorBoardSink(tensorboard, self.rank_path))
         self._writer.start()
+        flights = self._flight_recorder(inner, flight_recorder, flight_budget_mb, sync_check)
         self._recorder = Recorder(
             inner,
-            optimizer,
+            opt,
             self._writer.put,
             update_ratio=update_ratio,
-            flight=flight_recorder,
-            sync_check=_sync_default(inner, sync_check),
-            on_flight=self._keep_flight,
+            flights=flights,
             ranks=self._ranks,
         )
+        warn_idle_optimizers(self._recorder.watched.trainable_params(), args.optimizers)
         self._recorder.attach()
         _WATCHED[model] = self
 
-    def _meta(self, inner: nn.Module, optimizer: Any) -> dict[str, str]:
+    def _start_run(self, path: Path | None, model: nn.Module, ranks: Any, timeout: float) -> Any:
+        """The ranks, and this run's id and folders (no folder is created here)."""
+        #: the folder passed (a temporary one when omitted); each run records into a folder
+        #: of its own inside it, `run_path`
+        self.path = path or Path(tempfile.mkdtemp(prefix="gradwatch-"))
+        self._inner, setup = rank_setup(model, ranks, timeout)
+        #: this process's rank and the world size (0 and 1 without torch.distributed)
+        self.rank, self.world = setup.rank, setup.world
+        #: this run's id (the same on every rank) and folder, `path/<run_id>`
+        self.run_id = start_run(self.path, setup)
+        self.run_path = self.path / self.run_id
+        #: what titles say: `exp1/run-...`, never an absolute path
+        self.name = run_name(self.run_path)
+        #: where this process writes: `run_path`, or `run_path/rank<r>` under torchrun
+        self.rank_path = setup.directory(self.run_path)
+        return setup
+
+    def _meta(self, inner: nn.Module) -> dict[str, str]:
         return {
             **self._ranks.meta(),
+            "run": self.run_id,
             "thresholds": json.dumps([self.thresholds.vanishing, self.thresholds.exploding]),
             "model": type(inner).__name__,
             "started": str(time.time()),
-            "optimizer": type(optimizer).__name__ if optimizer else "",
+            "optimizer": ", ".join(type(o).__name__ for o in self._optimizers),
         }
+
+    def _flight_recorder(
+        self, inner: nn.Module, trigger: bool | float, budget_mb: float | None, sync: Any
+    ) -> Flights:
+        #: the run's flight records by step, on disk beside watch.sqlite (watch/flight_book.py)
+        self._flights = FlightBook(
+            [self.rank_path] if isinstance(self._writer.store, SQLiteStore) else None
+        )
+        return Flights(
+            inner,
+            trigger,
+            self.thresholds,
+            sync_check=_sync_default(inner, sync),
+            budget_mb=budget_mb,
+            keep=self._flights.keep,
+        )
 
     def _open_store(self) -> Any:
         try:
@@ -135,23 +183,13 @@ class GradWatch(HistoryViews):
             self.store_error = f"{type(e).__name__}: {e}"
             return MemoryStore()
 
-    def _keep_flight(self, record: FlightRecord) -> None:
-        self._flights[record.step] = record
-        if isinstance(self._writer.store, SQLiteStore):
-            try:
-                record.save(self.rank_path)
-            except Exception as e:
-                warnings.warn(
-                    f"GradWatch could not save the flight record of step {record.step}: {e}",
-                    stacklevel=2,
-                )
-
     # ---- reading ------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path) -> RecordedRun:
+    def open(cls, path: str | Path, run: str | RunInfo | None = None) -> RecordedRun:
         """A finished (or crashed, or still running) run's record, every rank's; no model
-        needed."""
-        return RecordedRun(path)
+        needed. `path`: the folder passed to GradWatch (its latest run; `run=<id>` for
+        another, `.runs` lists them), a run's folder, or an earlier version's record."""
+        return RecordedRun(path, run)
 
     @property
     def steps(self) -> int:
@@ -173,21 +211,12 @@ class GradWatch(HistoryViews):
     def history(
         self, params: Sequence[str] | None = None, start: int | None = None, stop: int | None = None
     ) -> pd.DataFrame:
-        """One row per (step, parameter): step, rank, param, module, norm, max_abs,
-        zero_fraction, status, reason, update_ratio (this process's rows; every rank's:
-        `GradWatch.open(path)`). Waits for the steps recorded so far to be written."""
+        """One row per (step, parameter), columns history.COLUMNS (this process's rows; every
+        rank's: `GradWatch.open(path)`); waits for the steps recorded so far to be written."""
         self._writer.sync()
-        store = self._reader()
-        return history_frame(
-            list(self._writer.params),
-            store.chunks(),
-            store.exact(),
-            params,
-            start,
-            stop,
-            self._ranks.rank,
-            list(self._writer.events),
-        )
+        store, w = self._reader(), self._writer
+        frame = (list(w.params), store.chunks(), store.exact(), params, start, stop)
+        return history_frame(*frame, self._ranks.rank, list(w.events))
 
     def _reader(self) -> Any:
         """Reads go through their own read-only connection (the writer thread owns its own)."""
@@ -206,12 +235,8 @@ class GradWatch(HistoryViews):
         _, rows, _ = self._writer.snapshot()
         return [Anomaly.from_row(row, self._flights.get, self._explore) for row in rows]
 
-    @property
-    def events(self) -> list[Event]:
-        """Changes to the parameters, in order: Event(step, param, kind), kind one of frozen,
-        unfrozen, replaced, added, removed (the ones frozen at the start: "frozen" at step 0)."""
-        self._writer.sync()
-        return list(self._writer.events)
+    def _all_events(self) -> list:
+        return self._writer.synced_events()
 
     def overview(self) -> Overview:
         return self._writer.overview
@@ -219,11 +244,12 @@ class GradWatch(HistoryViews):
     def _explore(self, anomaly: Anomaly, model: nn.Module | None, **options: Any) -> Any:
         record = self._flights.get(anomaly.step)
         if record is None:
-            raise GradExplorerError(no_flight_message(anomaly, sorted(self._flights)))
+            raise GradExplorerError(self._flights.explain(anomaly))
         model = model or self._model
         if model is None:
             raise GradExplorerError("this watch was closed; pass the model: anomaly.explore(model)")
         loss_fn = options.pop("loss_fn", self.loss_fn)
+        options.setdefault("thresholds", self.thresholds)
         return replay(record, model, loss_fn, self._recorder, **options)
 
     # ---- lifetime -----------------------------------------------------------------------
@@ -252,14 +278,14 @@ class GradWatch(HistoryViews):
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "recording"
-        return f"GradWatch({self.path}, {self.steps} steps, {state})"
+        return f"GradWatch({self.run_path}, {self.steps} steps, {state})"
 
 
 def _close_previous(model: nn.Module) -> None:
     previous = _WATCHED.get(model)
     if previous is not None and not previous.closed:
         warnings.warn(
-            f"GradWatch: this model was already watched (recording to {previous.path}); that "
+            f"GradWatch: this model was already watched (recording to {previous.run_path}); that "
             f"watch is closed now, at step {previous.steps}. One watch per model.",
             stacklevel=3,
         )

@@ -9,6 +9,7 @@ vermillion = NaN/Inf, black = exactly 0.0, grey = None.
 
 from __future__ import annotations
 
+import html
 import threading
 import time
 from typing import Any
@@ -147,7 +148,8 @@ class WatchWidget:
         )
         rank = f" rank {self.rank_menu.value}" if self.rank_menu.options else ""
         self.status.value = (
-            f"<b>GradWatch</b> {self.source.path}{rank}: up to step {steps}, "
+            f"<b>GradWatch</b> {html.escape(str(getattr(self.source, 'name', self.source.path)))}"
+            f"{rank}: up to step {steps}, "
             f"{len(self._params())} parameters, "
             f"{len(self._anomalies())} anomalies"
         )

@@ -248,6 +248,11 @@ class Writer(threading.Thread):
             if fn.__name__ == "write":
                 self.store.write(*args)
 
+    def synced_events(self) -> list[Event]:
+        """The parameter events, once everything queued so far is processed."""
+        self.sync()
+        return list(self.events)
+
     def snapshot(self) -> tuple[list[ParamInfo], list[tuple[int, str, Any]], int]:
         with self._lock:
             return list(self.params), list(self.anomaly_rows), self.last_step

@@ -52,6 +52,8 @@ def test_watch_page_draws_hovers_and_picks(browser, tmp_path: Path) -> None:
     data = page_data(__import__("gradviz_widgets").watch.GradWatch.open(tmp_path / "run"))
     names, table = data["names"], data["views"][0]["table"]
     page, problems = _open(browser, path)
+    assert page.locator("#title").text_content() == f"GradWatch: run/{watch.run_id}"  # no /tmp/...
+    assert page.title() == f"GradWatch: run/{watch.run_id}"
     zero = names.index("gate.weight")
     assert _pixel(page, zero, 3) == [0, 0, 0, 255]  # exactly 0.0: black
     healthy = names.index("main1.weight")

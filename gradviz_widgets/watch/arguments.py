@@ -1,0 +1,214 @@
+"""GradWatch's arguments, checked at the door: each wrong one is a GradExplorerError naming it
+and saying what to do, raised before the watch creates anything (no folder, thread or hook)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..checks import check_loss_args, check_thresholds
+from ..errors import GradExplorerError
+from ..vocabulary import Thresholds
+
+
+@dataclasses.dataclass(frozen=True)
+class Checked:
+    """The arguments as the watch uses them."""
+
+    optimizers: tuple[torch.optim.Optimizer, ...]
+    path: Path | None
+    thresholds: Thresholds
+
+
+def check_arguments(model: Any, optimizer: Any, path: Any, options: dict[str, Any]) -> Checked:
+    """Every check, in the order of the signature; `options` are the keyword arguments."""
+    if not isinstance(model, nn.Module):
+        raise GradExplorerError(
+            f"model must be a torch.nn.Module (the model you train), got {_what(model)}"
+        )
+    optimizers = check_optimizers(optimizer)
+    folder = check_path(path)
+    check_loss_args(options["loss_fn"], None)
+    thresholds = check_thresholds(options["thresholds"])
+    check_update_ratio(options["update_ratio"])
+    check_flight_recorder(options["flight_recorder"])
+    for name in ("sync_check", "ranks"):
+        if options[name] is not None and not isinstance(options[name], bool):
+            raise GradExplorerError(
+                f"{name} must be None, True or False, got {_what(options[name])}"
+            )
+    check_tensorboard(options["tensorboard"])
+    for name in ("flush_s", "rank_timeout_s"):
+        check_seconds(name, options[name])
+    return Checked(optimizers, folder, thresholds)
+
+
+def check_optimizers(optimizer: Any) -> tuple[torch.optim.Optimizer, ...]:
+    """None, a torch optimizer or a list/tuple of them, as a tuple of torch optimizers.
+
+    A wrapper that is an Optimizer and holds the real one in `.optimizer` (lightning's
+    LightningOptimizer, accelerate's AcceleratedOptimizer) is replaced by that inner optimizer:
+    its step() is the one that runs, and hooks registered on a wrapper may never fire."""
+    if optimizer is None:
+        return ()
+    if _parameters(optimizer):
+        raise GradExplorerError(
+            f"optimizer must be a torch.optim.Optimizer, got parameters ({_what(optimizer)}): "
+            "pass the optimizer built from them, e.g. "
+            "optimizer=torch.optim.AdamW(model.parameters())"
+        )
+    if isinstance(optimizer, (list, tuple)):
+        if not optimizer:
+            raise GradExplorerError(
+                "optimizer is an empty list: pass the optimizer (or optimizers) that train the "
+                "model, or optimizer=None to record one step per backward"
+            )
+        out = tuple(_one_optimizer(o, f"optimizer[{i}]") for i, o in enumerate(optimizer))
+        if len({id(o) for o in out}) < len(out):
+            raise GradExplorerError("optimizer lists the same optimizer twice: pass it once")
+        return out
+    return (_one_optimizer(optimizer, "optimizer"),)
+
+
+def _one_optimizer(value: Any, name: str) -> torch.optim.Optimizer:
+    from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
+
+    if isinstance(value, (LRScheduler, ReduceLROnPlateau)):
+        raise GradExplorerError(
+            f"{name} is a learning-rate scheduler ({type(value).__name__}): pass the optimizer "
+            f"it drives, {name}=scheduler.optimizer"
+        )
+    while isinstance(value, torch.optim.Optimizer):
+        inner = getattr(value, "optimizer", None)
+        if not isinstance(inner, torch.optim.Optimizer) or inner is value:
+            return value
+        value = inner  # a wrapper (LightningOptimizer, AcceleratedOptimizer): the real one
+    if _parameters(value):
+        raise GradExplorerError(
+            f"{name} must be a torch.optim.Optimizer, got parameters ({_what(value)}): pass "
+            f"the optimizer built from them, e.g. {name}=torch.optim.AdamW(model.parameters())"
+        )
+    hint = ""
+    if isinstance(getattr(value, "optimizer", None), torch.optim.Optimizer):
+        hint = f"; it holds one: {name}=<it>.optimizer"
+    raise GradExplorerError(
+        f"{name} must be a torch.optim.Optimizer (or a list of them, or None), got "
+        f"{_what(value)}{hint}"
+    )
+
+
+def check_path(path: Any) -> Path | None:
+    """None (a temporary folder) or a folder, existing or not; never a file."""
+    if path is None:
+        return None
+    if not isinstance(path, (str, os.PathLike)):
+        raise GradExplorerError(
+            f"path must be a folder (str or pathlib.Path), e.g. path='runs/exp1', got {_what(path)}"
+        )
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        hint = f" (to read that record: GradWatch.open({str(folder.parent)!r}))"
+        raise GradExplorerError(
+            f"path must be a folder, and {str(folder)!r} is a file: pass a folder for the runs, "
+            f"e.g. path='runs/exp1'" + (hint if folder.name == "watch.sqlite" else "")
+        )
+    return folder
+
+
+def check_update_ratio(value: Any) -> None:
+    if isinstance(value, bool):
+        return
+    if not isinstance(value, numbers.Integral) or int(value) < 1:
+        raise GradExplorerError(
+            "update_ratio must be True (every step), False (never) or an int N >= 1 (the "
+            f"steps divisible by N), got {_what(value)}"
+        )
+
+
+def check_flight_recorder(value: Any) -> None:
+    if isinstance(value, bool):
+        return
+    ok = isinstance(value, numbers.Real) and math.isfinite(value) and float(value) > 0
+    if not ok:
+        raise GradExplorerError(
+            "flight_recorder must be True (record the first NaN/Inf step), False (never) or a "
+            f"positive finite gradient norm that also triggers it, got {_what(value)}"
+        )
+
+
+def check_tensorboard(value: Any) -> None:
+    """False/None, True (`<run folder>/tb`), a folder, or a SummaryWriter-like object."""
+    if value is None or value is False or hasattr(value, "add_scalar"):
+        return
+    if value is not True and not isinstance(value, (str, os.PathLike)):
+        raise GradExplorerError(
+            "tensorboard must be False, True (logs in the run's folder), a folder or a "
+            f"SummaryWriter, got {_what(value)}"
+        )
+    try:
+        from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+    except ImportError as e:
+        raise GradExplorerError(
+            "tensorboard=... needs the tensorboard package (pip install tensorboard), or "
+            "pass tensorboard=False"
+        ) from e
+
+
+def check_seconds(name: str, value: Any) -> None:
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real)
+    if not ok or not math.isfinite(value) or float(value) <= 0:
+        raise GradExplorerError(f"{name} must be a number of seconds > 0, got {_what(value)}")
+
+
+def warn_idle_optimizers(
+    watched: list[nn.Parameter], optimizers: tuple[torch.optim.Optimizer, ...]
+) -> None:
+    """One warning per optimizer that trains none of the watched parameters."""
+    ids = {id(p) for p in watched}
+    for i, opt in enumerate(optimizers):
+        trained = {id(p) for g in opt.param_groups for p in g["params"]}
+        if ids and not trained & ids:
+            name = "optimizer" if len(optimizers) == 1 else f"optimizer[{i}]"
+            warnings.warn(
+                f"GradWatch: {name} ({type(opt).__name__}) trains none of the watched "
+                "parameters (the model's parameters with requires_grad=True): was it built "
+                "from another model, or a copy of this one?",
+                stacklevel=3,
+            )
+
+
+def recorded_optimizer(
+    optimizers: tuple[torch.optim.Optimizer, ...],
+) -> torch.optim.Optimizer | None:
+    """The optimizer whose steps are recorded: the only one, or (several given) the first,
+    with a warning naming the steps that are not recorded."""
+    if len(optimizers) > 1:
+        names = ", ".join(f"optimizer[{i}] ({type(o).__name__})" for i, o in enumerate(optimizers))
+        warnings.warn(
+            f"GradWatch: {len(optimizers)} optimizers given ({names}); this version records "
+            f"at the steps of optimizer[0] only: the steps of the others are not recorded",
+            stacklevel=3,
+        )
+    return optimizers[0] if optimizers else None
+
+
+def _parameters(value: Any) -> bool:
+    """Parameters where an optimizer belongs: a tensor, model.parameters(), a list of them."""
+    if isinstance(value, (torch.Tensor, Iterator)):
+        return True
+    items = value if isinstance(value, (list, tuple)) else ()
+    return any(isinstance(v, (torch.Tensor, dict)) for v in items)
+
+
+def _what(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60] + '...' if len(text) > 60 else text}"

@@ -1,0 +1,247 @@
+"""The flight recorder's training-thread side: which steps get a flight record, within what budget.
+
+At the step pre-hook (before the optimizer applies the gradients) the step's statistics are
+classified exactly as the writer thread will classify them (`writer.classify_many` with the
+watch's Thresholds; a trainable parameter without a gradient is "none"). The first step of each
+anomaly kind (KINDS) gets one FlightRecord: the arguments of the model's latest forward, the
+RNG states at that forward, and a CPU copy of the state_dict. `notes` says, per kind, which
+step was recorded or why it was not; the watch saves them as `flights.json`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils._pytree import tree_leaves
+
+from ..errors import GradExplorerError
+from ..vocabulary import STATUSES, Thresholds, classify
+from .anomalies import KINDS, FlightRecord, cpu_copy
+from .writer import classify_many
+
+MB = 2**20
+#: the smallest default budget; the default is this or three copies of the model's state
+DEFAULT_BUDGET_MB = 512
+#: the key of `flight_recorder=<norm>`'s own trigger in `notes["kinds"]`
+ABOVE = "above"
+_KIND_OF = {STATUSES.index(k): k for k in KINDS}
+
+
+def check_budget(budget_mb: Any) -> float | None:
+    """`flight_budget_mb`: None (the default rule) or a number of megabytes >= 0."""
+    ok = budget_mb is None or (
+        isinstance(budget_mb, (int, float)) and not isinstance(budget_mb, bool) and budget_mb >= 0
+    )
+    if not ok or (budget_mb is not None and math.isnan(budget_mb)):
+        raise GradExplorerError(
+            f"flight_budget_mb must be a number of megabytes >= 0 or None, got {budget_mb!r}"
+        )
+    return None if budget_mb is None else float(budget_mb)
+
+
+class Flights:
+    """Decides at each step pre-hook whether to keep a flight record, and makes it.
+
+    `trigger`: True (the first step of each kind), a norm (also the first step with a gradient
+    norm above it) or False (off). `keep(record_or_None, notes)` is called on every decision.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        trigger: bool | float,
+        thresholds: Thresholds,
+        *,
+        sync_check: bool,
+        budget_mb: float | None,
+        keep: Callable[[FlightRecord | None, dict], None],
+    ) -> None:
+        self.model, self.trigger, self.thresholds = model, trigger, thresholds
+        self.sync_check = bool(sync_check)
+        self.budget_mb = check_budget(budget_mb)
+        self.keep = keep
+        self.used = 0  # bytes of the records made so far
+        #: per kind (and ABOVE): {"step", "kept", "why"}; "off" / "unchecked": why none at all
+        self.notes: dict[str, Any] = {"trigger": trigger, "kinds": {}, "off": "", "unchecked": ""}
+        self.active = trigger is not False
+        if not self.active:
+            self.notes["off"] = "the flight recorder was off (GradWatch(flight_recorder=False))"
+        self._warned: set[str] = set()
+        self._wanted = [*KINDS, *([ABOVE] if trigger not in (True, False) else [])]
+        self._call: tuple[tuple, dict] | None = None
+        self._rng: torch.Tensor | None = None
+        self._cuda_rng: torch.Tensor | None = None
+        first = next(model.parameters(), None)
+        self._cuda = (first.device.index or 0) if first is not None and first.is_cuda else None
+        keep(None, self.notes)
+
+    def stop(self, why: str) -> None:
+        """No records from now on (`why` goes into the notes)."""
+        self.active = False
+        self.notes["off"] = why
+        self._call = None
+        self.keep(None, self.notes)
+
+    def forget(self) -> None:
+        """Drop the reference to the latest batch (the watch closes)."""
+        self._call = None
+
+    # ---- training thread ----------------------------------------------------------------
+    def seen_call(self, args: tuple, kwargs: dict) -> None:
+        """The model's forward pre-hook: a reference to the batch, a copy of the RNG states."""
+        self._call = (args, kwargs)
+        self._rng = torch.get_rng_state()
+        if self._cuda is not None:
+            try:  # the seed and offset of the generator: no device sync
+                self._cuda_rng = torch.cuda.get_rng_state(self._cuda)
+            except Exception:  # e.g. while a CUDA graph is captured
+                self._cuda_rng = None
+
+    def check(self, step: int, stats: Any, missing: bool) -> None:
+        """The step pre-hook: `stats` the (n, 3) norm / max_abs / nonzero of the parameters
+        with a gradient, `missing` whether a trainable parameter has none."""
+        if not self.active:
+            return
+        if isinstance(stats, torch.Tensor):
+            self._cuda = (stats.device.index or 0) if stats.is_cuda else None
+            if not self.sync_check:  # deciding would cost one host sync per step
+                self._unchecked(stats.device)
+                return
+            stats = stats.detach().double().cpu().numpy()
+        present: set[str] = set()
+        if not _all_healthy(stats, self.thresholds):  # the usual step: ~5 us, not ~25
+            codes = classify_many(stats[:, 0], stats[:, 1], self.thresholds)
+            counts = np.bincount(codes, minlength=len(STATUSES))
+            present = {k for c, k in _KIND_OF.items() if counts[c]}
+        if missing:
+            present.add("none")
+        if ABOVE in self._wanted and bool((stats[:, 0] > float(self.trigger)).any()):
+            present.add(ABOVE)
+        done = self.notes["kinds"]
+        new = [k for k in self._wanted if k in present and k not in done]
+        if new:
+            self._decide(step, new)
+        if all(k in done for k in self._wanted):
+            self.active = False  # every kind decided: nothing left to check
+            self._call = None
+
+    # ---- one decision -------------------------------------------------------------------
+    def _decide(self, step: int, kinds: list[str]) -> None:
+        try:
+            record, why = self._attempt(step, kinds)
+        except Exception as e:  # a record that cannot be made must not stop the history
+            record, why = None, f"making it failed ({type(e).__name__}: {e})"
+        for k in kinds:
+            self.notes["kinds"][k] = {"step": step, "kept": record is not None, "why": why}
+        if record is None and why not in self._warned:  # the same reason: one warning
+            self._warned.add(why)
+            warnings.warn(
+                f"GradWatch: no flight record for step {step} ({', '.join(kinds)}): {why}",
+                stacklevel=4,
+            )
+        self.keep(record, self.notes)
+
+    def _attempt(self, step: int, kinds: list[str]) -> tuple[FlightRecord | None, str]:
+        if self._call is None:
+            return None, (
+                "no call of the model's forward was seen before this step (the watch was "
+                "created after it, or the loss came from another method than forward, or from "
+                "submodules called directly); the flight recorder replays the model's own call"
+            )
+        args, kwargs = self._call
+        state = self.model.state_dict()
+        state_bytes = _nbytes(state.values())
+        size = state_bytes + _nbytes(tree_leaves((args, kwargs)))
+        refused = self._over_budget(size, state_bytes, kinds)
+        if refused:
+            return None, refused
+        record = FlightRecord(
+            step,
+            cpu_copy(args),
+            cpu_copy(kwargs),
+            self._rng,
+            _state_copy(state),
+            _reason(kinds, self.trigger),
+            cuda_rng=self._cuda_rng,
+            device=str(next(self.model.parameters()).device),
+            kinds=tuple(kinds),
+        )
+        self.used += size
+        return record, ""
+
+    def _over_budget(self, size: int, state_bytes: int, kinds: list[str]) -> str:
+        """Why a record of `size` bytes does not fit ("" when it does). Until a NaN/Inf step
+        is recorded, room for one more record of the same size is kept for it."""
+        if self.budget_mb is None:
+            self.budget_mb = max(DEFAULT_BUDGET_MB, math.ceil(3 * state_bytes / MB))
+        left = self.budget_mb * MB - self.used
+        reserve = "nonfinite" not in kinds and "nonfinite" not in self.notes["kinds"]
+        need = size * (2 if reserve else 1)
+        if need <= left:
+            return ""
+        kept = ", and room for a NaN/Inf record of the same size is kept until one is made"
+        raise_to = math.ceil((self.used + need) / MB) + 1
+        return (
+            f"it needs {size / MB:.3g} MB (state_dict + batch) and flight_budget_mb="
+            f"{self.budget_mb:g} has {max(left, 0) / MB:.3g} MB left{kept if reserve else ''}; "
+            f"GradWatch(..., flight_budget_mb={raise_to}) keeps it"
+        )
+
+    def _unchecked(self, device: torch.device) -> None:
+        if self.notes["unchecked"]:
+            return
+        self.notes["unchecked"] = (
+            f"the gradients were on {device} and sync_check was off: deciding which step to "
+            "record needs the step's numbers on the host before the update (one host sync "
+            "per step), so no step was recorded; GradWatch(..., sync_check=True) turns it on"
+        )
+        self.keep(None, self.notes)
+
+
+def _all_healthy(stats: np.ndarray, th: Thresholds) -> bool:
+    """Whether `classify_many` would find every row healthy, from the columns' extremes: each
+    rule bounds one column (or is a NaN/Inf, which min and max carry), so a row that breaks a
+    rule makes an extreme break it, and `classify` of the extremes is not healthy."""
+    if not len(stats):
+        return True
+    lo, hi = stats[:, :2].min(axis=0).tolist(), stats[:, :2].max(axis=0).tolist()
+    return classify(lo[0], lo[1], th) == "healthy" == classify(hi[0], hi[1], th)
+
+
+def _nbytes(values: Any) -> int:
+    seen: set[tuple] = set()
+    total = 0
+    for t in values:
+        if isinstance(t, torch.Tensor):
+            key = _key(t)
+            if key not in seen:
+                seen.add(key)
+                total += t.numel() * t.element_size()
+    return total
+
+
+def _key(t: torch.Tensor) -> tuple:
+    return (t.data_ptr(), t.dtype, tuple(t.shape), t.stride(), t.device)
+
+
+def _state_copy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """CPU copies of the state_dict; a tensor held under two names (tied) is copied once."""
+    copies: dict[tuple, torch.Tensor] = {}
+    out = {}
+    for name, t in state.items():
+        key = _key(t)
+        if key not in copies:
+            copies[key] = t.detach().to("cpu", copy=True)
+        out[name] = copies[key]
+    return out
+
+
+def _reason(kinds: list[str], trigger: bool | float) -> str:
+    words = [f"gradient norm above {float(trigger):g}" if k == ABOVE else k for k in kinds]
+    return "first " + ", ".join(words) + " step"
