@@ -95,11 +95,12 @@ def test_without_optimizer_one_record_per_backward(tmp_path):
     seen = []
     for _ in range(3):  # no zero_grad: p.grad accumulates, and so do the records
         CE(model(x), y).backward()
-        seen.append({n: v for n, v in hand(model).items() if n != "fc3.weight"})
+        seen.append(hand(model))  # the frozen fc3.weight too: None (reason "frozen")
     h = watch.history()
     assert h.step.nunique() == 3 and h.update_ratio.isna().all()
     for k in range(3):
         check(h, k, seen[k])
+    assert set(h[h.param == "fc3.weight"].reason) == {"frozen"}
     watch.close()
 
 

@@ -22,6 +22,7 @@ from ..vocabulary import STATUSES
 #: what counts as an anomaly, most alarming first (plus "rank_divergence", watch/ranks.py)
 KINDS = ("nonfinite", "exploding", "zero", "none", "vanishing")
 _CODES = np.array([STATUSES.index(k) for k in KINDS])
+_NONE = KINDS.index("none")
 
 
 @dataclasses.dataclass
@@ -125,18 +126,17 @@ class Anomaly:
 
 
 class Tracker:
-    """Finds, per parameter and kind, the first step the parameter had that status."""
+    """Finds, per parameter and kind, the first step the parameter had that status.
+
+    `quiet` (per parameter): a None that is intended (frozen, removed) is no anomaly."""
 
     def __init__(self) -> None:
         self._seen = np.zeros((0, len(KINDS)), dtype=bool)
 
     def update(
-        self, step: int, status: np.ndarray, names: list[str]
+        self, step: int, status: np.ndarray, names: list[str], quiet: np.ndarray | None = None
     ) -> list[tuple[int, str, list[str]]]:
-        if self._seen.shape[0] < len(status):
-            grow = len(status) - self._seen.shape[0]
-            self._seen = np.vstack([self._seen, np.zeros((grow, len(KINDS)), dtype=bool)])
-        hits = (status[:, None] == _CODES[None, :]) & ~self._seen[: len(status)]
+        hits = _hits(status[None, :], quiet)[0] & ~self._seen_for(len(status))
         if not hits.any():
             return []
         self._seen[: len(status)] |= hits
@@ -147,15 +147,19 @@ class Tracker:
         ]
 
     def update_many(
-        self, steps: np.ndarray, status: np.ndarray, names: list[str]
+        self,
+        steps: np.ndarray,
+        status: np.ndarray,
+        names: list[str],
+        quiet: np.ndarray | None = None,
     ) -> list[tuple[int, str, list[str]]]:
         """`update` for (steps, params) statuses at once; the same findings, in step order."""
-        hits = (status[:, :, None] == _CODES[None, None, :]).any(axis=0)
+        hits = _hits(status, quiet).any(axis=0)
         if not (hits & ~self._seen_for(status.shape[1])).any():
             return []
         found = []
         for r, step in enumerate(steps.tolist()):
-            found += self.update(step, status[r], names)
+            found += self.update(step, status[r], names, quiet)
         return found
 
     def _seen_for(self, n: int) -> np.ndarray:
@@ -163,6 +167,15 @@ class Tracker:
             grow = n - self._seen.shape[0]
             self._seen = np.vstack([self._seen, np.zeros((grow, len(KINDS)), dtype=bool)])
         return self._seen[:n]
+
+
+def _hits(status: np.ndarray, quiet: np.ndarray | None) -> np.ndarray:
+    """(steps, params, kinds): which statuses are anomalies of each kind."""
+    hits = status[:, :, None] == _CODES[None, None, :]
+    if quiet is not None and quiet.any():
+        k = min(len(quiet), status.shape[1])
+        hits[:, :k, _NONE] &= ~quiet[None, :k]
+    return hits
 
 
 class _Inert:

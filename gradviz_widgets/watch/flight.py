@@ -2,7 +2,7 @@
 
 At the step pre-hook (before the optimizer applies the gradients) the step's statistics are
 classified exactly as the writer thread will classify them (`writer.classify_many` with the
-watch's Thresholds; a watched parameter without a gradient is "none"). The first step of each
+watch's Thresholds; a trainable parameter without a gradient is "none"). The first step of each
 anomaly kind (KINDS) gets one FlightRecord: the arguments of the model's latest forward, the
 RNG states at that forward, and a CPU copy of the state_dict. `notes` says, per kind, which
 step was recorded or why it was not; the watch saves them as `flights.json`.
@@ -105,7 +105,7 @@ class Flights:
 
     def check(self, step: int, stats: Any, missing: bool) -> None:
         """The step pre-hook: `stats` the (n, 3) norm / max_abs / nonzero of the parameters
-        with a gradient, `missing` whether a watched parameter has none."""
+        with a gradient, `missing` whether a trainable parameter has none."""
         if not self.active:
             return
         if isinstance(stats, torch.Tensor):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..vocabulary import STATUSES
+from .events import REASONS, Event, reason_codes
 from .steptable import step_columns
 from .store import FLOATS, Chunk, ParamInfo
 
@@ -27,7 +28,8 @@ _RANK = np.array([SEVERITY[s] for s in STATUSES] + [-1])  # index len(STATUSES):
 EMPTY = len(STATUSES)
 #: history() columns; the last three are step-wide (watch/steptable.py)
 COLUMNS = (
-    "step rank param module norm max_abs zero_fraction status update_ratio skipped scale clipped"
+    "step rank param module norm max_abs zero_fraction status reason update_ratio skipped "
+    "scale clipped"
 ).split()
 
 
@@ -213,9 +215,11 @@ def history_frame(
     stop: int | None = None,
     rank: int = 0,
     step_rows: Sequence[tuple] = (),
+    events: Sequence[Event] = (),
 ) -> pd.DataFrame:
     """One row per (step, parameter); `names` picks parameters, [start, stop) picks steps;
-    `rank`: who recorded them (0: one process); `step_rows`: the store's `steps` table."""
+    `rank`: who recorded them (0: one process); `step_rows`: the store's `steps` table;
+    `events` give the `reason` of a None row ("frozen", "removed" or "no gradient")."""
     import pandas as pd  # only readers need it
 
     n = len(params)
@@ -227,7 +231,7 @@ def history_frame(
     blocks = _blocks(chunks, n, start, stop)
     if not blocks:
         kinds: dict = {"param": object, "module": object, "status": object, "rank": int}
-        kinds |= {"skipped": bool, "clipped": "boolean"}
+        kinds |= {"reason": object, "skipped": bool, "clipped": "boolean"}
         return pd.DataFrame({k: pd.Series(dtype=kinds.get(k, float)) for k in COLUMNS})
     cols = {
         k: np.concatenate([getattr(c, k)[rows][:, wanted].reshape(-1) for c, rows in blocks])
@@ -239,6 +243,7 @@ def history_frame(
     none = cols["status"] == STATUSES.index("none")
     for k in ("norm", "max_abs"):
         cols[k] = np.where(none, np.nan, cols[k])
+    reason = reason_codes(list(events), [params[i].name for i in wanted], steps, none)
     positions = np.tile(np.arange(len(wanted)), len(steps) // max(len(wanted), 1))
     first = np.array([p.first_step for p in params], dtype=np.int64)
     live = steps >= first[ids]  # a parameter added later has no rows before it appeared
@@ -252,6 +257,7 @@ def history_frame(
             "status": pd.Categorical.from_codes(
                 cols["status"][live].astype(np.int64), list(STATUSES)
             ),
+            "reason": pd.Categorical.from_codes(reason[live], list(REASONS)),
             "update_ratio": cols["update_ratio"][live],
             **step_columns(steps[live], step_rows),
         }

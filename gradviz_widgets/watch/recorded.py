@@ -13,6 +13,7 @@ from torch import nn
 from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
 from .anomalies import Anomaly, FlightRecord, replay
+from .events import Event
 from .flight_book import FlightBook
 from .history import Overview, history_frame
 from .runs import RunInfo, choose, rank_folders, run_name
@@ -27,6 +28,16 @@ WATCHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 class HistoryViews:
     """The two views of a history, shared by a live GradWatch and a RecordedRun."""
+
+    @property
+    def events(self) -> list[Event]:
+        """Changes to the parameters, in order: Event(step, param, kind), kind one of frozen,
+        unfrozen, replaced, added, removed (the ones frozen at the start: "frozen" at step 0;
+        several ranks: each once). Records older than the events table have none."""
+        return self._all_events()
+
+    def _all_events(self) -> list[Event]:
+        raise NotImplementedError
 
     def show(self, **options: Any) -> Any:
         """The widget: heat map of parameters x steps and a line chart (a live watch's view
@@ -87,7 +98,17 @@ class RecordedRun(HistoryViews):
         """One row per (step, rank, parameter), ranks side by side within each step;
         `ranks` picks some. Pivot to compare: `h.pivot_table("norm", ["step", "param"], "rank")`."""
         frames = [
-            history_frame(s.params, s.chunks(), s.exact(), params, start, stop, r, s.step_rows())
+            history_frame(
+                s.params,
+                s.chunks(),
+                s.exact(),
+                params,
+                start,
+                stop,
+                r,
+                s.step_rows(),
+                self._events(s),
+            )
             for r, s in self.stores.items()
             if ranks is None or r in ranks
         ]
@@ -115,6 +136,16 @@ class RecordedRun(HistoryViews):
             a.detail = " | ".join(details)
             out.append(a)
         return sorted(out, key=lambda a: a.step)
+
+    def _all_events(self) -> list[Event]:
+        seen: dict[Event, None] = {}
+        for store in self.stores.values():
+            seen.update(dict.fromkeys(self._events(store)))
+        return sorted(seen, key=lambda e: e.step)
+
+    @staticmethod
+    def _events(store: SQLiteStore) -> list[Event]:
+        return [Event(*row) for row in store.event_rows]
 
     def _book(self) -> FlightBook:
         """Read afresh: a run still recording may have added records."""

@@ -20,12 +20,13 @@ import torch
 from torch import nn
 from torch.autograd import Variable
 
+from .events import describe
 from .flight import Flights
+from .params import ParamSet
 from .ranks import RankSetup, rank_part
 from .ratio import Snapshot
 from .rounds import Rounds, as_list
 from .steps import assemble
-from .store import ParamInfo
 from .timing import StepTiming, stats_reader
 
 
@@ -62,23 +63,21 @@ class Recorder:
         self.flights = flights
         if fsdp and flights is not None and flights.active:
             flights.stop("an FSDP2 model's shards cannot be replayed in one process")
-        self.params: list[nn.Parameter] = []
-        self.names: list[str] = []
-        self._known: set[int] = set()
         self._handles: list[Any] = []
-        self._acc_hooks_were_none: list[nn.Parameter] = []
         self.step = start_step
         self.enabled = True
         self._queued = False
         self._pre: dict[int, tuple | None] = {}
         self._snaps = [Snapshot() for _ in range(max(len(opts), 1))]
         self._snap = self._snaps[0]
+        self._where: tuple | None = None
+        # every parameter by name (frozen ones too), each trainable one hooked: its
+        # post-accumulate hook queues the end-of-backward reading (watch/params.py)
+        self.watched = ParamSet(model, self._on_accumulated)
+        self.params, self.names = self.watched.params, self.watched.names  # shared, in place
         reader = stats_reader(self.ranks.world if fsdp else None)
         self.timing = StepTiming(self.params, reader, scaler, eager=not fsdp)
-        self._where: tuple | None = None
-        self._dicts: list[dict] = []
-        self._shape: tuple[int, int] = (-1, -1)
-        self._add_new_params(first=True)
+        self._publish(first=True)
 
     # ---- attaching ----------------------------------------------------------------------
     def attach(self) -> None:
@@ -91,22 +90,15 @@ class Recorder:
             self._handles.append(
                 self.model.register_forward_pre_hook(self._on_forward, with_kwargs=True)
             )
-
-    def _hook_params(self, params: list[nn.Parameter]) -> None:
-        for p in params:
-            if p._post_accumulate_grad_hooks is None:
-                self._acc_hooks_were_none.append(p)
-            self._handles.append(p.register_post_accumulate_grad_hook(self._on_accumulated))
+        if not self.optimizers:  # hooks for parameters unfrozen / replaced before a backward
+            self._handles.append(self.model.register_forward_pre_hook(self._guarded(self._refresh)))
 
     def detach(self) -> None:
         """Remove every hook; parameters whose hook dict we created get None back."""
         for h in self._handles:
             h.remove()
         self._handles.clear()
-        for p in self._acc_hooks_were_none:
-            if not p._post_accumulate_grad_hooks:
-                p._post_accumulate_grad_hooks = None  # type: ignore[assignment]  # torch's own default
-        self._acc_hooks_were_none.clear()
+        self.watched.detach()
         self.timing.unwrap_scaler()
         for record in self.rounds.flush():  # rounds some optimizer did not finish
             self.emit("step", record)
@@ -116,38 +108,17 @@ class Recorder:
             self.flights.forget()
         self._snap.reset()
 
-    def _add_new_params(self, first: bool = False) -> None:
-        new = [
-            (n, p)
-            for n, p in self.model.named_parameters()
-            if p.requires_grad and id(p) not in self._known
-        ]
-        self._shape = self._model_shape(rescan=True)
-        if not new:
-            return
-        infos = []
-        for name, p in new:
-            infos.append(
-                ParamInfo(
-                    len(self.params),
-                    name,
-                    name.rpartition(".")[0],
-                    tuple(p.shape),
-                    p.numel(),
-                    self.step,
-                )
-            )
-            self.params.append(p)
-            self.names.append(name)
-            self._known.add(id(p))
-        self._hook_params([p for _, p in new])
-        self.emit("params", infos)
-        if not first:
-            warnings.warn(
-                f"GradWatch: {len(new)} parameter(s) appeared at step {self.step} "
-                f"({', '.join(n for n, _ in new[:4])}); they are watched from now on",
-                stacklevel=3,
-            )
+    def _publish(self, first: bool = False) -> None:
+        """Hand new / changed parameters and their events on; one warning per batch of them."""
+        infos, events = self.watched.take()
+        if infos:
+            self.emit("params", infos)
+        if events:
+            self.emit("events", events)
+        if events and not first:
+            for snap in self._snaps:  # the snapshot buffers follow the new set of tensors
+                snap.reset()
+            warnings.warn(describe(events), stacklevel=3)
 
     def _guarded(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def hook(*args: Any) -> Any:
@@ -172,6 +143,10 @@ class Recorder:
         # a reference only: the batch is copied if (and when) the flight recorder fires
         if self.enabled and self.flights is not None and self.flights.active:
             self.flights.seen_call(args, kwargs)
+
+    def _refresh(self, *args: Any) -> None:
+        self.watched.refresh(self.step)
+        self._publish()
 
     def _on_accumulated(self, p: torch.Tensor) -> None:
         if self._used is not None:
@@ -206,6 +181,8 @@ class Recorder:
         return wrapped
 
     def _read_point(self, j: int, skipped: bool = False) -> None:
+        self.watched.gradients(self.step)  # catches changed parameters; sets `lacking`
+        self._publish()
         owned = self.rounds.owned(j, self.params)
         reading = self.timing.read(owned, self.step, skipped, (self.optimizers or [None])[j])  # type: ignore[list-item]
         ids, stats = reading.ids, reading.stats
@@ -214,7 +191,7 @@ class Recorder:
             grads = [self.params[i].grad for i in ids]
             extra = rank_part(self.ranks, self._used, self.params, ids, grads)
         if self.flights is not None:  # before the update: the pre-update weights
-            self.flights.check(self.step, stats, len(ids) < len(owned))
+            self.flights.check(self.step, stats, self.watched.lacking)
         due = bool(ids) and not skipped and self.update_ratio and self.step % self.ratio_every == 0
         if due:
             self._snaps[j].take(ids, [self.params[i] for i in ids])
@@ -245,12 +222,12 @@ class Recorder:
 
     # ---- helpers ------------------------------------------------------------------------
     def _check_model(self) -> None:
-        """New parameters join the watch; a move to another device or dtype resets buffers."""
-        if self._model_shape() != self._shape:
-            self._add_new_params()
-        if not self.params:
+        """Changed parameters are handed on; a move to another device or dtype resets buffers."""
+        self._publish()
+        first = self.watched.first()
+        if first is None:
             return
-        where = (self.params[0].device, self.params[0].dtype)
+        where = (first.device, first.dtype)
         if self._where is not None and where != self._where:
             warnings.warn(
                 f"GradWatch: the model moved from {self._where[0]} ({self._where[1]}) "
@@ -258,13 +235,6 @@ class Recorder:
                 "there",
                 stacklevel=3,
             )
-            self._snap.reset()
+            for snap in self._snaps:
+                snap.reset()
         self._where = where
-
-    def _model_shape(self, rescan: bool = False) -> tuple[int, int]:
-        """How many parameters and submodules the model's modules hold: a few `len` calls per
-        step (a parameter or module added anywhere changes it) instead of a walk of the model."""
-        if rescan:
-            mods = list(self.model.modules())
-            self._dicts = [m._parameters for m in mods] + [m._modules for m in mods]
-        return sum(map(len, self._dicts)), len(self._dicts)

@@ -41,7 +41,7 @@ class Rounds:
         self._waiting: dict[int, list[StepRecord]] = {}
         self._warned = False
 
-    def owned(self, j: int, params: list[torch.nn.Parameter]) -> list[int]:
+    def owned(self, j: int, params: list[torch.Tensor]) -> list[int]:
         """Indices into `params` that optimizer j reads at its step."""
         if len(self.optimizers) == 1:
             return list(range(len(params)))

@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS anomalies (step INTEGER NOT NULL, kind TEXT NOT NULL,
     params TEXT NOT NULL, PRIMARY KEY (step, kind)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS steps (step INTEGER PRIMARY KEY, skipped INTEGER NOT NULL,
     scale REAL, clipped INTEGER);
+CREATE TABLE IF NOT EXISTS events (step INTEGER NOT NULL, param TEXT NOT NULL, kind TEXT NOT NULL);
 """
 #: test hook: cap the database at this many pages (simulates a full disk)
 MAX_PAGE_COUNT: int | None = None
@@ -164,13 +165,18 @@ class MemoryStore:
         self._exact: list[tuple[int, int, int, float]] = []
         self.anomaly_rows: list[tuple[int, str, Any]] = []
         self._steps: list[StepRow] = []
+        self.event_rows: list[tuple[int, str, str]] = []
         self.bytes = 0
 
     def set_meta(self, meta: dict[str, str]) -> None:
         self.meta.update(meta)
 
     def add_params(self, params: list[ParamInfo]) -> None:
-        self.params += params
+        for p in params:  # a replaced parameter of another shape keeps its id
+            self.params[p.id : p.id + 1] = [p]
+
+    def add_events(self, events: list[tuple[int, str, str]]) -> None:
+        self.event_rows += [(int(s), str(p), str(k)) for s, p, k in events]
 
     def write(
         self, chunk: Chunk, anomalies: list[tuple[int, str, Any]], steps: Sequence[StepRow] = ()
@@ -235,6 +241,10 @@ class SQLiteStore:
                 ],
             )
 
+    def add_events(self, events: list[tuple[int, str, str]]) -> None:
+        with self._db:
+            self._db.executemany("INSERT INTO events VALUES (?, ?, ?)", [tuple(e) for e in events])
+
     def write(
         self, chunk: Chunk, anomalies: list[tuple[int, str, Any]], steps: Sequence[StepRow] = ()
     ) -> None:
@@ -273,6 +283,13 @@ class SQLiteStore:
     def anomaly_rows(self) -> list[tuple[int, str, Any]]:
         rows = self._db.execute("SELECT step, kind, params FROM anomalies ORDER BY step")
         return [(s, k, json.loads(p)) for s, k, p in rows]
+
+    @property
+    def event_rows(self) -> list[tuple[int, str, str]]:
+        try:  # records written before the events table have none
+            return list(self._db.execute("SELECT step, param, kind FROM events ORDER BY rowid"))
+        except sqlite3.OperationalError:
+            return []
 
     def chunks(self, first: int | None = None, last: int | None = None) -> Iterator[Chunk]:
         query = (

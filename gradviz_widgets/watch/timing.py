@@ -56,7 +56,7 @@ class StepTiming:
 
     def __init__(
         self,
-        params: list[torch.nn.Parameter],
+        params: list[torch.Tensor],
         stats_fn: Callable[[list[torch.Tensor]], Any],
         scaler: Any = None,
         eager: bool = True,

@@ -126,7 +126,7 @@ class GradWatch(HistoryViews):
             scaler=scaler,
             start_step=start_step,
         )
-        warn_idle_optimizers(self._recorder.params, args.optimizers)
+        warn_idle_optimizers(self._recorder.watched.trainable_params(), args.optimizers)
         self._recorder.attach()
         _WATCHED[model] = self
 
@@ -219,21 +219,13 @@ class GradWatch(HistoryViews):
     def history(
         self, params: Sequence[str] | None = None, start: int | None = None, stop: int | None = None
     ) -> pd.DataFrame:
-        """One row per (step, parameter): step, rank, param, module, norm, max_abs,
-        zero_fraction, status, update_ratio (this process's rows; every rank's:
-        `GradWatch.open(path)`). Waits for the steps recorded so far to be written."""
+        """One row per (step, parameter), columns history.COLUMNS (this process's rows; every
+        rank's: `GradWatch.open(path)`); waits for the steps recorded so far to be written."""
         self._writer.sync()
-        store = self._reader()
-        rank = self._ranks.rank
+        store, w = self._reader(), self._writer
+        frame = (list(w.params), store.chunks(), store.exact(), params, start, stop)
         return history_frame(
-            list(self._writer.params),
-            store.chunks(),
-            store.exact(),
-            params,
-            start,
-            stop,
-            rank,
-            step_rows=store.step_rows(),
+            *frame, self._ranks.rank, step_rows=store.step_rows(), events=list(w.events)
         )
 
     def _reader(self) -> Any:
@@ -252,6 +244,9 @@ class GradWatch(HistoryViews):
         self._writer.sync()
         _, rows, _ = self._writer.snapshot()
         return [Anomaly.from_row(row, self._flights.get, self._explore) for row in rows]
+
+    def _all_events(self) -> list:
+        return self._writer.synced_events()
 
     def overview(self) -> Overview:
         return self._writer.overview

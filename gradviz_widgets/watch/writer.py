@@ -19,6 +19,7 @@ import numpy as np
 
 from ..vocabulary import STATUSES, Thresholds
 from .anomalies import Tracker
+from .events import Event, quiet
 from .history import Overview
 from .ranks import Exchange
 from .steps import StepRecord, step_info
@@ -49,6 +50,9 @@ class Writer(threading.Thread):
         self.params: list[ParamInfo] = []
         self.tracker = Tracker()
         self.anomaly_rows: list[tuple[int, str, Any]] = []
+        #: changes to the parameter set (watch/events.py), in order
+        self.events: list[Event] = []
+        self._quiet: np.ndarray | None = None  # frozen or removed: their None is no anomaly
         self.exchange = exchange
         self.overview = Overview()
         self.listeners = listeners if listeners is not None else []
@@ -119,6 +123,11 @@ class Writer(threading.Thread):
     def _handle(self, kind: str, item: Any) -> None:
         if kind == "params":
             self._add_params(item)
+        elif kind == "events":
+            with self._lock:
+                self.events += item
+            self._quiet = None
+            self._store_call(self.store.add_events, item)
         elif kind == "step":
             self._add_steps([item])
 
@@ -130,7 +139,12 @@ class Writer(threading.Thread):
 
     def _add_params(self, infos: list[ParamInfo]) -> None:
         with self._lock:
-            self.params += infos
+            for info in infos:  # a replaced parameter of another shape keeps its id
+                if info.id < len(self.params):
+                    self.params[info.id] = info
+                else:
+                    self.params.append(info)
+        self._quiet = None
         self._store_call(self.store.add_params, infos)
 
     def _add_steps(self, records: list[StepRecord]) -> None:
@@ -157,7 +171,10 @@ class Writer(threading.Thread):
         cols[2] = np.where(measured, zf, np.nan)
         status[measured] = classify_many(cols[0][measured], cols[1][measured], self.thresholds)
         steps = np.array([r.step for r in records], dtype=np.int64)
-        found = sorted(self.tracker.update_many(steps, status, names) + across, key=_step_of)
+        if self._quiet is None:
+            self._quiet = quiet(self.events, names)
+        found = self.tracker.update_many(steps, status, names, self._quiet)
+        found = sorted(found + across, key=_step_of)
         with self._lock:
             self.anomaly_rows += found
             self.overview.add_many(steps, cols[0], status)
@@ -222,6 +239,7 @@ class Writer(threading.Thread):
             )
             old, self.store = self.store, MemoryStore()
             self.store.add_params(list(self.params))
+            self.store.add_events(list(self.events))
             try:  # what reached the disk stays readable through the memory copy
                 for done in old.chunks():
                     self.store.write(done, [])
@@ -233,6 +251,11 @@ class Writer(threading.Thread):
             if fn.__name__ == "write":
                 self.store.write(*args)
 
+    def synced_events(self) -> list[Event]:
+        """The parameter events, once everything queued so far is processed."""
+        self.sync()
+        return list(self.events)
+
     def snapshot(self) -> tuple[list[ParamInfo], list[tuple[int, str, Any]], int]:
         with self._lock:
             return list(self.params), list(self.anomaly_rows), self.last_step
@@ -243,6 +266,9 @@ class _Discard(MemoryStore):
         pass
 
     def write(self, chunk: Chunk, anomalies: list, steps: Any = ()) -> None:
+        pass
+
+    def add_events(self, events: list[tuple[int, str, str]]) -> None:
         pass
 
 

@@ -1,0 +1,105 @@
+"""Changes to the watched parameters (frozen, unfrozen, replaced, added, removed), and the
+`reason` they give a step where a parameter had no gradient. Torch-free: records read it back.
+
+A parameter's state over the run is its events replayed in order: frozen or not, present or
+removed. The watch records the parameters frozen when it starts as "frozen" at step 0 (their
+first step), so a record alone says, for every None row, whether the parameter was frozen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+#: what can happen to a parameter, by name
+KINDS = ("frozen", "unfrozen", "replaced", "added", "removed")
+#: the `reason` column of history(): "" where the parameter had a gradient
+REASONS = ("", "no gradient", "frozen", "removed")
+_FROZEN, _REMOVED = 1, 2
+_VERBS = {
+    "added": "appeared",
+    "frozen": "were frozen",
+    "unfrozen": "were unfrozen",
+    "replaced": "were replaced",
+    "removed": "were removed",
+}
+
+
+class Event(NamedTuple):
+    """From `step` on, parameter `param` is `kind` (one of KINDS).
+
+    Example:
+        >>> Event(3, "stage1.0.weight", "unfrozen")
+        Event(step=3, param='stage1.0.weight', kind='unfrozen')
+    """
+
+    step: int
+    param: str
+    kind: str
+
+
+def advance(state: int, kind: str) -> int:
+    """A parameter's state (bits: frozen, removed) after an event of `kind`."""
+    if kind == "frozen":
+        return state | _FROZEN
+    if kind == "unfrozen":
+        return state & ~_FROZEN
+    if kind == "removed":
+        return state | _REMOVED
+    return state & ~_REMOVED  # added, replaced: the name holds a parameter again
+
+
+def quiet(events: Iterable[Event], names: Sequence[str]) -> np.ndarray:
+    """Per name: whether its None status is intended (frozen or removed), after `events`."""
+    state: dict[str, int] = {}
+    for e in events:
+        state[e.param] = advance(state.get(e.param, 0), e.kind)
+    return np.array([state.get(n, 0) != 0 for n in names], dtype=bool)
+
+
+def reason_codes(
+    events: Sequence[Event], names: Sequence[str], steps: np.ndarray, none: np.ndarray
+) -> np.ndarray:
+    """Indices into REASONS for rows laid out step-major over `names` (as history() builds
+    them): `steps` and `none` (status None) are flat, len(names) entries per step."""
+    width = max(len(names), 1)
+    state = np.zeros((len(steps) // width, len(names)), dtype=np.uint8)
+    by_name: dict[str, list[Event]] = {}
+    for e in sorted(events, key=lambda e: e.step):  # stable: same-step events keep their order
+        by_name.setdefault(e.param, []).append(e)
+    firsts = steps[::width]
+    for j, name in enumerate(names):
+        if name not in by_name:
+            continue
+        at: list[int] = []
+        codes: list[int] = []
+        s = 0
+        for e in by_name[name]:
+            s = advance(s, e.kind)
+            if at and at[-1] == e.step:
+                codes[-1] = s
+            else:
+                at.append(e.step)
+                codes.append(s)
+        k = np.searchsorted(np.array(at), firsts, side="right") - 1
+        state[:, j] = np.where(k >= 0, np.array(codes, dtype=np.uint8)[np.maximum(k, 0)], 0)
+    flat = state.reshape(-1)
+    why = np.where(flat & _REMOVED, 3, np.where(flat & _FROZEN, 2, 1))
+    return np.where(none, why, 0).astype(np.int64)
+
+
+def describe(events: Sequence[Event]) -> str:
+    """One warning for a batch of changes, e.g. '2 parameter(s) were unfrozen at step 3 (a, b)'."""
+    parts = []
+    for kind in KINDS:
+        hit = [e for e in events if e.kind == kind]
+        if hit:
+            shown = ", ".join(e.param for e in hit[:4]) + (" ..." if len(hit) > 4 else "")
+            parts.append(f"{len(hit)} parameter(s) {_VERBS[kind]} at step {hit[0].step} ({shown})")
+    return (
+        "GradWatch: "
+        + "; ".join(parts)
+        + ". They are recorded by name from this step on (watch.events)."
+    )
