@@ -23,6 +23,7 @@ the time to open the run and the time to read one parameter back.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -278,6 +279,8 @@ def report(device: str, rows: list[dict], store: dict | None) -> str:
         + (f", {torch.cuda.get_device_name()}" if device == "cuda" else "")
         + ").",
         "",
+        _load_note(rows),
+        "",
         "## Training-step overhead (Adam; tiny net: SGD)",
         "",
         "| model | step without watch | update_ratio=True (every step) | update_ratio=False "
@@ -331,6 +334,24 @@ def report(device: str, rows: list[dict], store: dict | None) -> str:
             f"- overview for the heat map (every chunk): {store['overview_s']:.1f} s",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _load_note(rows: list[dict]) -> str:
+    """What the machine was doing: wall-time ratios mean little when it was oversubscribed."""
+    cores = os.cpu_count() or 1
+    loads = [x for r in rows for x in r.get("load", ())]
+    if not loads:
+        return f"Machine: {cores} CPU cores."
+    lo, hi = min(loads), max(loads)
+    text = f"Machine: {cores} CPU cores, 1-minute load average {lo:.1f}-{hi:.1f} during the run."
+    if hi > cores:
+        text += (
+            " **Oversubscribed**: a step waited for a core for part of its wall time, so "
+            "wall-time ratios (and ratios below 1x) are noise of a few tens of percent; the "
+            "thread-CPU columns (`time.thread_time`, which does not count waiting) are the "
+            "numbers to read."
+        )
+    return text
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,6 +8,7 @@ part of the cross-rank check (watch/ranks.py), resolved by the writer too.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import Any
 
@@ -46,7 +47,8 @@ class StepRecord:
 
 
 def trigger_array(stats: np.ndarray, flight: bool | float) -> bool:
-    if not np.isfinite(stats[:, :2]).all():
+    # one sum first: finite unless a value is NaN/Inf (or the sum overflows: then look closer)
+    if not math.isfinite(float(stats[:, :2].sum())) and not np.isfinite(stats[:, :2]).all():
         return True
     return flight is not True and bool((stats[:, 0] > float(flight)).any())
 
