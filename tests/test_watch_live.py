@@ -132,6 +132,10 @@ def test_nonfinite_cells_carry_a_mark_in_the_widget_and_the_page(tmp_path, kerne
     assert "fc1.weight" in nan_rows and sorted(set(marks["x"])) == [3, 4, 5]
     shown = [t for t in view.heatmap.data if t.type == "scatter"]
     assert shown and list(shown[0].y) == marks["y"] and shown[0].marker.symbol == "x-thin"
+    # shown in a notebook (inside a VBox), the page gets the traces drawn so far, not the
+    # empty figure the widget was created with (a blank live view in JupyterLab before)
+    view._ipython_display_()
+    assert len(view.heatmap._widget_data) == len(view.heatmap.data) > 4
     data = page_data(watch)
     assert data["marks"]["nonfinite"] == NONFINITE_MARK
     assert data["labels"]["nonfinite"] == "NaN / Inf"

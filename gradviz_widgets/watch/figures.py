@@ -136,8 +136,13 @@ def _special_trace(s: str, x: list, names: list[str], status: np.ndarray) -> dic
 def nonfinite_marks(x: list, names: list[str], status: np.ndarray) -> dict:
     """A ✕ on every NaN/Inf cell (a scatter over the heat map), named "NaN / Inf" in the legend."""
     bad = (status == STATUSES.index("nonfinite")).T  # (params, buckets)
-    if bad.sum() > MAX_MARKS:  # only where a run of NaN/Inf cells starts
-        bad &= ~np.concatenate([np.zeros((len(bad), 1), bool), bad[:, :-1]], axis=1)
+    starts = bad & ~np.concatenate([np.zeros((len(bad), 1), bool), bad[:, :-1]], axis=1)
+    # where a run of NaN/Inf cells starts, then every `stride`-th column (~60 across the map),
+    # so long runs stay readable: marked, not a black band
+    stride = max(1, bad.shape[1] // 60)
+    bad = starts | (bad & (np.arange(bad.shape[1]) % stride == 0))
+    if bad.sum() > MAX_MARKS:
+        bad = starts
     rows, cols = np.nonzero(bad)
     label = STYLES["nonfinite"].label
     return {

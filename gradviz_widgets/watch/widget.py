@@ -52,6 +52,7 @@ class WatchWidget:
         self._dirty = False
         self.throttle = Throttle(self.refresh_s)
         self._lock = threading.Lock()
+        self._draw = threading.Lock()  # a redraw (writer thread) vs a display (the kernel's)
         self._overview = source.overview()
         params = self._params()
         self.selected = selected or default_selection(self._overview, params)
@@ -131,8 +132,9 @@ class WatchWidget:
             return False
         cpu = time.thread_time()
         heat, lines = self.figures()
-        self._sync[0].sync(heat, dx=self._overview.width)
-        self._sync[1].sync(lines)
+        with self._draw:
+            self._sync[0].sync(heat, dx=self._overview.width)
+            self._sync[1].sync(lines)
         writer = getattr(self.source, "_writer", None)
         steps = (
             writer.last_step
@@ -150,6 +152,15 @@ class WatchWidget:
         return True
 
     def _ipython_display_(self) -> None:
+        from copy import deepcopy
+
         from IPython.display import display
 
+        # Plotly puts a FigureWidget's traces into its synced state only when the figure itself
+        # is displayed; inside a VBox the page would get the empty state of its creation, and the
+        # later updates would name traces it never had (a blank live view in JupyterLab)
+        with self._draw:
+            for fig in (self.heatmap, self.lines):
+                fig._widget_layout = deepcopy(fig._layout_obj._props)
+                fig._widget_data = deepcopy(fig._data)
         display(self.box)
