@@ -80,7 +80,7 @@ function drawHeat() {
   const c = $("heat"), B = V.B, S = stops(), span = Math.max(V.zmax - V.zmin, 1e-9);
   // k x k pixels per cell (up to ~4M pixels) so NaN/Inf cells can carry a drawn ✕
   const k = Math.max(1, Math.min(7, Math.floor(Math.sqrt(4e6 / Math.max(B * P, 1)))));
-  c.width = Math.max(B, 1) * k; c.height = Math.max(P, 1) * k;
+  c.width = Math.max(B, 1) * k; c.height = Math.max(P, 1) * k; c.dataset.scale = String(k);
   const rowH = Math.max(3, Math.min(16, Math.floor(480 / Math.max(P, 1))));
   c.style.height = `${rowH * P}px`;
   const ctx = c.getContext("2d"), img = ctx.createImageData(c.width, c.height);
