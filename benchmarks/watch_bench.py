@@ -23,6 +23,7 @@ the time to open the run and the time to read one parameter back.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -31,6 +32,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+
+from benchmarks.watch_live import KernelComm, follow, load, open_view
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -137,24 +140,43 @@ def overhead(device: str, quick: bool, rounds: int, models: str = "") -> list[di
         watch = GradWatch(model, optimizer=opt, path=tempfile.mkdtemp(prefix="watchbench-"))
         timer.inner()
         rec = watch._recorder
-        rec.ratio_every = 1  # "watch": update ratios at every step (the default is every 10th)
-        variants = {"off": (False, False), "watch": (True, True), "no ratio": (True, False)}
+        view = open_view(watch)
+        # (recording, update ratios, every Nth step, live view open); "view": the defaults
+        # (update ratios every 10th step) with watch.show() following the run
+        variants = {
+            "off": (False, False, 1, False),
+            "watch": (True, True, 1, False),
+            "no ratio": (True, False, 1, False),
+            "view": (True, True, 10, True),
+        }
         times: dict[str, list[float]] = {k: [] for k in variants}
         inside: dict[str, list[float]] = {k: [] for k in variants}
         cpu: dict[str, list[float]] = {k: [] for k in variants}
         writer: dict[str, list[float]] = {k: [] for k in variants}
-        for on, ratio in variants.values():  # warm every path once
-            rec.enabled, rec.update_ratio = on, ratio
+        loads = [load()]
+        for on, ratio, every, shown in variants.values():  # warm every path once
+            rec.enabled, rec.update_ratio, rec.ratio_every = on, ratio, every
+            follow(watch, view, shown)
             _block(step, 1, device)
+        sent0 = (KernelComm.messages, KernelComm.bytes, view.updates)
         for _ in range(rounds):
-            for k, (on, ratio) in variants.items():
-                rec.enabled, rec.update_ratio = on, ratio
+            for k, (on, ratio, every, shown) in variants.items():
+                rec.enabled, rec.update_ratio, rec.ratio_every = on, ratio, every
+                follow(watch, view, shown)
                 timer.take()
                 w0 = _writer_cpu(watch)
                 times[k].append(_block(step, n, device, cpu[k]))
                 watch._writer.sync()
                 writer[k].append((_writer_cpu(watch) - w0) / n)
                 inside[k].append(timer.take())
+            loads.append(load())
+        follow(watch, view, False)
+        view_s = sum(times["view"]) * n  # wall seconds with the view open
+        sent = (
+            KernelComm.messages - sent0[0],
+            KernelComm.bytes - sent0[1],
+            view.updates - sent0[2],
+        )
         rec.enabled = True
         steps = watch.steps
         watch.close()
@@ -171,6 +193,12 @@ def overhead(device: str, quick: bool, rounds: int, models: str = "") -> list[di
                 "in_no_ratio": statistics.median(inside["no ratio"]) / off_cpu,
                 "writer": statistics.median(writer["watch"]) / off_cpu,
                 "off_cpu_ms": off_cpu * 1e3,
+                "view": statistics.median(times["view"]) / off,
+                "view_cpu": statistics.median(cpu["view"]) / off_cpu,
+                "view_writer": statistics.median(writer["view"]) / off_cpu,
+                "view_redraws_per_s": sent[2] / max(view_s, 1e-9),
+                "view_kb_per_s": sent[1] / 1e3 / max(view_s, 1e-9),
+                "load": (min(loads), max(loads)),
             }
         )
         print(rows[-1], flush=True)
@@ -251,6 +279,8 @@ def report(device: str, rows: list[dict], store: dict | None) -> str:
         + (f", {torch.cuda.get_device_name()}" if device == "cuda" else "")
         + ").",
         "",
+        _load_note(rows),
+        "",
         "## Training-step overhead (Adam; tiny net: SGD)",
         "",
         "| model | step without watch | update_ratio=True (every step) | update_ratio=False "
@@ -270,6 +300,27 @@ def report(device: str, rows: list[dict], store: dict | None) -> str:
         "CPU time for a step without the watch (`time.thread_time`: waiting for a core does "
         "not count, so they hold on a busy machine where the wall-time ratios do not).",
     ]
+    lines += [
+        "",
+        "## With the live view open (`watch.show()`, default `update_ratio=10`)",
+        "",
+        "| model | step, view open (wall) | training thread CPU | writer thread CPU "
+        "(statistics + view) | redraws per s | sent per s | load (1 min) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lo, hi = r["load"]
+        lines.append(
+            f"| {r['model']} | {r['view']:.3f}x | {r['view_cpu']:.3f}x | "
+            f"+{100 * r['view_writer']:.1f}% | {r['view_redraws_per_s']:.1f} | "
+            f"{r['view_kb_per_s']:.1f} KB | {lo:.1f}-{hi:.1f} |"
+        )
+    lines += [
+        "",
+        "Ratios against the step with the watch's hooks disabled, interleaved in the same "
+        "rounds as the table above. The view's messages go through a comm that serialises them "
+        "with a jupyter_client Session, as a kernel does (benchmarks/watch_live.py); no browser.",
+    ]
     if store:
         lines += [
             "",
@@ -283,6 +334,24 @@ def report(device: str, rows: list[dict], store: dict | None) -> str:
             f"- overview for the heat map (every chunk): {store['overview_s']:.1f} s",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _load_note(rows: list[dict]) -> str:
+    """What the machine was doing: wall-time ratios mean little when it was oversubscribed."""
+    cores = os.cpu_count() or 1
+    loads = [x for r in rows for x in r.get("load", ())]
+    if not loads:
+        return f"Machine: {cores} CPU cores."
+    lo, hi = min(loads), max(loads)
+    text = f"Machine: {cores} CPU cores, 1-minute load average {lo:.1f}-{hi:.1f} during the run."
+    if hi > cores:
+        text += (
+            " **Oversubscribed**: a step waited for a core for part of its wall time, so "
+            "wall-time ratios (and ratios below 1x) are noise of a few tens of percent; the "
+            "thread-CPU columns (`time.thread_time`, which does not count waiting) are the "
+            "numbers to read."
+        )
+    return text
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -87,9 +87,12 @@ def test_widget_figures_mark_nan_none_and_anomalies(tmp_path):
 
     def settled() -> bool:  # all 6 steps drawn and the NaN parameter picked for the lines
         heat, lines = view.figures()
-        return np.asarray(heat["data"][0]["z"]).shape[-1] == 6 and "fc1.weight" in [
-            t["name"] for t in lines["data"]
-        ]
+        drawn = np.shape(view.heatmap.data[0].z)[-1] == 6  # the throttled widget caught up
+        return (
+            drawn
+            and np.asarray(heat["data"][0]["z"]).shape[-1] == 6
+            and "fc1.weight" in [t["name"] for t in lines["data"]]
+        )
 
     deadline = time.monotonic() + 10
     while not (view.updates > first and settled()) and time.monotonic() < deadline:

@@ -14,6 +14,10 @@ from .store import ParamInfo
 
 SPECIAL = ("none", "zero", "nonfinite")
 MAX_LINES = 6
+#: the symbol on NaN/Inf cells: they differ from exploding ones by more than their colour
+NONFINITE_MARK = "✕"
+#: NaN/Inf cells marked one by one up to this many; beyond, the first of each parameter's runs
+MAX_MARKS = 20_000
 
 
 def colorscale(zmin: float, zmax: float, thresholds: Thresholds) -> list[list]:
@@ -96,6 +100,7 @@ def heatmap_figure(
         }
     ]
     data += [_special_trace(s, x, names, status) for s in SPECIAL]
+    data.append(nonfinite_marks(x, names, status))
     layout = {
         "title": {
             "text": f"gradient norms per parameter ({overview.width} step(s) per "
@@ -106,6 +111,7 @@ def heatmap_figure(
         "yaxis": {"autorange": "reversed", "automargin": True, "type": "category"},
         "height": max(300, 16 * len(names) + 120),
         "margin": {"l": 10, "r": 10, "t": 40},
+        "legend": {"orientation": "h", "y": -0.12, "x": 0},
         **_anomaly_marks(anomalies or []),
     }
     return {"data": data, "layout": layout}
@@ -124,6 +130,30 @@ def _special_trace(s: str, x: list, names: list[str], status: np.ndarray) -> dic
         "colorscale": [[0, colour], [1, colour]],
         "hoverongaps": False,
         "hovertemplate": f"%{{y}}<br>steps from %{{x}}<br>{label}<extra></extra>",
+    }
+
+
+def nonfinite_marks(x: list, names: list[str], status: np.ndarray) -> dict:
+    """A ✕ on every NaN/Inf cell (a scatter over the heat map), named "NaN / Inf" in the legend."""
+    bad = (status == STATUSES.index("nonfinite")).T  # (params, buckets)
+    starts = bad & ~np.concatenate([np.zeros((len(bad), 1), bool), bad[:, :-1]], axis=1)
+    # where a run of NaN/Inf cells starts, then every `stride`-th column (~60 across the map),
+    # so long runs stay readable: marked, not a black band
+    stride = max(1, bad.shape[1] // 60)
+    bad = starts | (bad & (np.arange(bad.shape[1]) % stride == 0))
+    if bad.sum() > MAX_MARKS:
+        bad = starts
+    rows, cols = np.nonzero(bad)
+    label = STYLES["nonfinite"].label
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "name": f"{label} ({NONFINITE_MARK})",
+        "x": [x[c] for c in cols.tolist()],
+        "y": [names[r] for r in rows.tolist()],
+        "marker": {"symbol": "x-thin", "size": 9, "line": {"width": 2, "color": "#000000"}},
+        "hovertemplate": f"%{{y}}<br>steps from %{{x}}<br>{label}<extra></extra>",
+        "showlegend": True,
     }
 
 
@@ -147,8 +177,8 @@ def lines_figure(
                 "type": "scatter",
                 "mode": "lines",
                 "name": shown,
-                "x": [int(s) for s in steps],  # type: ignore[attr-defined]
-                "y": ys,
+                "x": np.asarray(steps, dtype=np.int32),  # 1-D arrays travel as binary
+                "y": np.asarray(ys, dtype=np.float64),
                 "text": [format_norm(v) for v in ys],  # Python formats; Plotly only shows it
                 # the name goes in the hover's side box, where Plotly never reads it as a template
                 "hovertemplate": "step %{x}<br>‖g‖ = %{text}",
@@ -230,10 +260,13 @@ def _hline(y: float, status: str) -> dict:
 
 
 def json_safe(trace: dict) -> dict:
-    """NaN is not JSON: arrays go to the browser with None in the gaps."""
+    """NaN is not JSON: arrays with gaps go to the browser with None in them (1-D arrays
+    without gaps stay arrays: Plotly's widget sends those as binary buffers)."""
     out = dict(trace)
     for key, value in trace.items():
         if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            if value.ndim == 1 and np.isfinite(value).all():
+                continue
             obj = value.astype(object)
             obj[~np.isfinite(value)] = None
             out[key] = obj.tolist()

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..vocabulary import SELECTED_COLOR, STATUSES, STYLES, format_norm
-from .figures import default_selection, module_order
+from .figures import NONFINITE_MARK, default_selection, module_order
 from .history import Overview
 from .page_data import merge_buckets, view_data
 from .page_script import SCRIPT
@@ -123,6 +123,7 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
         "statuses": list(STATUSES),
         "colors": {s: [STYLES[s].fill, STYLES[s].line] for s in STATUSES},
         "labels": {s: STYLES[s].label for s in STATUSES},
+        "marks": {"nonfinite": NONFINITE_MARK},  # drawn on NaN/Inf cells, and in the legend
         "kinds": _kinds(anomalies),
         "anomalies": [
             [int(a.step), a.kind, sorted(index[p] for p in a.params if p in index), _detail(a)]

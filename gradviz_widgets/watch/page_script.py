@@ -78,17 +78,24 @@ function cellValue(i) {
 }
 function drawHeat() {
   const c = $("heat"), B = V.B, S = stops(), span = Math.max(V.zmax - V.zmin, 1e-9);
-  c.width = Math.max(B, 1); c.height = Math.max(P, 1);
+  // k x k pixels per cell (up to ~4M pixels) so NaN/Inf cells can carry a drawn ✕
+  const k = Math.max(1, Math.min(7, Math.floor(Math.sqrt(4e6 / Math.max(B * P, 1)))));
+  c.width = Math.max(B, 1) * k; c.height = Math.max(P, 1) * k; c.dataset.scale = String(k);
   const rowH = Math.max(3, Math.min(16, Math.floor(480 / Math.max(P, 1))));
   c.style.height = `${rowH * P}px`;
   const ctx = c.getContext("2d"), img = ctx.createImageData(c.width, c.height);
   const lut = V.logs.map((l) => colorAt(S, (l - V.zmin) / span));  // one colour per norm text
   const plain = ST.map((s) => rgb(D.colors[s][1]));
   for (let r = 0; r < P; r++) for (let b = 0; b < B; b++) {
-    const i = r * B + b, code = V.status[i], s = ST[code], o = 4 * (r * c.width + b);
+    const i = r * B + b, code = V.status[i], s = ST[code];
     if (s === undefined) continue;  // no record: transparent
-    const k = SPECIAL.has(s) ? 0 : cellValue(i), col = k ? lut[k - 1] : plain[code];
-    img.data[o] = col[0]; img.data[o + 1] = col[1]; img.data[o + 2] = col[2]; img.data[o + 3] = 255;
+    const v = SPECIAL.has(s) ? 0 : cellValue(i), col = v ? lut[v - 1] : plain[code];
+    const mark = s === "nonfinite" && k >= 3;  // a ✕ across the cell, not colour alone
+    for (let dy = 0; dy < k; dy++) for (let dx = 0; dx < k; dx++) {
+      const o = 4 * ((r * k + dy) * c.width + b * k + dx);
+      const ink = mark && (dx === dy || dx === k - 1 - dy) ? [0, 0, 0] : col;
+      img.data[o] = ink[0]; img.data[o + 1] = ink[1]; img.data[o + 2] = ink[2]; img.data[o + 3] = 255;
+    }
   }
   ctx.putImageData(img, 0, 0);
   const labels = $("heat-labels");
@@ -135,7 +142,8 @@ function drawLegend(S) {
   item(scale, ` 10^${V.zmin} … 10^${V.zmax}: vanishing < ${D.threshold_text[0]} ≤ healthy ≤ ${D.threshold_text[1]} < exploding`);
   for (const s of ["none", "zero", "nonfinite"]) {
     const sw = document.createElement("span"); sw.className = "sw"; sw.style.background = D.colors[s][1];
-    item(sw, D.labels[s]);
+    if (s === "nonfinite") { sw.textContent = D.marks.nonfinite; sw.className = "sw mark"; }
+    item(sw, s === "nonfinite" ? `${D.labels[s]} (${D.marks.nonfinite} on the cell)` : D.labels[s]);
   }
   const sw = document.createElement("span"); sw.className = "sw"; sw.style.background = "#fff";
   item(sw, "no record");

@@ -9,6 +9,7 @@ main { padding: 0 16px 16px; max-width: 100%; box-sizing: border-box; }
 #legend { display: flex; flex-wrap: wrap; gap: 4px 14px; align-items: center; margin-top: 6px; }
 .sw { display: inline-block; width: 14px; height: 12px; border: 1px solid #888;
   vertical-align: middle; margin-right: 4px; }
+.sw.mark { font-size: 11px; line-height: 12px; text-align: center; color: #000; }
 #scale { display: inline-block; width: 220px; height: 12px; border: 1px solid #888;
   vertical-align: middle; }
 #heat-wrap { display: flex; max-height: 560px; overflow-y: auto; border: 1px solid #ddd; }

@@ -18,11 +18,11 @@ from .figures import (
     colorscale,
     default_selection,
     heatmap_figure,
-    json_safe,
     lines_figure,
     module_order,
     z_range,
 )
+from .live import FigureSync, Throttle
 from .store import ParamInfo
 
 __all__ = [
@@ -51,8 +51,9 @@ class WatchWidget:
         self.refresh_s = max(refresh_s, 0.25)  # at most ~4 updates a second
         self.updates = 0
         self._dirty = False
-        self._last = 0.0
+        self.throttle = Throttle(self.refresh_s)
         self._lock = threading.Lock()
+        self._draw = threading.Lock()  # a redraw (writer thread) vs a display (the kernel's)
         self._overview = source.overview()
         params = self._params()
         self.selected = selected or default_selection(self._overview, params)
@@ -61,6 +62,7 @@ class WatchWidget:
         self._picked = bool(selected)
         self.heatmap = go.FigureWidget()
         self.lines = go.FigureWidget()
+        self._sync = (FigureSync(self.heatmap), FigureSync(self.lines))
         self.picker = w.SelectMultiple(
             options=[p.name for p in params],
             value=tuple(s for s in self.selected if s in {p.name for p in params}),
@@ -124,22 +126,16 @@ class WatchWidget:
             )
 
     def refresh(self, force: bool = False) -> bool:
-        """Redraw from the newest numbers (skipped if the last redraw was < refresh_s ago)."""
+        """Redraw from the newest numbers, sending only what changed; skipped while the
+        throttle waits (at least `refresh_s` apart, and the view under 2% of the kernel's time)."""
         now = time.monotonic()
-        if not force and now - self._last < self.refresh_s:
+        if not force and not self.throttle.due(now):
             return False
-        self._last = now
+        cpu = time.thread_time()
         heat, lines = self.figures()
-        for fig, new in ((self.heatmap, heat), (self.lines, lines)):
-            with fig.batch_update():
-                traces = [json_safe(d) for d in new["data"]]
-                if len(fig.data) != len(traces):
-                    fig.data = []
-                    fig.add_traces(traces)
-                else:
-                    for trace, d in zip(fig.data, traces):
-                        trace.update(d)
-                fig.layout = new["layout"]
+        with self._draw:
+            self._sync[0].sync(heat, dx=self._overview.width)
+            self._sync[1].sync(lines)
         writer = getattr(self.source, "_writer", None)
         steps = (
             writer.last_step
@@ -154,9 +150,19 @@ class WatchWidget:
             f"{len(self._anomalies())} anomalies"
         )
         self.updates += 1
+        self.throttle.done(now, time.thread_time() - cpu, forced=force)
         return True
 
     def _ipython_display_(self) -> None:
+        from copy import deepcopy
+
         from IPython.display import display
 
+        # Plotly puts a FigureWidget's traces into its synced state only when the figure itself
+        # is displayed; inside a VBox the page would get the empty state of its creation, and the
+        # later updates would name traces it never had (a blank live view in JupyterLab)
+        with self._draw:
+            for fig in (self.heatmap, self.lines):
+                fig._widget_layout = deepcopy(fig._layout_obj._props)
+                fig._widget_data = deepcopy(fig._data)
         display(self.box)

@@ -25,15 +25,18 @@ def _open(browser, path: Path):  # noqa: ANN001, ANN202
 
 def _pixel(page, row: int, bucket: int) -> list[int]:  # noqa: ANN001
     return page.evaluate(
-        "([r, b]) => Array.from(document.getElementById('heat').getContext('2d')"
-        ".getImageData(b, r, 1, 1).data)",
+        "([r, b]) => { const c = document.getElementById('heat'), k = Number(c.dataset.scale);"
+        " return Array.from(c.getContext('2d')"  # k x k pixels a cell; (1, 0) is off the ✕
+        ".getImageData(b * k + (k > 2 ? 1 : 0), r * k, 1, 1).data); }",
         [row, bucket],
     )
 
 
 def _hover_cell(page, row: int, bucket: int, buckets: int) -> str:  # noqa: ANN001
     box = page.locator("#heat").bounding_box()
-    row_h = box["height"] / page.evaluate("document.getElementById('heat').height")
+    row_h = box["height"] / page.evaluate(
+        "(c => c.height / Number(c.dataset.scale))(document.getElementById('heat'))"
+    )
     page.mouse.move(
         box["x"] + (bucket + 0.5) * box["width"] / buckets, box["y"] + (row + 0.5) * row_h
     )
@@ -119,6 +122,14 @@ def test_big_history_page_draws_quickly(browser, tmp_path: Path) -> None:
     assert page.locator("#lines path.line").count() >= 2
     assert _pixel(page, 1, 10) == [0, 0, 0, 255]  # layers.0.bias: exactly 0.0
     assert _pixel(page, 0, 390)[:3] == [0xD5, 0x5E, 0x00]  # layers.0.weight: NaN later on
+    # NaN/Inf cells carry a drawn ✕ (its diagonal is black), not colour alone; the legend says so
+    k, ink = page.evaluate(
+        "(c => [Number(c.dataset.scale), Array.from(c.getContext('2d')"
+        ".getImageData(390 * Number(c.dataset.scale), 0, 1, 1).data)])"
+        "(document.getElementById('heat'))"
+    )
+    assert k >= 3 and ink == [0, 0, 0, 255]
+    assert "NaN / Inf (✕ on the cell)" in page.locator("#legend").inner_text()
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
     assert problems == []
     page.close()
