@@ -6,8 +6,9 @@ GradWatch, ...) are there when torch is.
 """
 
 from .errors import GradExplorerError
-from .graph import GradEdge, GradGraph, GradNode
-from .report import GradReport, ParamRecord
+from .graph.grad_graph import GradGraph
+from .graph.nodes import GradEdge, GradNode
+from .report.grad_report import GradReport, ParamRecord
 from .vocabulary import Thresholds
 
 try:

@@ -11,10 +11,12 @@ from collections.abc import Mapping
 
 from torch import nn
 
-from . import diagnose, ids
+from . import ids
 from .capture_state import ModelIndex
-from .graph import GradEdge, GradGraph, GradNode, ModuleScope, built
-from .report import GradReport, ParamRecord
+from .graph.grad_graph import GradGraph
+from .graph.nodes import GradEdge, GradNode, ModuleScope, built
+from .report import diagnose
+from .report.grad_report import GradReport, ParamRecord
 from .run_state import RunState
 from .stats import NormBatch
 from .vocabulary import classify, combine_norms

@@ -28,7 +28,7 @@ from torch import nn
 
 from .distributed_findings import DDP_ERROR, rank_findings
 from .errors import GradExplorerError
-from .report import GradReport
+from .report.grad_report import GradReport
 from .vocabulary import STATUSES
 
 #: short none reasons, in the order of their codes (0 means "has a gradient")

@@ -40,7 +40,7 @@ class ShardedParamStat:
     status: str
 
 
-def _local_and_weight(grad: torch.Tensor, world: int) -> tuple[torch.Tensor, float]:
+def local_and_weight(grad: torch.Tensor, world: int) -> tuple[torch.Tensor, float]:
     """This rank's part of `grad` and the weight of its sums: a Shard placement counts once; a
     Replicate mesh dimension holds the same values on each of its ranks (counted 1/size each);
     a plain tensor is taken as replicated on every rank of the group."""
@@ -80,7 +80,7 @@ def fsdp_param_stats(
         grad = named_grads[name]
         if grad is None:
             continue
-        local, weight = _local_and_weight(grad, world)
+        local, weight = local_and_weight(grad, world)
         squares[i] = local.to(device, torch.float64).square().sum() * weight
         squares[len(names) + i] = torch.count_nonzero(local).to(torch.float64) * weight
         squares[2 * len(names) + i] = weight  # sums to 1 where any rank has a gradient

@@ -23,12 +23,12 @@ from .distributed import gathers_ranks, with_ranks
 from .errors import GradExplorerError
 from .explorer_export import Exports
 from .explorer_hooks import HookControls
-from .graph import GradGraph
+from .graph.grad_graph import GradGraph
 from .hook_clash import HookFacts
 from .hook_plan import HookPlan
 from .hooks import with_fallback
 from .modifiers import mark_modified
-from .report import GradReport
+from .report.grad_report import GradReport
 from .run_settings import RunSettings
 from .vocabulary import Thresholds
 

@@ -37,7 +37,7 @@ class HookEvent:
 
 
 @dataclasses.dataclass
-class _Pending:
+class Pending:
     target: str
     kind: str
     call: int

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from .hook_events import _Pending
+from .hook_events import Pending
 from .walk import HOOK_NODE_MARK
 
 if TYPE_CHECKING:
@@ -40,10 +40,10 @@ class FallbackBackward:
     def __init__(self, run: HookRun, target: str) -> None:
         self.run, self.rec, self.target = run, run.rec, target
         self.modifier = run.plan.modifiers.get(target)
-        self.current: list[tuple[_Pending, list] | None] = []
+        self.current: list[tuple[Pending, list] | None] = []
 
     def _hook(
-        self, p: _Pending, name: str, slot: int, size: int, active: list[bool] | None = None
+        self, p: Pending, name: str, slot: int, size: int, active: list[bool] | None = None
     ) -> Callable:
         modifier = self.modifier if name == "grad_input" else None
         body = grad_slot(self.rec, p, name, slot, size, modifier, active)
@@ -103,7 +103,7 @@ class FallbackBackward:
                 self.run.add(t.register_hook(self._hook(p, "grad_output", slot, len(where))))
 
 
-def slots(p: _Pending, names: tuple[str, ...], flat: list) -> list[int]:
+def slots(p: Pending, names: tuple[str, ...], flat: list) -> list[int]:
     """Positions of the tensors in `flat`; sets up one empty slot per tensor under `names`."""
     where = [i for i, t in enumerate(flat) if isinstance(t, torch.Tensor)]
     for name in names:
@@ -115,7 +115,7 @@ def slots(p: _Pending, names: tuple[str, ...], flat: list) -> list[int]:
 
 def grad_slot(
     rec: Recorder,
-    p: _Pending,
+    p: Pending,
     name: str,
     slot: int,
     size: int,

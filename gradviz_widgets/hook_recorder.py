@@ -11,7 +11,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .errors import GradExplorerError
-from .hook_events import HookEvent, _Pending
+from .hook_events import HookEvent, Pending
 from .hook_plan import HookPlan
 from .modifiers import Modifier
 from .stats import NormBatch
@@ -24,28 +24,26 @@ class Recorder:
 
     def __init__(self, plan: HookPlan, batch: NormBatch) -> None:
         self.plan, self.batch = plan, batch
-        self.pending: list[_Pending] = []
-        self.current: _Pending | None = None  # the event the hook running now records into
+        self.pending: list[Pending] = []
+        self.current: Pending | None = None  # the event the hook running now records into
         self.calls: Counter[tuple[str, str]] = Counter()
         self.stats = StatsCache()
         self.phase = "forward"  # "backward" once the graph is built: forward hooks recompute
         self.seconds = 0.0
 
-    def new(
-        self, target: str, kind: str, mechanism: str, call: int, queue: bool = True
-    ) -> _Pending:
+    def new(self, target: str, kind: str, mechanism: str, call: int, queue: bool = True) -> Pending:
         """A new event; `queue=False` leaves it out of this run's events until `use(event)`."""
         if kind in ("forward_pre", "forward"):
             phase = "recompute" if self.phase == "backward" else "forward"
         else:
             phase = "backward"
         m = self.modifier(target, kind)
-        p = _Pending(target, kind, call, phase, mechanism, {}, modifier=m.describe() if m else None)
+        p = Pending(target, kind, call, phase, mechanism, {}, modifier=m.describe() if m else None)
         if self.plan.keep_tensors:
             p.raw = {}
         return self.use(p) if queue else p
 
-    def use(self, p: _Pending) -> _Pending:
+    def use(self, p: Pending) -> Pending:
         """Make `p` the event the running hook records into (and its time is charged to)."""
         if not p.queued:
             p.queued = True
@@ -63,7 +61,7 @@ class Recorder:
         """The modifier a hook of `kind` on `target` applies (only gradient hooks apply one)."""
         return self.plan.modifiers.get(target) if kind in ("backward", "tensor") else None
 
-    def record(self, p: _Pending, name: str, tensors: Any) -> None:
+    def record(self, p: Pending, name: str, tensors: Any) -> None:
         """Queue statistics of every tensor in `tensors` (nested too) under `name`."""
         flat = tensors if isinstance(tensors, (tuple, list)) else [tensors]
         slot = p.tensors.setdefault(name, [])
@@ -74,14 +72,14 @@ class Recorder:
             if p.raw is not None:
                 p.raw.setdefault(name, []).append(None if t is None else t.detach().clone())
 
-    def put(self, p: _Pending, name: str, slot: int, size: int, t: torch.Tensor) -> None:
+    def put(self, p: Pending, name: str, slot: int, size: int, t: torch.Tensor) -> None:
         """Queue statistics of `t` into slot `slot` (of `size`) under `name`."""
         p.tensors.setdefault(name, [None] * size)[slot] = self.stats.get(t, self.batch)
         if p.raw is not None:
             p.raw.setdefault(name, [None] * size)[slot] = t.detach().clone()
 
     def modified(
-        self, p: _Pending, name: str, grads: tuple, modifier: Modifier | None
+        self, p: Pending, name: str, grads: tuple, modifier: Modifier | None
     ) -> tuple | None:
         """The modifier's result (recorded as `<name>_modified`), or None to keep the grads."""
         if modifier is None:

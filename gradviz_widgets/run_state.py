@@ -12,11 +12,11 @@ from torch import nn
 
 from .attribution import ScopeTracker
 from .capture_state import ModelIndex, StandIns
-from .graph import GradGraph
+from .graph.grad_graph import GradGraph
 from .hook_events import HookRecord
 from .inputs import CallArgs
 from .modifiers import Modifier
-from .report import GradReport
+from .report.grad_report import GradReport
 from .run_settings import RunSettings
 from .stats import NormBatch
 from .walk import RawGraph

@@ -16,8 +16,8 @@ import torch
 
 from .stats_reduce import (  # noqa: F401 - re-exported
     Scratch,
-    _distinct,
     chunk_size,
+    distinct,
     norms_and_maxes,
     pow2_exponent,
     segmented,
@@ -175,7 +175,7 @@ class NormBatch:
         for i, g in enumerate(grads):
             if i in small:
                 continue
-            x, repeats = _distinct(g.coalesce().values() if g.is_sparse else g)
+            x, repeats = distinct(g.coalesce().values() if g.is_sparse else g)
             counts.append(
                 torch.count_nonzero(x) * repeats if repeats > 1 else torch.count_nonzero(x)
             )

@@ -93,7 +93,7 @@ def norms_and_maxes(
         >>> [(i, v.tolist()) for i, v in norms_and_maxes([x, torch.zeros(0)], torch.float64)]
         [([0, 1], [5e+300, 4e+300, 0.0, 0.0])]
     """
-    flat = [_distinct(g.abs() if g.is_complex() else g) for g in grads]
+    flat = [distinct(g.abs() if g.is_complex() else g) for g in grads]
     scratch = scratch or Scratch()
     if flat[0][0].device.type != "cuda":
         return _chunked(list(range(len(flat))), flat, acc, scratch)
@@ -159,7 +159,7 @@ def _chunked(
     return out
 
 
-def _distinct(g: torch.Tensor) -> tuple[torch.Tensor, int]:
+def distinct(g: torch.Tensor) -> tuple[torch.Tensor, int]:
     """The values of `g` laid out for a fast pass, and how often each repeats.
 
     Expanded gradients (stride 0, e.g. from `sum()`) hold one value many times: reduce over the

@@ -12,15 +12,15 @@ from typing import Any
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from .chart import figure_dict
 from .errors import GradExplorerError
 from .explorer import GradExplorer
-from .graph import GradGraph
-from .graph_ghosts import add_ghosts
+from .graph.ghosts import add_ghosts
+from .graph.grad_graph import GradGraph
 from .graph_pane import GraphPane
 from .hook_config import HOOK_KINDS
-from .readout import readout_html
-from .render import render_dot
+from .render.chart import figure_dict
+from .render.dot import node_info, render_dot
+from .render.readout import readout_html
 from .widget_actions import ExportActions, SettingsActions
 from .widget_chart import CHART_WIDTH, ChartView
 from .widget_compare import CompareActions
@@ -33,7 +33,6 @@ from .widget_controller import (
     hooked_ids,
     loss_line_html,
     module_of,
-    node_info,
 )
 from .widget_controls import ToolbarWiring
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .export import report_csv, report_json
 from .modifiers import Modifier
+from .report.export import report_csv, report_json
 from .vocabulary import Thresholds
 from .widget_controller import Settings, error_text
 

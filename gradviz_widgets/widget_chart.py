@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from . import ids
-from .chart import figure_dict
-from .chart_compare import compare_figure
+from .render.chart import figure_dict
+from .render.chart_compare import compare_figure
 from .widget_controller import node_showing, node_showing_module
 
 CHART_WIDTH = 440  # px; with the graph's min width, side by side from ~800 px of output

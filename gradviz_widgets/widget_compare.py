@@ -13,11 +13,11 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from .compare_view import compare_html, edge_colors, ratio_legend
 from .errors import GradExplorerError
-from .graph import GradGraph
-from .render import html_text, legend
-from .report import GradReport
+from .graph.grad_graph import GradGraph
+from .render.compare_view import compare_html, edge_colors, ratio_legend
+from .report.grad_report import GradReport
+from .vocabulary import html_text, legend
 from .widget_controller import ranks_html
 
 #: what `compare(baseline=...)` takes

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import math
 from collections.abc import Callable
 from typing import Any
 
 from . import ids
 from .errors import GradExplorerError
-from .graph import GradGraph, GradNode
-from .render import label_lines, node_texts
+from .graph.grad_graph import GradGraph
+from .graph.nodes import GradNode
 from .vocabulary import Thresholds, format_norm, html_text, plain_text
 
 
@@ -141,29 +140,6 @@ def module_of(node: GradNode) -> str | None:
     if node.module == ids.LOSS_SCOPE or node.kind in ("output", "input"):
         return None
     return node.module
-
-
-def node_info(n: GradNode, hooked: bool) -> dict[str, Any]:
-    """What the page needs about one node (tooltip, search, hook marker, fold on double-click).
-    The page shows these strings as text only."""
-    folded = n.kind == "module"
-    return {
-        "label": "\n".join(plain_text(line) for line in label_lines(n)),
-        "op": plain_text(n.op),
-        "module": plain_text(n.module or "(root)"),
-        "kind": n.kind,
-        "status": n.status,
-        # JSON has no NaN/Inf: non-finite norms travel as their text
-        "grad_norm": n.grad_norm
-        if n.grad_norm is None or math.isfinite(n.grad_norm)
-        else format_norm(n.grad_norm),
-        "shape": list(n.shape) if n.shape is not None else None,
-        "hooked": hooked,
-        **node_texts(n),  # the norm as the label writes it, the status in words
-        # module paths travel raw: they come back in toggle_scope messages
-        "expandable": n.module if folded else "",
-        "collapsible": n.module if (not folded and n.module not in ("", ids.LOSS_SCOPE)) else "",
-    }
 
 
 def drawn_count(graph: GradGraph) -> int:

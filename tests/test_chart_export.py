@@ -8,9 +8,9 @@ import json
 import math
 
 from gradviz_widgets import GradExplorer
-from gradviz_widgets.chart import bar_rows, figure_dict
 from gradviz_widgets.examples import frozen_and_detached_example, nan_mid_graph_example
-from gradviz_widgets.export import report_csv, report_json
+from gradviz_widgets.render.chart import bar_rows, figure_dict
+from gradviz_widgets.report.export import report_csv, report_json
 
 
 def test_chart_has_a_bar_per_parameter_with_zero_pinned(dead_explorer):

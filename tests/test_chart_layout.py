@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from gradviz_widgets import GradExplorer
-from gradviz_widgets.chart import ROW_PX, UPRIGHT_MAX, chart_shape, figure_dict
+from gradviz_widgets.render.chart import ROW_PX, UPRIGHT_MAX, chart_shape, figure_dict
 
 
 def many_params_explorer(layers: int = 75) -> GradExplorer:

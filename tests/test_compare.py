@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from gradviz_widgets import GradExplorer
-from gradviz_widgets.compare import compare_reports, norm_ratio
 from gradviz_widgets.examples import dead_branch_example
+from gradviz_widgets.report.compare import compare_reports, norm_ratio
 
 CE = nn.CrossEntropyLoss()
 

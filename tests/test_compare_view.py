@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from gradviz_widgets import compare_view as cv
-from gradviz_widgets.chart_compare import compare_figure
-from gradviz_widgets.graph import GradEdge
-from gradviz_widgets.report import GradReport, ParamRecord
+from gradviz_widgets.graph.nodes import GradEdge
+from gradviz_widgets.render import compare_view as cv
+from gradviz_widgets.render.chart_compare import compare_figure
+from gradviz_widgets.report.grad_report import GradReport, ParamRecord
 from gradviz_widgets.stats import Thresholds
 
 HOSTILE = '<img src=x onerror=alert(1)>"&amp;'

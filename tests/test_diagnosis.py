@@ -15,8 +15,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gradviz_widgets import GradExplorer, GradGraph, diagnose
+from gradviz_widgets import GradExplorer, GradGraph
 from gradviz_widgets.examples import UnrolledLSTM, dead_branch_example
+from gradviz_widgets.report import diagnose
 
 VOCAB = 1000
 TOKENS = torch.tensor([[3, 17, 17, 256], [999, 3, 42, 8]])  # 6 distinct rows of 1,000

@@ -6,8 +6,8 @@ import pytest
 
 from gradviz_widgets import GradExplorer
 from gradviz_widgets.examples.pathologies import frozen_and_detached_example
-from gradviz_widgets.graph_ghosts import add_ghosts, cut_of, is_ghost
-from gradviz_widgets.render import render_dot
+from gradviz_widgets.graph.ghosts import add_ghosts, cut_of, is_ghost
+from gradviz_widgets.render.dot import render_dot
 
 CUTS = {
     "frozen": "frozen",

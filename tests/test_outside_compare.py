@@ -12,11 +12,11 @@ import torch
 from torch import nn
 
 from gradviz_widgets import GradExplorer
-from gradviz_widgets.chart_compare import compare_figure
-from gradviz_widgets.compare import compare_reports, norm_ratio
-from gradviz_widgets.compare_view import NO_RATIO, ONLY_B, compare_html, edge_colors
-from gradviz_widgets.graph import GradEdge
-from gradviz_widgets.report import GradReport, ParamRecord
+from gradviz_widgets.graph.nodes import GradEdge
+from gradviz_widgets.render.chart_compare import compare_figure
+from gradviz_widgets.render.compare_view import NO_RATIO, ONLY_B, compare_html, edge_colors
+from gradviz_widgets.report.compare import compare_reports, norm_ratio
+from gradviz_widgets.report.grad_report import GradReport, ParamRecord
 from gradviz_widgets.vocabulary import Thresholds, classify
 
 NAMES = [

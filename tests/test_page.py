@@ -10,8 +10,8 @@ from torch import nn
 
 from gradviz_widgets import GradExplorer
 from gradviz_widgets.examples import dead_branch_example, gpt2_like
-from gradviz_widgets.page import BUNDLE, views
-from gradviz_widgets.page_chart import chart_svg
+from gradviz_widgets.render.page import BUNDLE, views
+from gradviz_widgets.render.page_chart import chart_svg
 from gradviz_widgets.stats import Thresholds
 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="front-end bundle not built")

@@ -10,14 +10,8 @@ import torch
 
 from gradviz_widgets import GradExplorer
 from gradviz_widgets.examples import UnrolledLSTM, resnet18
-from gradviz_widgets.render import (
-    STATUS_STYLE,
-    format_norm,
-    legend,
-    render_dot,
-    svg_with_dot,
-    to_dot,
-)
+from gradviz_widgets.render.dot import STATUS_STYLE, render_dot, svg_with_dot, to_dot
+from gradviz_widgets.vocabulary import format_norm, legend
 
 
 def test_dead_branch_dot_snapshot(dead_explorer, snapshot):
@@ -98,8 +92,8 @@ def test_resnet_dot_lays_out_with_system_dot():
 def test_dot_timeout_is_a_grad_explorer_error(monkeypatch):
     import subprocess
 
-    from gradviz_widgets import render
     from gradviz_widgets.errors import GradExplorerError
+    from gradviz_widgets.render import dot as render
 
     def slow(*args, **kwargs):
         raise subprocess.TimeoutExpired(args[0], kwargs.get("timeout"))

@@ -10,7 +10,7 @@ import torch
 
 from gradviz_widgets import GradExplorer
 from gradviz_widgets.examples import gpt2_like
-from gradviz_widgets.render import render_dot
+from gradviz_widgets.render.dot import render_dot
 
 
 @pytest.fixture(scope="module")

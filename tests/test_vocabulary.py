@@ -13,9 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from gradviz_widgets import chart, page_chart, render, stats, vocabulary
-from gradviz_widgets.graph import GradEdge, GradGraph, GradNode
-from gradviz_widgets.page import views
+from gradviz_widgets import (
+    render,  # the old names, still importable from the package
+    stats,
+    vocabulary,
+)
+from gradviz_widgets.graph.grad_graph import GradGraph
+from gradviz_widgets.graph.nodes import GradEdge, GradNode
+from gradviz_widgets.render import chart, page_chart
+from gradviz_widgets.render.page import views
 from gradviz_widgets.vocabulary import (
     SEVERITY,
     STATUSES,
@@ -125,7 +131,7 @@ def test_label_and_tooltip_show_the_same_norm(norm: float) -> None:
     node = _graph(norm).nodes[0]
     label = render.label_lines(node)[-1]
     assert label == f"‖g‖ {format_norm(norm)}"
-    from gradviz_widgets.widget_controller import node_info
+    from gradviz_widgets.render.dot import node_info
 
     for info in (views(_graph(norm))[-1]["nodes"][node.id], node_info(node, hooked=False)):
         assert info["norm_text"] == label.removeprefix("‖g‖ ")  # the page and the notebook
@@ -157,7 +163,7 @@ def test_the_page_tooltip_shows_pythons_text() -> None:
 
 def test_chart_hover_shows_pythons_text() -> None:
     """No number formatting is left to Plotly: bar text and hover text are format_norm's."""
-    from gradviz_widgets.report import GradReport, ParamRecord
+    from gradviz_widgets.report.grad_report import GradReport, ParamRecord
 
     record = ParamRecord("w", "", (2,), "float32", True, 1.5e-07, 1e-07, "vanishing")
     record = dataclasses.replace(record, norm_before=1234.5, modified_by="scale")

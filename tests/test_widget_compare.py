@@ -9,7 +9,7 @@ import re
 
 import torch
 
-from gradviz_widgets.compare_view import ONLY_B, RATIO_SCALE, ratio_legend
+from gradviz_widgets.render.compare_view import ONLY_B, RATIO_SCALE, ratio_legend
 
 EDGE_COLOUR = re.compile(r' -> \w+ \[color="(#[0-9a-f]{6})"')
 

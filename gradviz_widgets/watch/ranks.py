@@ -106,11 +106,11 @@ def release(setup: RankSetup, writer_done: bool) -> None:
 
 def local_part(grad: torch.Tensor, world: int) -> tuple[torch.Tensor, float]:
     """This rank's values of `grad` (a DTensor's local shard) and their weight in the sums."""
-    from ..distributed_fsdp import _local_and_weight
+    from ..distributed_fsdp import local_and_weight
 
     if getattr(grad, "placements", None) is None:
         return grad, 1.0
-    return _local_and_weight(grad, world)
+    return local_and_weight(grad, world)
 
 
 class Exchange:

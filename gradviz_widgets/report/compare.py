@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pandas is imported when a table is asked for
     import pandas as pd
 
-    from .report import GradReport
+    from .grad_report import GradReport
 
 COLUMNS = (
     "module",

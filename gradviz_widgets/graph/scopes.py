@@ -14,11 +14,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from .ids import ACC, param_id
+from ..ids import ACC, param_id
 
 if TYPE_CHECKING:
-    from .graph import GradNode, ModuleScope
-    from .ids import Scope
+    from ..ids import Scope
+    from .nodes import GradNode, ModuleScope
 
 
 def call_prefixes(nodes: Sequence[GradNode]) -> dict[str, Scope]:

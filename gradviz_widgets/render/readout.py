@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .vocabulary import STYLES, format_norm, html_text
+from ..vocabulary import STYLES, format_norm, html_text
 
 if TYPE_CHECKING:  # torch-free at run time: the readout only reads their fields
-    from .hook_events import HookEvent
-    from .tensor_stats import TensorStats
+    from ..hook_events import HookEvent
+    from ..tensor_stats import TensorStats
 
 
 def readout_html(

@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from .graph import GradGraph, GradNode
-from .graph_scopes import aligned_scope, call_prefixes
-from .ids import GHOST as GHOST_PREFIX
-from .ids import Scope, ghost_id, is_ghost, param_id, path_prefixes
+from ..ids import GHOST as GHOST_PREFIX
+from ..ids import Scope, ghost_id, is_ghost, param_id, path_prefixes
+from .grad_graph import GradGraph
+from .nodes import GradNode
+from .scopes import aligned_scope, call_prefixes
 
 #: words of a none reason (diagnose.none_reason) -> the cut shown on the ghost
 _CUTS = (

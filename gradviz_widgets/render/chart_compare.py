@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..report.compare import log10_ratio, norm_ratio
+from ..vocabulary import format_norm
 from .chart import (
     PATTERN_INK,
     PATTERNS,
@@ -19,9 +21,8 @@ from .chart import (
     figure_dict,
     plotly_text,
 )
-from .compare import log10_ratio, norm_ratio
 from .compare_view import badge, ratio_color
-from .render import STATUS_STYLE, format_norm
+from .dot import STATUS_STYLE
 
 A_INK, B_INK = "#555555", "#000000"  # bar outlines: thin grey for A, black for B
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .report import GradReport
-from .vocabulary import STYLES, classify, combine_norms, format_norm, plain_text, style
+from ..report.grad_report import GradReport
+from ..vocabulary import STYLES, classify, combine_norms, format_norm, plain_text, style
 
 # up to this many bars stand upright (names as two-level ticks below); more lie flat, one
 # row each, and the figure grows taller so tick labels never overlap (the widget scrolls it)

@@ -13,8 +13,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from .compare import compare_rows, norm_ratio
-from .render import format_norm, html_text
+from ..report.compare import compare_rows, norm_ratio
+from ..vocabulary import format_norm, html_text
 
 #: (upper bound of log10(B/A), colour, legend label), smallest ratios first
 RATIO_SCALE: tuple[tuple[float, str, str], ...] = (
@@ -72,7 +72,7 @@ def edge_colors(edges_a: Iterable[Any], edges_b: Iterable[Any]) -> dict[tuple[st
     by the stable ids; light grey for an edge only B has.
 
     Example:
-        >>> from gradviz_widgets.graph import GradEdge
+        >>> from gradviz_widgets.graph.grad_graph import GradEdge
         >>> a = [GradEdge("x", "y", 1.0)]
         >>> edge_colors(a, [GradEdge("x", "y", 50.0), GradEdge("y", "z", 1.0)])
         {('x', 'y'): '#b35806', ('y', 'z'): '#c8c8c8'}

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
-from .graph import GradEdge, GradGraph, GradNode, ModuleScope
-from .ids import LEAF_KINDS, PARAMS_CALL, Scope, module_id
-from .vocabulary import combine_norms, strongest_flow
-from .vocabulary import worst as _worst
+from ..ids import LEAF_KINDS, PARAMS_CALL, Scope, module_id
+from ..vocabulary import combine_norms, strongest_flow
+from ..vocabulary import worst as _worst
+from .grad_graph import GradGraph
+from .nodes import GradEdge, GradNode, ModuleScope
 
 
 def fold(
@@ -43,7 +44,7 @@ def fold(
     for nid, gid in rep.items():
         if gid != nid:
             members[gid].append(nid)
-    edges = _merge_edges(self.edges, rep)
+    edges = merge_edges(self.edges, rep)
     new_nodes = [n for n in self.nodes if rep[n.id] == n.id]
     entering, leaving = _boundary_flow(self.edges, rep, self.by_id, groups)
     for gid, (path, gcall, scope) in groups.items():
@@ -103,7 +104,7 @@ def _module_node(
     )
 
 
-def _merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> list[GradEdge]:
+def merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> list[GradEdge]:
     merged: dict[tuple[str, str], list[GradEdge]] = {}
     for e in edges:
         s, d = rep[e.src], rep[e.dst]

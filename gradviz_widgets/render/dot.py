@@ -11,17 +11,18 @@ import math
 import shutil
 import subprocess
 from collections.abc import Collection, Mapping
+from typing import Any
 
-from .errors import GradExplorerError
-from .graph import GradGraph, GradNode
-from .vocabulary import (  # noqa: F401 - re-exported: older callers import them from here
+from .. import ids
+from ..errors import GradExplorerError
+from ..graph.grad_graph import GradGraph
+from ..graph.nodes import GradNode
+from ..vocabulary import (
     GHOST_STYLE,
     LEGEND_ORDER,
     SELECTED_COLOR,
     STYLES,
     format_norm,
-    html_text,
-    legend,
     norm_text,
     plain_text,
     style,
@@ -62,7 +63,7 @@ def node_texts(n: GradNode) -> dict[str, str]:
     in words.
 
     Example:
-        >>> from gradviz_widgets.graph import GradNode
+        >>> from gradviz_widgets.graph.grad_graph import GradNode
         >>> node_texts(GradNode("a#0", "A", "op", "", "A", grad_norm=1234.5, status="healthy"))
         {'norm_text': '1234', 'status_text': 'healthy'}
     """
@@ -85,7 +86,7 @@ def to_dot(
     (torchviz draws both).
 
     Example:
-        >>> from gradviz_widgets.graph import GradGraph, GradNode
+        >>> from gradviz_widgets.graph.grad_graph import GradGraph, GradNode
         >>> g = GradGraph((GradNode("output", "Output", "output", "loss", "loss\\n()"),), (), {})
         >>> "doubleoctagon" in to_dot(g)
         True
@@ -113,7 +114,7 @@ def render_dot(
     sanitised, in labels.
 
     Example:
-        >>> from gradviz_widgets.graph import GradGraph, GradNode
+        >>> from gradviz_widgets.graph.grad_graph import GradGraph, GradNode
         >>> g = GradGraph((GradNode("output", "Output", "output", "loss", "loss\\n()"),), (), {})
         >>> render_dot(g).keys, render_dot(g).node_ids
         ({'n0': 'output'}, {'output'})
@@ -280,3 +281,26 @@ def svg_with_dot(dot: str, timeout: float = 60.0) -> str:
     if done.returncode != 0:
         raise GradExplorerError(f"dot failed: {done.stderr.decode(errors='replace')[:500]}")
     return done.stdout.decode("utf-8", "replace")
+
+
+def node_info(n: GradNode, hooked: bool) -> dict[str, Any]:
+    """What the page needs about one node (tooltip, search, hook marker, fold on double-click).
+    The page shows these strings as text only."""
+    folded = n.kind == "module"
+    return {
+        "label": "\n".join(plain_text(line) for line in label_lines(n)),
+        "op": plain_text(n.op),
+        "module": plain_text(n.module or "(root)"),
+        "kind": n.kind,
+        "status": n.status,
+        # JSON has no NaN/Inf: non-finite norms travel as their text
+        "grad_norm": n.grad_norm
+        if n.grad_norm is None or math.isfinite(n.grad_norm)
+        else format_norm(n.grad_norm),
+        "shape": list(n.shape) if n.shape is not None else None,
+        "hooked": hooked,
+        **node_texts(n),  # the norm as the label writes it, the status in words
+        # module paths travel raw: they come back in toggle_scope messages
+        "expandable": n.module if folded else "",
+        "collapsible": n.module if (not folded and n.module not in ("", ids.LOSS_SCOPE)) else "",
+    }

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from .vocabulary import Thresholds
+from ..vocabulary import Thresholds
 
 
 @dataclasses.dataclass(frozen=True)

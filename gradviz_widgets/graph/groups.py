@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from .graph import GradGraph, GradNode, ModuleScope
-from .graph_view import _merge_edges
-from .ids import group_id, is_module_id, parse_leaf_id, parse_module_id
-from .vocabulary import format_norm, worst
+from ..ids import group_id, is_module_id, parse_leaf_id, parse_module_id
+from ..vocabulary import format_norm, worst
+from .grad_graph import GradGraph
+from .nodes import GradNode, ModuleScope
+from .view import merge_edges
 
 MAX_PERIOD = 4
 
@@ -59,7 +60,7 @@ def group_runs(view: GradGraph, expand: Collection[str] = (), min_run: int = 3) 
     if not new:
         return view
     nodes = tuple(n for n in view.nodes if rep[n.id] == n.id) + tuple(new)
-    return GradGraph(nodes, tuple(_merge_edges(view.edges, rep)), view.modules, view.collapsed)
+    return GradGraph(nodes, tuple(merge_edges(view.edges, rep)), view.modules, view.collapsed)
 
 
 def _run_at(sigs: list[tuple], i: int) -> tuple[int, int]:

@@ -17,7 +17,7 @@ import html
 import math
 from typing import Any
 
-from .vocabulary import STYLES, Thresholds, format_norm, plain_text, style
+from ..vocabulary import STYLES, Thresholds, format_norm, plain_text, style
 
 ROW_H = 20
 LABEL_W = 210

@@ -6,9 +6,9 @@ import collections
 import math
 from collections.abc import Mapping, Sequence
 
-from .graph import GradGraph
-from .ids import OUTPUT, acc_id, owner_path, param_id
-from .report import ParamRecord
+from ..graph.grad_graph import GradGraph
+from ..ids import OUTPUT, acc_id, owner_path, param_id
+from .grad_report import ParamRecord
 
 #: share of exactly-zero gradient elements from which a parameter is called "mostly dead"
 MOSTLY_DEAD = 0.9
@@ -62,7 +62,7 @@ def zero_origins(graph: GradGraph) -> Mapping[str, str]:
     """node id -> its zero origin (see `zero_origin`), for every node that has one; once per graph.
 
     Example:
-        >>> from gradviz_widgets.graph import GradEdge, GradNode
+        >>> from gradviz_widgets.graph.grad_graph import GradEdge, GradNode
         >>> nodes = (GradNode("param:w", "Param", "param", "", "w", grad_max=0.0),
         ...          GradNode("relu", "ReluBackward0", "op", "", "relu", grad_max=1.0))
         >>> g = GradGraph(nodes, (GradEdge("param:w", "relu", grad_max=0.0),), {})
@@ -206,7 +206,7 @@ def unused_rows(p: ParamRecord) -> str:
     zeros in every column would count as unused).
 
     Example:
-        >>> from gradviz_widgets.report import ParamRecord
+        >>> from gradviz_widgets.report.grad_report import ParamRecord
         >>> unused_rows(ParamRecord("emb.weight", "emb", (1000, 8), "float32", True, 0.5, 0.1,
         ...                         "healthy", zero_fraction=0.994))
         'emb.weight: 994 of 1,000 rows not used by this batch (an embedding: only the rows it indexes get a gradient)'

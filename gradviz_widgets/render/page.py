@@ -22,21 +22,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..graph.ghosts import add_ghosts
+from ..graph.grad_graph import GradGraph
+from ..ids import param_id
+from ..report.grad_report import GradReport
+from ..vocabulary import legend, plain_text
 from .chart import bar_rows
-from .graph import GradGraph
-from .graph_ghosts import add_ghosts
-from .ids import param_id
+from .dot import node_info, node_texts, render_dot
 from .page_chart import chart_svg
-from .render import legend, node_texts, plain_text, render_dot
-from .report import GradReport
-from .widget_controller import node_info
 
-BUNDLE = Path(__file__).parent / "static" / "graph_pane.js"
+_PACKAGE = Path(__file__).resolve().parents[1]
+BUNDLE = _PACKAGE / "static" / "graph_pane.js"
 #: the page's host script: copied next to the bundle by js/build.mjs (js/page_host.js in a checkout)
-_HOSTS = (
-    Path(__file__).parent / "static" / "page_host.js",
-    Path(__file__).resolve().parent.parent / "js" / "page_host.js",
-)
+_HOSTS = (_PACKAGE / "static" / "page_host.js", _PACKAGE.parent / "js" / "page_host.js")
 
 
 def views(graph: GradGraph) -> list[dict[str, Any]]:
@@ -66,7 +64,7 @@ def views(graph: GradGraph) -> list[dict[str, Any]]:
 def page_html(graph: GradGraph, report: GradReport, title: str = "Gradient flow") -> str:
     """The whole page as text (see the module docstring)."""
     if not BUNDLE.is_file():
-        from .errors import GradExplorerError
+        from ..errors import GradExplorerError
 
         raise GradExplorerError(
             f"the front-end bundle {BUNDLE} is missing: run pip install -e . "
