@@ -12,9 +12,10 @@ from .report.grad_report import GradReport, ParamRecord
 from .vocabulary import Thresholds
 
 try:
-    from .capture import Capture, capture
     from .explorer import GradExplorer
-    from .hook_events import HookEvent
+    from .hooks.events import HookEvent
+    from .run.capture import capture
+    from .run.state import Capture
     from .watch import GradWatch as GradWatch
 except ModuleNotFoundError as _missing:  # only a missing torch is expected here
     if _missing.name != "torch":

@@ -9,8 +9,18 @@ from typing import Any
 import torch
 from torch import nn
 
-from .capture import Capture, run
-from .checks import (
+from .distributed.ddp import gathers_ranks, with_ranks
+from .errors import GradExplorerError
+from .explorer_export import Exports
+from .explorer_hooks import HookControls
+from .graph.grad_graph import GradGraph
+from .hooks.clash import HookFacts
+from .hooks.modifiers import mark_modified
+from .hooks.plan import HookPlan
+from .hooks.run import with_fallback
+from .report.grad_report import GradReport
+from .run.capture import run
+from .run.checks import (
     check_flag,
     check_loss_args,
     check_model,
@@ -18,18 +28,9 @@ from .checks import (
     check_thresholds,
     unwrap_compiled,
 )
-from .devices import available_devices, model_device, resolve_device
-from .distributed import gathers_ranks, with_ranks
-from .errors import GradExplorerError
-from .explorer_export import Exports
-from .explorer_hooks import HookControls
-from .graph.grad_graph import GradGraph
-from .hook_clash import HookFacts
-from .hook_plan import HookPlan
-from .hooks import with_fallback
-from .modifiers import mark_modified
-from .report.grad_report import GradReport
-from .run_settings import RunSettings
+from .run.devices import available_devices, model_device, resolve_device
+from .run.settings import RunSettings
+from .run.state import Capture
 from .vocabulary import Thresholds
 
 

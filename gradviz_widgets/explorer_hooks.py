@@ -6,13 +6,13 @@ from __future__ import annotations
 import difflib
 
 from .errors import GradExplorerError
-from .hook_clash import HookFacts
-from .hook_config import DEFAULT_KIND, check_hook, modifier_kind
-from .hook_events import HookEvent, HookRecord
-from .hook_plan import HookPlan
-from .hooks import FALLBACK, FULL
-from .modifiers import Modifier
-from .run_state import Capture
+from .hooks.clash import HookFacts
+from .hooks.config import DEFAULT_KIND, check_hook, modifier_kind
+from .hooks.events import HookEvent, HookRecord
+from .hooks.modifiers import Modifier
+from .hooks.plan import HookPlan
+from .hooks.run import FALLBACK, FULL
+from .run.state import Capture
 
 
 class HookControls:

@@ -17,7 +17,7 @@ from .explorer import GradExplorer
 from .graph.ghosts import add_ghosts
 from .graph.grad_graph import GradGraph
 from .graph_pane import GraphPane
-from .hook_config import HOOK_KINDS
+from .hooks.config import HOOK_KINDS
 from .render.chart import figure_dict
 from .render.dot import node_info, render_dot
 from .render.readout import readout_html

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .modifiers import Modifier
+from .hooks.modifiers import Modifier
 from .report.export import report_csv, report_json
 from .vocabulary import Thresholds
 from .widget_controller import Settings, error_text

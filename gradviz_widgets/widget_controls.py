@@ -12,7 +12,7 @@ from typing import Any
 
 import ipywidgets as W
 
-from .hook_config import HOOK_KINDS
+from .hooks.config import HOOK_KINDS
 from .vocabulary import Thresholds
 
 # labels never cut: descriptions take the width their text needs ("initial"), buttons size to

@@ -9,7 +9,7 @@ import torch
 from small_models import CE, data, mlp
 
 from gradviz_widgets import GradExplorer, GradExplorerError
-from gradviz_widgets.stats import Thresholds
+from gradviz_widgets.vocabulary import Thresholds
 
 
 @pytest.mark.parametrize("thresholds", [1e-6, {"vanishing": 1e-6}, (1e-7, 1e4), "strict"])

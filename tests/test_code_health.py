@@ -14,41 +14,41 @@ PKG = ROOT / "gradviz_widgets"
 
 #: the analysis side: never imports widget code or notebook-UI libraries
 ANALYSIS = (
-    "attribution",
-    "backward",
-    "capture",
-    "capture_report",
-    "capture_stages",
-    "capture_state",
-    "checks",
+    "trace.attribution",
+    "run.backward",
+    "run.capture",
+    "run.freeze",
+    "run.stages",
+    "run.model_state",
+    "run.checks",
     "report.compare",
-    "devices",
+    "run.devices",
     "report.diagnose",
-    "distributed",
-    "distributed_fsdp",
+    "distributed.ddp",
+    "distributed.fsdp",
     "errors",
     "explorer",
     "explorer_export",
     "explorer_hooks",
     "graph.grad_graph",
     "graph.nodes",
-    "hook_clash",
-    "hook_config",
-    "hook_events",
-    "hook_fallback",
-    "hook_plan",
-    "hook_recorder",
-    "hooks",
+    "hooks.clash",
+    "hooks.config",
+    "hooks.events",
+    "hooks.fallback",
+    "hooks.plan",
+    "hooks.recorder",
+    "hooks.run",
     "ids",
-    "inputs",
-    "modifiers",
+    "run.inputs",
+    "hooks.modifiers",
     "report.grad_report",
-    "run_settings",
-    "run_state",
-    "stats",
-    "tensor_stats",
+    "run.settings",
+    "run.state",
+    "stats.norms",
+    "stats.tensor",
     "vocabulary",
-    "walk",
+    "trace.walk",
 )
 UI_LIBS = ("ipywidgets", "anywidget", "traitlets", "plotly", "IPython")
 MAX_FUNCTION_LINES = 60
@@ -125,7 +125,9 @@ def test_analysis_never_imports_widget_code() -> None:
         inner = {
             i
             for i in _imports(name, path)
-            if i.startswith(("widget", "graph_pane", "render.chart", "render.readout", "watch.widget"))
+            if i.startswith(
+                ("widget", "graph_pane", "render.chart", "render.readout", "watch.widget")
+            )
         }
         assert not inner, f"{name} imports widget code {inner}"
 

@@ -11,7 +11,7 @@ from gradviz_widgets.graph.nodes import GradEdge
 from gradviz_widgets.render import compare_view as cv
 from gradviz_widgets.render.chart_compare import compare_figure
 from gradviz_widgets.report.grad_report import GradReport, ParamRecord
-from gradviz_widgets.stats import Thresholds
+from gradviz_widgets.vocabulary import Thresholds
 
 HOSTILE = '<img src=x onerror=alert(1)>"&amp;'
 

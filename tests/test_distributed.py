@@ -13,8 +13,8 @@ from test_distributed_launch import Counter, launch, stop_forkserver
 from torch import nn
 
 from gradviz_widgets import GradExplorer, GradExplorerError
-from gradviz_widgets.distributed import gather_ranks, unwrap
-from gradviz_widgets.distributed_fsdp import (
+from gradviz_widgets.distributed.ddp import gather_ranks, unwrap
+from gradviz_widgets.distributed.fsdp import (
     fsdp_gradients,
     fsdp_param_norms,
     fsdp_param_stats,

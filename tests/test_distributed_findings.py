@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gradviz_widgets.distributed import RankParam, rank_findings
+from gradviz_widgets.distributed.findings import RankParam, rank_findings
 
 
 def test_rank_findings_without_ddp_settings() -> None:

@@ -31,7 +31,7 @@ PRELOAD = [
     "torch.distributed.device_mesh",
     "torch.nn.parallel",
     "gradviz_widgets",
-    "gradviz_widgets.distributed_fsdp",
+    "gradviz_widgets.distributed.fsdp",
     "gradviz_widgets.watch",
 ]
 

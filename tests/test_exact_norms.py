@@ -17,8 +17,9 @@ import torch
 from torch import nn
 
 from gradviz_widgets import GradExplorer
-from gradviz_widgets.stats import NormBatch, Thresholds, classify
-from gradviz_widgets.tensor_stats import HIST_BINS, queue_stats, read_stats
+from gradviz_widgets.stats.norms import NormBatch
+from gradviz_widgets.stats.tensor import HIST_BINS, queue_stats, read_stats
+from gradviz_widgets.vocabulary import Thresholds, classify
 
 REL = 1e-9
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

@@ -12,10 +12,10 @@ import pytest
 import torch
 from torch import nn
 
-import gradviz_widgets.attribution as attribution
-import gradviz_widgets.stats as stats
+import gradviz_widgets.stats.norms as stats
+import gradviz_widgets.trace.attribution as attribution
 from gradviz_widgets import GradExplorer
-from gradviz_widgets.stats import NormBatch
+from gradviz_widgets.stats.norms import NormBatch
 
 LAYERS = 60
 

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from gradviz_widgets import GradExplorerError
-from gradviz_widgets.hook_clash import (
+from gradviz_widgets.hooks.clash import (
     TORCH_CLASH_TEXT,
     HookFacts,
     InplaceClash,

@@ -8,7 +8,7 @@ from torch import nn
 
 from gradviz_widgets import GradExplorer
 from gradviz_widgets.examples import resnet18
-from gradviz_widgets.hook_clash import InplaceClash
+from gradviz_widgets.hooks.clash import InplaceClash
 
 
 def snapshot(ex):

@@ -10,11 +10,11 @@ import torch
 from torch import nn
 
 from gradviz_widgets import GradExplorer, GradExplorerError
-from gradviz_widgets.capture import capture, run
 from gradviz_widgets.examples import resnet18
-from gradviz_widgets.hook_plan import HookPlan
-from gradviz_widgets.modifiers import Modifier
-from gradviz_widgets.run_settings import RunSettings
+from gradviz_widgets.hooks.modifiers import Modifier
+from gradviz_widgets.hooks.plan import HookPlan
+from gradviz_widgets.run.capture import capture, run
+from gradviz_widgets.run.settings import RunSettings
 
 CE = nn.CrossEntropyLoss()
 

@@ -14,8 +14,8 @@ from torch import nn
 
 from gradviz_widgets import GradExplorer
 from gradviz_widgets.examples import UnrolledLSTM
-from gradviz_widgets.stats import NormBatch
-from gradviz_widgets.tensor_stats import HIST_BINS, queue_stats, read_stats
+from gradviz_widgets.stats.norms import NormBatch
+from gradviz_widgets.stats.tensor import HIST_BINS, queue_stats, read_stats
 
 
 # ---- each kind on an MLP ---------------------------------------------------------------------------

@@ -18,8 +18,8 @@ from torch import nn
 from gradviz_widgets import GradExplorer, GradExplorerError
 from gradviz_widgets.examples import resnet18
 
-stats_module = sys.modules["gradviz_widgets.tensor_stats"]
-modifiers_module = sys.modules["gradviz_widgets.modifiers"]
+stats_module = sys.modules["gradviz_widgets.stats.tensor"]
+modifiers_module = sys.modules["gradviz_widgets.hooks.modifiers"]
 
 
 def snapshot(model: nn.Module) -> dict:

@@ -12,7 +12,7 @@ from torch import nn
 
 from gradviz_widgets import GradExplorer, GradExplorerError
 from gradviz_widgets.examples import resnet18
-from gradviz_widgets.modifiers import Modifier
+from gradviz_widgets.hooks.modifiers import Modifier
 
 
 def grads_with(model: nn.Module, x, y, path: str | None = None, change=None) -> dict:

@@ -12,7 +12,7 @@ from gradviz_widgets import GradExplorer
 from gradviz_widgets.examples import dead_branch_example, gpt2_like
 from gradviz_widgets.render.page import BUNDLE, views
 from gradviz_widgets.render.page_chart import chart_svg
-from gradviz_widgets.stats import Thresholds
+from gradviz_widgets.vocabulary import Thresholds
 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="front-end bundle not built")
 

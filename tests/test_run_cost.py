@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-import gradviz_widgets.stats as stats
+import gradviz_widgets.stats.norms as stats
 from gradviz_widgets import capture
-from gradviz_widgets.capture_state import ModelIndex
+from gradviz_widgets.run.model_state import ModelIndex
 
 WALKS = ("named_modules", "named_children", "named_parameters", "named_buffers", "modules")
 

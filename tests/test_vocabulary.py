@@ -15,7 +15,6 @@ import pytest
 
 from gradviz_widgets import (
     render,  # the old names, still importable from the package
-    stats,
     vocabulary,
 )
 from gradviz_widgets.graph.grad_graph import GradGraph
@@ -48,8 +47,6 @@ def test_every_status_has_one_style_and_a_severity() -> None:
 
 
 def test_old_names_are_the_same_objects_or_values() -> None:
-    assert stats.Thresholds is Thresholds and stats.classify is classify
-    assert stats.STATUSES is STATUSES
     assert render.format_norm is format_norm and render.plain_text is vocabulary.plain_text
     assert render.STATUS_STYLE["nonfinite"] == ("#f6cdb8", "#d55e00", "bold,dashed", "NaN / Inf")
     assert list(render.STATUS_STYLE) == list(vocabulary.LEGEND_ORDER)

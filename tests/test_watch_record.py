@@ -11,7 +11,7 @@ from model_state import assert_unchanged, model_state
 from small_models import CE, data, mlp
 from torch import nn
 
-from gradviz_widgets.stats import Thresholds, classify
+from gradviz_widgets.vocabulary import Thresholds, classify
 from gradviz_widgets.watch import GradWatch
 from gradviz_widgets.watch.reduce import SMALL, grad_stats
 

@@ -24,7 +24,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from gradviz_widgets import GradExplorer, GradExplorerError
-from gradviz_widgets.capture_report import CHECKPOINT_NO_GRAD
+from gradviz_widgets.run.freeze import CHECKPOINT_NO_GRAD
 
 
 def test_fsdp2_model_is_refused_with_advice() -> None:

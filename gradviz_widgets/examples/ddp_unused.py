@@ -86,7 +86,7 @@ def _worker(rank: int, world: int, folder: str) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from gradviz_widgets import GradExplorer
-    from gradviz_widgets.distributed import gather_ranks, unwrap
+    from gradviz_widgets.distributed.ddp import gather_ranks, unwrap
 
     torch.set_num_threads(1)
     folder_ = Path(folder)
@@ -126,7 +126,7 @@ def run_ranks(
                 "torch",
                 "torch._dynamo",
                 "torch.nn.parallel",
-                "gradviz_widgets.distributed",
+                "gradviz_widgets.distributed.ddp",
                 __spec__.name,
             ]
         )

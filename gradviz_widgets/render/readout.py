@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from ..vocabulary import STYLES, format_norm, html_text
 
 if TYPE_CHECKING:  # torch-free at run time: the readout only reads their fields
-    from ..hook_events import HookEvent
-    from ..tensor_stats import TensorStats
+    from ..hooks.events import HookEvent
+    from ..stats.tensor import TensorStats
 
 
 def readout_html(

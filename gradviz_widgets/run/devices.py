@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .errors import GradExplorerError
+from ..errors import GradExplorerError
 
 
 def available_devices() -> list[str]:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .report.grad_report import GradReport
+from ..report.grad_report import GradReport
 
 MODIFIER_KINDS = ("clip_norm", "clip_value", "scale")
 

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .errors import GradExplorerError
+from ..errors import GradExplorerError
 
 
 @dataclasses.dataclass(frozen=True)

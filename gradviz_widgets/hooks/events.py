@@ -8,8 +8,8 @@ from collections.abc import Mapping
 
 import torch
 
-from .hook_clash import HookFacts, InplaceClash
-from .tensor_stats import PendingStats, TensorStats
+from ..stats.tensor import PendingStats, TensorStats
+from .clash import HookFacts, InplaceClash
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,16 +10,16 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from .attribution import ScopeTracker
-from .capture_state import ModelIndex, StandIns
-from .graph.grad_graph import GradGraph
-from .hook_events import HookRecord
+from ..graph.grad_graph import GradGraph
+from ..hooks.events import HookRecord
+from ..hooks.modifiers import Modifier
+from ..report.grad_report import GradReport
+from ..stats.norms import NormBatch
+from ..trace.attribution import ScopeTracker
+from ..trace.walk import RawGraph
 from .inputs import CallArgs
-from .modifiers import Modifier
-from .report.grad_report import GradReport
-from .run_settings import RunSettings
-from .stats import NormBatch
-from .walk import RawGraph
+from .model_state import ModelIndex, StandIns
+from .settings import RunSettings
 
 
 class RunHooks(Protocol):

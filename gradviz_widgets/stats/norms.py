@@ -14,18 +14,9 @@ from collections.abc import Sequence
 
 import torch
 
-from .stats_reduce import (  # noqa: F401 - re-exported
-    Scratch,
-    chunk_size,
-    distinct,
-    norms_and_maxes,
-    pow2_exponent,
-    segmented,
-    squares_fit,
-)
-
 # the statuses, thresholds and `classify` live in vocabulary.py (no torch); re-exported
-from .vocabulary import STATUSES, Thresholds, classify, combine_norms  # noqa: F401
+from ..vocabulary import STATUSES, Thresholds, classify, combine_norms  # noqa: F401
+from .reduce import Scratch, chunk_size, distinct, norms_and_maxes, segmented, squares_fit
 
 
 def accumulation_dtype(device: torch.device) -> torch.dtype:

@@ -13,16 +13,16 @@ from typing import Any
 import torch
 from torch import nn
 
-from .attribution import ScopeTracker
+from ..errors import GradExplorerError
+from ..stats.norms import NormBatch
+from ..trace.attribution import ScopeTracker
+from ..trace.walk import HOOK_NODE_MARK, instrument, leaf_names, walk
 from .backward import REENTRANT_CHECKPOINT, direct_use_note, gradients, summed, wanted_leaves
-from .capture_report import build_report, freeze_graph
-from .capture_state import ModelIndex, aliased_storages, make_stand_ins
-from .errors import GradExplorerError
+from .freeze import build_report, freeze_graph
 from .inputs import CallArgs, make_loss
-from .run_settings import RunSettings
-from .run_state import Capture, RunHooks, RunState, Subject
-from .stats import NormBatch
-from .walk import HOOK_NODE_MARK, instrument, leaf_names, walk
+from .model_state import ModelIndex, aliased_storages, make_stand_ins
+from .settings import RunSettings
+from .state import Capture, RunHooks, RunState, Subject
 
 
 def prepare(

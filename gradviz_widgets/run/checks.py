@@ -14,8 +14,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .errors import GradExplorerError
-from .vocabulary import Thresholds
+from ..errors import GradExplorerError
+from ..vocabulary import Thresholds
 
 _SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed accepts
 _SHARDED = ("FSDPModule", "FullyShardedDataParallel")  # FSDP2 (fully_shard), FSDP1
@@ -66,7 +66,7 @@ def check_model(model: nn.Module) -> None:
                 "and load the full state dict (e.g. torch.distributed.checkpoint's "
                 "get_model_state_dict(..., options=StateDictOptions(full_state_dict=True))). "
                 "For the norms of the averaged gradients on every rank, call "
-                "gradviz_widgets.distributed_fsdp.fsdp_param_stats(fsdp_gradients(model, x, "
+                "gradviz_widgets.distributed.fsdp.fsdp_param_stats(fsdp_gradients(model, x, "
                 "loss_fn=...)) on every rank (see docs/distributed.md)."
             )
         if (

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
+from ..vocabulary import Thresholds
 from .checks import check_loss_args, check_seed, check_thresholds
-from .vocabulary import Thresholds
 
 
 @dataclasses.dataclass(frozen=True, eq=False)  # identity: a target tensor has no plain ==

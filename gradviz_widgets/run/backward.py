@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import torch
 
-from . import ids
-from .capture_state import StandIns
-from .errors import GradExplorerError
-from .walk import RawGraph
+from .. import ids
+from ..errors import GradExplorerError
+from ..trace.walk import RawGraph
+from .model_state import StandIns
 
 #: torch.utils.checkpoint(use_reentrant=True): refuses torch.autograd.grad
 REENTRANT_CHECKPOINT = "CheckpointFunctionBackward"

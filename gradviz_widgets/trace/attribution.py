@@ -18,7 +18,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from .ids import LOSS_SCOPE, Call, Scope  # noqa: F401 - re-exported: the id grammar
+from ..ids import LOSS_SCOPE, Call, Scope  # noqa: F401 - re-exported: the id grammar
 
 _INPLACE_DUNDERS = frozenset(
     {

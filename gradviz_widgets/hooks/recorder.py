@@ -10,12 +10,12 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from .errors import GradExplorerError
-from .hook_events import HookEvent, Pending
-from .hook_plan import HookPlan
+from ..errors import GradExplorerError
+from ..stats.norms import NormBatch
+from ..stats.tensor import StatsCache, read_stats
+from .events import HookEvent, Pending
 from .modifiers import Modifier
-from .stats import NormBatch
-from .tensor_stats import StatsCache, read_stats
+from .plan import HookPlan
 
 
 class Recorder:

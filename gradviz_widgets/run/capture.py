@@ -22,16 +22,16 @@ from typing import Any
 import torch
 from torch import nn
 
-from .attribution import WritesParameter
-from .capture_stages import backward, forward, prepare, read_back, release, report, trace
-from .capture_state import ModelIndex, forked_rng, no_cyclic_gc, swapped
+from ..errors import GradExplorerError
+from ..trace.attribution import WritesParameter
+from ..vocabulary import Thresholds
 from .checks import check_model, unwrap_compiled
 from .devices import resolve_device
-from .errors import GradExplorerError
 from .inputs import CallArgs
-from .run_settings import RunSettings
-from .run_state import Capture, RunHooks, Subject
-from .vocabulary import Thresholds
+from .model_state import ModelIndex, forked_rng, no_cyclic_gc, swapped
+from .settings import RunSettings
+from .stages import backward, forward, prepare, read_back, release, report, trace
+from .state import Capture, RunHooks, Subject
 
 
 def capture(

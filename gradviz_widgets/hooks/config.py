@@ -5,8 +5,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Collection
 
-from . import ids
-from .errors import GradExplorerError
+from .. import ids
+from ..errors import GradExplorerError
 
 MODULE_KINDS = ("forward_pre", "forward", "backward")
 HOOK_KINDS = (*MODULE_KINDS, "tensor")

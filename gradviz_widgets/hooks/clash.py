@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
 
-from .errors import GradExplorerError
+from ..errors import GradExplorerError
 
 #: torch's words when an in-place op modifies what a full backward hook's Function returned
 #: ("Output 0 of BackwardHookFunction is a view and is being modified inplace. This view was

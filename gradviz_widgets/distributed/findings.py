@@ -4,10 +4,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
-if TYPE_CHECKING:
-    from .distributed import RankParam
+
+class RankParam(NamedTuple):
+    """One parameter on one rank: status, short none reason (None when it has a gradient), norm."""
+
+    status: str
+    reason: str | None
+    norm: float | None
+
 
 #: DDP's message when a parameter got no gradient on some rank (torch's wording)
 DDP_ERROR = "Expected to have finished reduction in the prior iteration before starting a new one"
@@ -20,7 +26,7 @@ def rank_findings(
     parameters whose status differs across ranks.
 
     Example:
-        >>> from gradviz_widgets.distributed import RankParam
+        >>> from gradviz_widgets.distributed.findings import RankParam
         >>> t = {0: {"b.weight": RankParam("none", "never called", None)},
         ...      1: {"b.weight": RankParam("healthy", None, 0.5)}}
         >>> rank_findings(t, {"find_unused_parameters": True, "static_graph": False})[0][:46]

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from .ids import (
+from ..ids import (
     LOSS_CALL,
     LOSS_SCOPE,
     OUTPUT,
@@ -24,7 +24,7 @@ from .ids import (
     owner_path,
     path_prefixes,
 )
-from .stats import NormBatch
+from ..stats.norms import NormBatch
 
 #: key in `grad_fn.metadata` marking autograd nodes our hooks add (set by hooks.py)
 HOOK_NODE_MARK = "gradviz_widgets"

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import torch
 
-from .stats import NormBatch, Scratch, chunk_size, pow2_exponent, squares_fit
+from .norms import NormBatch
+from .reduce import Scratch, chunk_size, pow2_exponent, squares_fit
 
 HIST_BINS = 16
 _FIELDS = 8  # norm, min, max, mean, nan, inf, finite count, numel

@@ -20,29 +20,20 @@ from __future__ import annotations
 import dataclasses
 import zlib
 from collections.abc import Mapping
-from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from .distributed_findings import DDP_ERROR, rank_findings
-from .errors import GradExplorerError
-from .report.grad_report import GradReport
-from .vocabulary import STATUSES
+from ..errors import GradExplorerError
+from ..report.grad_report import GradReport
+from ..vocabulary import STATUSES
+from .findings import RankParam, rank_findings
 
 #: short none reasons, in the order of their codes (0 means "has a gradient")
 REASONS = ("frozen", "never called", "no_grad", "detached", "checkpoint without grad", "other")
 _WRAPPERS = ("DistributedDataParallel", "DataParallel")
 _SHARDED = ("FSDPModule", "FullyShardedDataParallel")
-
-
-class RankParam(NamedTuple):
-    """One parameter on one rank: status, short none reason (None when it has a gradient), norm."""
-
-    status: str
-    reason: str | None
-    norm: float | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,16 +171,7 @@ def ddp_settings(ddp: nn.Module | None) -> dict[str, bool] | None:
     }
 
 
-__all__ = [
-    "DDP_ERROR",
-    "REASONS",
-    "RankParam",
-    "RanksSummary",
-    "gather_ranks",
-    "rank_findings",
-    "reason_code",
-    "unwrap",
-]
+__all__ = ["REASONS", "RanksSummary", "gather_ranks", "reason_code", "unwrap"]
 
 
 def gathers_ranks(model: nn.Module, ranks: bool | None) -> bool:

@@ -11,15 +11,15 @@ from collections.abc import Mapping
 
 from torch import nn
 
-from . import ids
-from .capture_state import ModelIndex
-from .graph.grad_graph import GradGraph
-from .graph.nodes import GradEdge, GradNode, ModuleScope, built
-from .report import diagnose
-from .report.grad_report import GradReport, ParamRecord
-from .run_state import RunState
-from .stats import NormBatch
-from .vocabulary import classify, combine_norms
+from .. import ids
+from ..graph.grad_graph import GradGraph
+from ..graph.nodes import GradEdge, GradNode, ModuleScope, built
+from ..report import diagnose
+from ..report.grad_report import GradReport, ParamRecord
+from ..stats.norms import NormBatch
+from ..vocabulary import classify, combine_norms
+from .model_state import ModelIndex
+from .state import RunState
 
 #: none reason for parameters inside a reentrant checkpoint whose inputs need no grad
 CHECKPOINT_NO_GRAD = (

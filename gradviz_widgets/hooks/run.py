@@ -18,14 +18,14 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from .errors import GradExplorerError
-from .hook_clash import HookFacts, InplaceClash, Unhookable, inplace_clash
-from .hook_events import HookRecord
-from .hook_fallback import FallbackBackward
-from .hook_plan import HookPlan
-from .hook_recorder import Recorder
-from .stats import NormBatch
-from .walk import RawGraph
+from ..errors import GradExplorerError
+from ..stats.norms import NormBatch
+from ..trace.walk import RawGraph
+from .clash import HookFacts, InplaceClash, Unhookable, inplace_clash
+from .events import HookRecord
+from .fallback import FallbackBackward
+from .plan import HookPlan
+from .recorder import Recorder
 
 T = TypeVar("T")
 FULL = "full backward hook"

@@ -19,19 +19,31 @@ removed when the run ends.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from .hook_events import Pending
-from .walk import HOOK_NODE_MARK
+from ..trace.walk import HOOK_NODE_MARK
+from .events import Pending
 
 if TYPE_CHECKING:
-    from .hook_recorder import Recorder
-    from .hooks import HookRun
+    from .clash import HookFacts
     from .modifiers import Modifier
+    from .plan import HookPlan
+    from .recorder import Recorder
+
+
+class HookRun(Protocol):
+    """What the fallback needs of the run it belongs to (`run.HookRun`, which owns it: named
+    here so the fallback does not import its owner)."""
+
+    rec: Recorder
+    plan: HookPlan
+    facts: HookFacts
+
+    def add(self, handle: Any) -> None: ...
 
 
 class FallbackBackward:

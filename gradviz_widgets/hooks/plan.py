@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from .hook_config import DEFAULT_KIND, modifier_kind
+from .config import DEFAULT_KIND, modifier_kind
 from .modifiers import Modifier
 
 
