@@ -12,7 +12,7 @@ from .report.grad_report import GradReport, ParamRecord
 from .vocabulary import Thresholds
 
 try:
-    from .explorer import GradExplorer
+    from .explorer.session import GradExplorer
     from .hooks.events import HookEvent
     from .run.capture import capture
     from .run.state import Capture

@@ -20,7 +20,7 @@ from torch import nn
 
 from .errors import GradExplorerError
 from .examples import dead_branch_example
-from .explorer import GradExplorer
+from .explorer.session import GradExplorer
 from .render.dot import svg_with_dot, to_dot
 
 _JS_DIR = Path(__file__).resolve().parent.parent / "js"

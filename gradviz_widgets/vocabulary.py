@@ -192,7 +192,7 @@ STYLES: dict[str, StatusStyle] = {
     )
 }
 
-#: ghosts (graph_ghosts.py: parameters the gradient never reached) are grey and dashed
+#: ghosts (graph/ghosts.py: parameters the gradient never reached) are grey and dashed
 GHOST_STYLE = {"style": "dashed,rounded", "color": "#9a9a9a", "fontcolor": "#7a7a7a"}
 #: the outline of the selected node
 SELECTED_COLOR = "#cc79a7"

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import traitlets
 
-from gradviz_widgets import graph_pane
-from gradviz_widgets.graph_pane import BUNDLE_PATH, BundleMissingError, GraphPane
+from gradviz_widgets.widget import graph_pane
+from gradviz_widgets.widget.graph_pane import BUNDLE_PATH, BundleMissingError, GraphPane
 
 DOT = 'digraph { subgraph "cluster_layer1" { "main1/AddmmBackward0#0" } "param:w" -> "main1/AddmmBackward0#0" }'
 NODES = {

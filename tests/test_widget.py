@@ -317,7 +317,7 @@ def test_ghosts_drawn_in_the_widget_and_a_click_hooks_nothing() -> None:
 
 def test_a_click_on_a_group_of_identical_blocks_explains_itself() -> None:
     from gradviz_widgets.graph.nodes import GradNode
-    from gradviz_widgets.widget_controller import explain_click
+    from gradviz_widgets.widget.controller import explain_click
 
     group = GradNode(
         "group:h.0-11",

@@ -109,7 +109,7 @@ def test_compare_with_another_explorer_per_module(dead_branch):
     from torch import nn
 
     from gradviz_widgets import GradExplorer
-    from gradviz_widgets.widget import compare_with
+    from gradviz_widgets.widget.explorer_widget import compare_with
 
     net, x, y = dead_branch
     before = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)

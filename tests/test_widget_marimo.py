@@ -10,9 +10,9 @@ import types
 
 import pytest
 
-from gradviz_widgets import widget_marimo
-from gradviz_widgets.widget import ExplorerWidget
-from gradviz_widgets.widget_marimo import Mirror, describe, in_marimo
+from gradviz_widgets.widget import marimo_mirror as widget_marimo
+from gradviz_widgets.widget.explorer_widget import ExplorerWidget
+from gradviz_widgets.widget.marimo_mirror import Mirror, describe, in_marimo
 
 
 @pytest.fixture
@@ -152,7 +152,7 @@ def test_the_module_loads_without_torch_and_without_marimo():
     import sys
     sys.modules["torch"] = None  # every `import torch` now raises ImportError
     sys.modules["marimo"] = None
-    import gradviz_widgets.widget_marimo as m
+    import gradviz_widgets.widget.marimo_mirror as m
     assert m.in_marimo() is False
     """
     done = subprocess.run(

@@ -12,7 +12,7 @@ parameter whose gradient exists on some ranks only, with the ranks and the reaso
     ranks = gather_ranks(report, ddp=ddp_model)  # every rank calls it (one all_gather)
     ranks.table[1]["b.weight"].status, ranks.findings
 
-FSDP2 (fully_shard) models: see distributed_fsdp.py.
+FSDP2 (fully_shard) models: see distributed/fsdp.py.
 """
 
 from __future__ import annotations

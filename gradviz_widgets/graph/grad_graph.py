@@ -38,7 +38,7 @@ class GradGraph:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "modules", MappingProxyType(dict(self.modules)))
-        # parameters in the call that used them: each module drawn once (graph_scopes.py)
+        # parameters in the call that used them: each module drawn once (graph/scopes.py)
         object.__setattr__(self, "nodes", align_param_scopes(tuple(self.nodes), self.modules))
         object.__setattr__(self, "_by_id", {n.id: n for n in self.nodes})
         object.__setattr__(self, "_memo", {})
@@ -102,7 +102,7 @@ class GradGraph:
     ) -> GradGraph:
         """The graph with module calls folded into single nodes.
 
-        `group`: fold runs of identical sibling modules into "×N" nodes (graph_groups.py;
+        `group`: fold runs of identical sibling modules into "×N" nodes (graph/groups.py;
         None: when the view draws more than GROUP_ABOVE nodes); a group id in `expand`
         (`group:h.0-11`) unfolds that run.
 

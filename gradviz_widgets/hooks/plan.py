@@ -2,7 +2,7 @@
 
 Only the explorer replaces its plan (through toggle_hook / set_hook / set_modifier /
 clear_hooks); a run reads it and never changes it. What a run registered, learned and recorded
-is its HookRecord (hook_events.py), returned with the Capture.
+is its HookRecord (hooks/events.py), returned with the Capture.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Compare mode's chart: runs A and B as grouped bars per parameter (or module) on the log axis,
 and the ratio B/A as diamonds on a second log axis. Rows, pinned values (zero and None at the
-floor, NaN/Inf at the ceiling), patterns and colours are chart.py's; a row whose status changed
+floor, NaN/Inf at the ceiling), patterns and colours are render/chart.py's; a row whose status changed
 is marked Δ and bold, with a badge ("0.0 → healthy") in its hover.
 """
 
@@ -68,7 +68,7 @@ def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict:
         ("Δ <b>" if r["changed"] else "") + text + ("</b>" if r["changed"] else "")
         for r, text in zip(rows, shown)
     ]
-    # one figure layout from chart.py (thresholds, axis, margins), then grouped
+    # one figure layout from render/chart.py (thresholds, axis, margins), then grouped
     layout = figure_dict(report_b, mode)["layout"]
     layout.update(barmode="group", showlegend=True, bargap=0.2, bargroupgap=0.05)
     layout["title"]["text"] = "A vs B: gradient norms and the ratio B/A"

@@ -1,6 +1,6 @@
 """The standalone page's chart: log-scale bars per parameter as SVG text, no plotly.js.
 
-The same visual language as the notebook chart (chart.py, vocabulary.STYLES): None and
+The same visual language as the notebook chart (render/chart.py, vocabulary.STYLES): None and
 exactly 0.0 are pinned at the floor with their own pattern and label, NaN/Inf at the ceiling,
 threshold lines for vanishing and exploding. Bars are addressed by their row index
 (`data-row`), never by the parameter's name; names appear only as escaped text.

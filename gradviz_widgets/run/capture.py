@@ -4,13 +4,13 @@ Detached aliases of the parameters (copies when another device is asked for) and
 buffers are swapped into the model, as `torch.func.functional_call` does, for the whole forward
 *and* backward (activation checkpointing re-runs forward during backward; that re-run must use
 them too), so `.grad`, BatchNorm running stats, `requires_grad` and the device of the real
-tensors are never touched (capture_state.py puts every object back by identity). Gradients come
+tensors are never touched (run/model_state.py puts every object back by identity). Gradients come
 from `torch.autograd.grad`, not `.backward()` (except under reentrant checkpointing, which
-refuses `.grad()`; see backward.py). The global RNG and generators the model owns are forked and
+refuses `.grad()`; see run/backward.py). The global RNG and generators the model owns are forked and
 re-seeded per run, so runs with dropout are reproducible and the user's RNG streams unchanged.
 A run records a graph even when called under `torch.no_grad()` / `inference_mode()`.
 The stages of a run (prepare -> forward -> trace -> backward -> read_back -> report) are in
-capture_stages.py; the settings travel as one RunSettings.
+run/stages.py; the settings travel as one RunSettings.
 """
 
 from __future__ import annotations

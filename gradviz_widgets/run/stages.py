@@ -1,5 +1,5 @@
 """The stages of one run around one RunState: prepare -> forward -> trace -> backward ->
-read_back -> report (capture.py runs them in this order, restoring everything in between)."""
+read_back -> report (run/capture.py runs them in this order, restoring everything in between)."""
 
 from __future__ import annotations
 

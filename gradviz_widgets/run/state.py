@@ -1,4 +1,4 @@
-"""RunState: what one run builds up, stage by stage (capture_stages.py), and its result, Capture."""
+"""RunState: what one run builds up, stage by stage (run/stages.py), and its result, Capture."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from ..ids import (
 )
 from ..stats.norms import NormBatch
 
-#: key in `grad_fn.metadata` marking autograd nodes our hooks add (set by hooks.py)
+#: key in `grad_fn.metadata` marking autograd nodes our hooks add (set by hooks/run.py)
 HOOK_NODE_MARK = "gradviz_widgets"
 
 

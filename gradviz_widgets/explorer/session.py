@@ -9,18 +9,16 @@ from typing import Any
 import torch
 from torch import nn
 
-from .distributed.ddp import gathers_ranks, with_ranks
-from .errors import GradExplorerError
-from .explorer_export import Exports
-from .explorer_hooks import HookControls
-from .graph.grad_graph import GradGraph
-from .hooks.clash import HookFacts
-from .hooks.modifiers import mark_modified
-from .hooks.plan import HookPlan
-from .hooks.run import with_fallback
-from .report.grad_report import GradReport
-from .run.capture import run
-from .run.checks import (
+from ..distributed.ddp import gathers_ranks, with_ranks
+from ..errors import GradExplorerError
+from ..graph.grad_graph import GradGraph
+from ..hooks.clash import HookFacts
+from ..hooks.modifiers import mark_modified
+from ..hooks.plan import HookPlan
+from ..hooks.run import with_fallback
+from ..report.grad_report import GradReport
+from ..run.capture import run
+from ..run.checks import (
     check_flag,
     check_loss_args,
     check_model,
@@ -28,10 +26,12 @@ from .run.checks import (
     check_thresholds,
     unwrap_compiled,
 )
-from .run.devices import available_devices, model_device, resolve_device
-from .run.settings import RunSettings
-from .run.state import Capture
-from .vocabulary import Thresholds
+from ..run.devices import available_devices, model_device, resolve_device
+from ..run.settings import RunSettings
+from ..run.state import Capture
+from ..vocabulary import Thresholds
+from .exports import Exports
+from .hook_methods import HookControls
 
 
 class GradExplorer(HookControls, Exports):
@@ -206,8 +206,10 @@ class GradExplorer(HookControls, Exports):
 
     def show(self, **options: Any) -> Any:
         """The notebook widget: graph and gradient-norm chart side by side."""
-        from .widget import ExplorerWidget  # the analysis never imports widget code
-        from .widget_marimo import in_marimo, marimo_view
+        from ..widget.explorer_widget import (
+            ExplorerWidget,  # the analysis never imports widget code
+        )
+        from ..widget.marimo_mirror import in_marimo, marimo_view
 
         widget = ExplorerWidget(self, **options)
         return marimo_view(widget) if in_marimo() else widget  # marimo: drawn whole
@@ -216,8 +218,8 @@ class GradExplorer(HookControls, Exports):
         """The widget in compare mode: `baseline` (another GradExplorer, a GradReport, a
         (report, graph) pair; None: this explorer's current run) is run A, this explorer's runs
         are B: grouped bars, the ratio B/A, edges coloured by the ratio, changed statuses."""
-        from .widget import compare_with
-        from .widget_marimo import in_marimo, marimo_view
+        from ..widget.explorer_widget import compare_with
+        from ..widget.marimo_mirror import in_marimo, marimo_view
 
         widget = compare_with(self, baseline, **options)
         return marimo_view(widget) if in_marimo() else widget

@@ -21,7 +21,7 @@ from ipywidgets import CallbackDispatcher
 
 __all__ = ["GraphPane", "BUNDLE_PATH", "BundleMissingError"]
 
-BUNDLE_PATH = pathlib.Path(__file__).parent / "static" / "graph_pane.js"
+BUNDLE_PATH = pathlib.Path(__file__).resolve().parents[1] / "static" / "graph_pane.js"
 #: the pane's CSS (js/graph_pane.css, copied by the build): anywidget injects it as `_css`
 CSS_PATH = BUNDLE_PATH.with_name("graph_pane.css")
 _BUNDLE_AT_IMPORT = BUNDLE_PATH.is_file()

@@ -12,19 +12,17 @@ from typing import Any
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from .errors import GradExplorerError
-from .explorer import GradExplorer
-from .graph.ghosts import add_ghosts
-from .graph.grad_graph import GradGraph
-from .graph_pane import GraphPane
-from .hooks.config import HOOK_KINDS
-from .render.chart import figure_dict
-from .render.dot import node_info, render_dot
-from .render.readout import readout_html
-from .widget_actions import ExportActions, SettingsActions
-from .widget_chart import CHART_WIDTH, ChartView
-from .widget_compare import CompareActions
-from .widget_controller import (
+from ..errors import GradExplorerError
+from ..graph.ghosts import add_ghosts
+from ..graph.grad_graph import GradGraph
+from ..hooks.config import HOOK_KINDS
+from ..render.chart import figure_dict
+from ..render.dot import node_info, render_dot
+from ..render.readout import readout_html
+from .actions import ExportActions, SettingsActions
+from .chart import CHART_WIDTH, ChartView
+from .compare import CompareActions
+from .controller import (
     ActionGuard,
     drawn_count,
     error_text,
@@ -34,7 +32,9 @@ from .widget_controller import (
     loss_line_html,
     module_of,
 )
-from .widget_controls import ToolbarWiring
+from .controls import ToolbarWiring
+from .graph_pane import GraphPane
+from .session import Session
 
 CHART_MAX_HEIGHT = "560px"  # taller charts (many flat bars) scroll inside their box
 
@@ -55,7 +55,7 @@ class ExplorerWidget(
 
     def __init__(
         self,
-        explorer: GradExplorer,
+        explorer: Session,
         *,
         depth: int | str | None = "auto",
         max_nodes: int = 120,
@@ -275,7 +275,7 @@ class ExplorerWidget(
         return self.pane.status_text
 
 
-def compare_with(explorer: GradExplorer, baseline: Any = None, **options: Any) -> ExplorerWidget:
+def compare_with(explorer: Session, baseline: Any = None, **options: Any) -> ExplorerWidget:
     """A widget on `explorer` already in compare mode, with `baseline` as run A (see
     `ExplorerWidget.compare`: another explorer, a report, a (report, graph) pair; None pins
     the explorer's current run).

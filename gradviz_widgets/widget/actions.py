@@ -7,10 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .hooks.modifiers import Modifier
-from .report.export import report_csv, report_json
-from .vocabulary import Thresholds
-from .widget_controller import Settings, error_text
+from ..hooks.modifiers import Modifier
+from ..report.export import report_csv, report_json
+from ..vocabulary import Thresholds
+from .controller import Settings, error_text
 
 
 class SettingsActions:

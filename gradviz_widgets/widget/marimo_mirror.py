@@ -26,10 +26,10 @@ import anywidget
 import ipywidgets as W
 import traitlets
 
-from .widget_marimo_esm import CSS, ESM
+from .marimo_esm import CSS, ESM
 
 if TYPE_CHECKING:
-    from .widget import ExplorerWidget
+    from .explorer_widget import ExplorerWidget
 
 #: a widget's traits that change what the mirror draws
 WATCHED = ("value", "index", "options", "description", "disabled", "tooltip", "tooltips")
@@ -105,7 +105,7 @@ class Mirror(anywidget.AnyWidget):
     so the handlers already wired to it run, each through `guard` (an ActionGuard).
 
     Example:
-        >>> from gradviz_widgets.widget_controller import ActionGuard
+        >>> from gradviz_widgets.widget.controller import ActionGuard
         >>> seen, errors = [], []
         >>> run = W.Button(description="Run")
         >>> run.on_click(lambda _: seen.append("run"))

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import difflib
 
-from .errors import GradExplorerError
-from .hooks.clash import HookFacts
-from .hooks.config import DEFAULT_KIND, check_hook, modifier_kind
-from .hooks.events import HookEvent, HookRecord
-from .hooks.modifiers import Modifier
-from .hooks.plan import HookPlan
-from .hooks.run import FALLBACK, FULL
-from .run.state import Capture
+from ..errors import GradExplorerError
+from ..hooks.clash import HookFacts
+from ..hooks.config import DEFAULT_KIND, check_hook, modifier_kind
+from ..hooks.events import HookEvent, HookRecord
+from ..hooks.modifiers import Modifier
+from ..hooks.plan import HookPlan
+from ..hooks.run import FALLBACK, FULL
+from ..run.state import Capture
 
 
 class HookControls:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import ids
-from .render.chart import figure_dict
-from .render.chart_compare import compare_figure
-from .widget_controller import node_showing, node_showing_module
+from .. import ids
+from ..render.chart import figure_dict
+from ..render.chart_compare import compare_figure
+from .controller import node_showing, node_showing_module
 
 CHART_WIDTH = 440  # px; with the graph's min width, side by side from ~800 px of output
 

@@ -13,12 +13,12 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from .errors import GradExplorerError
-from .graph.grad_graph import GradGraph
-from .render.compare_view import compare_html, edge_colors, ratio_legend
-from .report.grad_report import GradReport
-from .vocabulary import html_text, legend
-from .widget_controller import ranks_html
+from ..errors import GradExplorerError
+from ..graph.grad_graph import GradGraph
+from ..render.compare_view import compare_html, edge_colors, ratio_legend
+from ..report.grad_report import GradReport
+from ..vocabulary import html_text, legend
+from .controller import ranks_html
 
 #: what `compare(baseline=...)` takes
 Baseline = Any  # GradReport | GradExplorer | (GradReport, GradGraph | None) | int | None

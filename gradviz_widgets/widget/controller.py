@@ -12,11 +12,11 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from . import ids
-from .errors import GradExplorerError
-from .graph.grad_graph import GradGraph
-from .graph.nodes import GradNode
-from .vocabulary import Thresholds, format_norm, html_text, plain_text
+from .. import ids
+from ..errors import GradExplorerError
+from ..graph.grad_graph import GradGraph
+from ..graph.nodes import GradNode
+from ..vocabulary import Thresholds, format_norm, html_text, plain_text
 
 
 def error_text(e: BaseException) -> str:

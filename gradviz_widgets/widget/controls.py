@@ -12,8 +12,8 @@ from typing import Any
 
 import ipywidgets as W
 
-from .hooks.config import HOOK_KINDS
-from .vocabulary import Thresholds
+from ..hooks.config import HOOK_KINDS
+from ..vocabulary import Thresholds
 
 # labels never cut: descriptions take the width their text needs ("initial"), buttons size to
 # their text ("auto") and each row wraps when the output is narrow
