@@ -1,7 +1,7 @@
 """When register_full_backward_hook cannot work, as a typed signal, and what runs learned from it.
 
 torch says so only in an error's text; `inplace_clash` is the one place that reads it
-(tests/test_hook_clash.py triggers the real errors, so a change of wording fails loudly there).
+(tests/hooks/test_hook_clash.py triggers the real errors, so a change of wording fails loudly there).
 """
 
 from __future__ import annotations

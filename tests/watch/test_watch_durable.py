@@ -14,7 +14,7 @@ import pytest
 
 from gradviz_widgets.watch import GradWatch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = textwrap.dedent("""
     import sys, time, torch
     from torch import nn
