@@ -14,6 +14,7 @@ import html
 import math
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 #: every status, in the order of their codes (watch/ stores indices into this tuple)
 STATUSES = ("none", "zero", "vanishing", "healthy", "exploding", "nonfinite")
@@ -208,7 +209,7 @@ def style(status: str) -> StatusStyle:
     return STYLES.get(status, STYLES["none"])
 
 
-def legend() -> list[dict]:
+def legend() -> list[dict[str, Any]]:
     """One entry per status for a legend: status, label, colour, fill, dash.
 
     Example:

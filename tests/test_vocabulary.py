@@ -50,7 +50,7 @@ def test_old_names_are_the_same_objects_or_values() -> None:
     assert render.format_norm is format_norm and render.plain_text is vocabulary.plain_text
     assert render.STATUS_STYLE["nonfinite"] == ("#f6cdb8", "#d55e00", "bold,dashed", "NaN / Inf")
     assert list(render.STATUS_STYLE) == list(vocabulary.LEGEND_ORDER)
-    assert chart.PATTERNS == {k: s.pattern for k, s in STYLES.items()}
+    assert {k: s.pattern for k, s in STYLES.items()} == chart.PATTERNS
     assert render.legend() == vocabulary.legend()
 
 

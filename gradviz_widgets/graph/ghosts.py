@@ -69,7 +69,7 @@ def _scope(path: str, graph: GradGraph, prefixes: Mapping[str, Scope]) -> Scope:
     )
     scope = aligned_scope(chain, prefixes, graph.modules)
     if path and (not scope or scope[-1][0] != path):
-        scope = scope + ((path, 0),)  # its own cluster, even when the module never ran
+        scope = (*scope, (path, 0))  # its own cluster, even when the module never ran
     return scope
 
 

@@ -55,7 +55,8 @@ class GradGraph:
         cache: dict[str, Any] = self._memo  # type: ignore[attr-defined]
         if key not in cache:
             cache[key] = build()
-        return cache[key]
+        result: T = cache[key]
+        return result
 
     def consumers(self) -> Mapping[str, tuple[GradEdge, ...]]:
         """node id -> the edges it feeds (in edge order), built once per graph."""
@@ -64,18 +65,19 @@ class GradGraph:
     def node(self, node_id: str) -> GradNode:
         """The node with this id (KeyError names close matches)."""
         try:
-            return self._by_id[node_id]  # type: ignore[attr-defined]
+            return self.by_id[node_id]
         except KeyError:
-            close = similar_ids(node_id, list(self._by_id))  # type: ignore[attr-defined]
+            close = similar_ids(node_id, list(self.by_id))
             raise KeyError(f"no node {node_id!r} in the graph; similar: {close}") from None
 
     @property
     def by_id(self) -> Mapping[str, GradNode]:
         """node id -> node."""
-        return self._by_id  # type: ignore[attr-defined]
+        by_id: Mapping[str, GradNode] = self._by_id  # type: ignore[attr-defined]
+        return by_id
 
     def __contains__(self, node_id: object) -> bool:
-        return node_id in self._by_id  # type: ignore[attr-defined]
+        return node_id in self.by_id
 
     @property
     def max_depth(self) -> int:

@@ -9,6 +9,7 @@ range of the members' norms. A group id in `expand` keeps that run unfolded.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import Any
 
 from ..ids import group_id, is_module_id, parse_leaf_id, parse_module_id
 from ..vocabulary import format_norm, worst
@@ -20,8 +21,8 @@ MAX_PERIOD = 4
 
 
 def signature(
-    path: str, modules: Mapping[str, ModuleScope], shapes: Mapping[str, tuple | None]
-) -> tuple:
+    path: str, modules: Mapping[str, ModuleScope], shapes: Mapping[str, tuple[Any, ...] | None]
+) -> tuple[Any, ...]:
     info = modules[path]
     return (
         info.type,
@@ -63,7 +64,7 @@ def group_runs(view: GradGraph, expand: Collection[str] = (), min_run: int = 3) 
     return GradGraph(nodes, tuple(merge_edges(view.edges, rep)), view.modules, view.collapsed)
 
 
-def _run_at(sigs: list[tuple], i: int) -> tuple[int, int]:
+def _run_at(sigs: list[tuple[Any, ...]], i: int) -> tuple[int, int]:
     """(period, repeats) of the longest repeating run starting at `i`."""
     best = (1, 1)
     for p in range(1, MAX_PERIOD + 1):

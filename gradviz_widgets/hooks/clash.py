@@ -52,9 +52,9 @@ def inplace_clash(error: BaseException) -> InplaceClash | None:
         if isinstance(e, Unhookable):
             return e.clash
         # our own messages quote torch's; only torch's own exception counts
-        if isinstance(e, RuntimeError) and not isinstance(e, GradExplorerError):
-            if any(words in str(e) for words in TORCH_CLASH_TEXT):
-                return InplaceClash()
+        torchs = isinstance(e, RuntimeError) and not isinstance(e, GradExplorerError)
+        if torchs and any(words in str(e) for words in TORCH_CLASH_TEXT):
+            return InplaceClash()
     return None
 
 

@@ -48,7 +48,7 @@ def bar_rows(report: GradReport, mode: str = "param") -> list[dict[str, Any]]:
         ]
     if mode != "module":
         raise ValueError(f"mode must be 'param' or 'module', got {mode!r}")
-    groups: dict[str, list] = {}
+    groups: dict[str, list[Any]] = {}
     for p in report.params:
         groups.setdefault(p.module, []).append(p)
     rows = []
@@ -76,7 +76,7 @@ def _zero_share(fraction: float | None) -> str | None:
     return f"{fraction:.0%} of its gradient elements are exactly 0.0"
 
 
-def axis_range(rows: list[dict], report: GradReport) -> tuple[float, float]:
+def axis_range(rows: list[dict[str, Any]], report: GradReport) -> tuple[float, float]:
     """log10 floor and ceiling: finite positive norms and both thresholds, padded."""
     values = [r["norm"] for r in rows if r["norm"] and math.isfinite(r["norm"]) and r["norm"] > 0]
     values += list(report.thresholds.lines().values())
@@ -103,7 +103,7 @@ def chart_shape(count: int) -> dict[str, Any]:
 
 def figure_dict(
     report: GradReport, mode: str = "param", selected_module: str | None = None
-) -> dict:
+) -> dict[str, Any]:
     """The whole figure as a plain dict (data + layout), ready for go.FigureWidget."""
     rows = bar_rows(report, mode)
     lo, hi = axis_range(rows, report)
@@ -123,8 +123,12 @@ def figure_dict(
 
 
 def _norm_bar(
-    rows: list[dict], floor: float, ceil: float, shape: dict, selected_module: str | None
-) -> dict:
+    rows: list[dict[str, Any]],
+    floor: float,
+    ceil: float,
+    shape: dict[str, Any],
+    selected_module: str | None,
+) -> dict[str, Any]:
     """The bars of the norms (values under "_values"), styled per status (vocabulary.STYLES):
     zero and None pinned to the floor, NaN/Inf to the ceiling."""
     values, text, fills, patterns, widths = [], [], [], [], []
@@ -171,7 +175,7 @@ def _norm_bar(
     }
 
 
-def _before_bar(shape: dict, texts: list[str]) -> dict:
+def _before_bar(shape: dict[str, Any], texts: list[str]) -> dict[str, Any]:
     """Outlines of the norms before modifiers; hover shows Python's text (format_norm)."""
     return {
         "type": "bar",
@@ -183,7 +187,7 @@ def _before_bar(shape: dict, texts: list[str]) -> dict:
     }
 
 
-def _names(rows: list[dict], mode: str, flat: bool) -> list:
+def _names(rows: list[dict[str, Any]], mode: str, flat: bool) -> list[Any]:
     """Category labels; names are user text: Plotly renders <b>, <br>, <a> in ticks and
     hover, so they are escaped. Upright per-parameter bars get two levels (module, name)."""
     if mode == "param" and not flat:
@@ -213,14 +217,18 @@ def distinct(labels: list[str], groups: list[str] | None = None) -> list[str]:
     return out
 
 
-def _placed(trace: dict, names: list, values: list | None, flat: bool) -> dict:
+def _placed(
+    trace: dict[str, Any], names: list[Any], values: list[Any] | None, flat: bool
+) -> dict[str, Any]:
     """`trace` with names on the category axis and `values` (or its "_values") on the other."""
     trace = dict(trace)
     values = trace.pop("_values", values)
     return {**trace, "y": names, "x": values} if flat else {**trace, "x": names, "y": values}
 
 
-def _layout(report: GradReport, mode: str, lo: float, hi: float, shape: dict, multi: bool) -> dict:
+def _layout(
+    report: GradReport, mode: str, lo: float, hi: float, shape: dict[str, Any], multi: bool
+) -> dict[str, Any]:
     lines = report.thresholds.lines()  # a check turned off draws no line
     colours = {"vanishing": _VAN, "exploding": _EXP}
     signs = {"vanishing": "<", "exploding": ">"}
@@ -278,7 +286,7 @@ def _short(name: str, module: str) -> str:
     return name[len(module) + 1 :] if module and name.startswith(module + ".") else name
 
 
-def _line(v: float, color: str, flat: bool) -> dict:
+def _line(v: float, color: str, flat: bool) -> dict[str, Any]:
     """A threshold line across the plot: horizontal on upright bars, vertical on flat ones."""
     style = {"color": color, "dash": "dash", "width": 1}
     if flat:
@@ -286,7 +294,7 @@ def _line(v: float, color: str, flat: bool) -> dict:
     return {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": v, "y1": v, "line": style}
 
 
-def _hlabel(y: float, text: str, color: str) -> dict:
+def _hlabel(y: float, text: str, color: str) -> dict[str, Any]:
     return {
         "xref": "paper",
         "x": 1,

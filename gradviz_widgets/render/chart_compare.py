@@ -51,7 +51,7 @@ def compare_rows(report_a: Any, report_b: Any, mode: str = "param") -> list[dict
     return out
 
 
-def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict:
+def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict[str, Any]:
     """The grouped figure as a plain dict (data + layout), ready for go.FigureWidget.
 
     Traces: [0] run A (clickable, like the normal chart's bars), [1] run B (left to right in
@@ -99,7 +99,7 @@ def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict:
     return {"data": data, "layout": layout}
 
 
-def _cell(c: dict | None, floor: float, ceil: float) -> tuple[Any, str, str, str]:
+def _cell(c: dict[str, Any] | None, floor: float, ceil: float) -> tuple[Any, str, str, str]:
     """Value (zero and None pinned to the floor, NaN/Inf to the ceiling), text, fill and
     pattern of one run's bar; no bar where the run lacks the row."""
     s = c["status"] if c else "none"
@@ -117,14 +117,14 @@ def _cell(c: dict | None, floor: float, ceil: float) -> tuple[Any, str, str, str
 
 def _run_trace(
     run: str,
-    cells: list[dict | None],
-    rows: list[dict],
+    cells: list[dict[str, Any] | None],
+    rows: list[dict[str, Any]],
     names: list[str],
     floor: float,
     ceil: float,
     flat: bool,
     ink: str,
-) -> dict:
+) -> dict[str, Any]:
     columns = [list(col) for col in zip(*(_cell(c, floor, ceil) for c in cells))]
     values, text, fills, patterns = columns or ([], [], [], [])
     custom = [
@@ -162,8 +162,13 @@ def _run_trace(
 
 
 def _ratio_trace(
-    rows: list[dict], names: list[str], ratios: list[float], lo: float, hi: float, flat: bool
-) -> dict:
+    rows: list[dict[str, Any]],
+    names: list[str],
+    ratios: list[float],
+    lo: float,
+    hi: float,
+    flat: bool,
+) -> dict[str, Any]:
     # inf (a gradient came back) pins to the top of the ratio axis, NaN (no ratio) is left out;
     # a ratio beyond float64 pins to its end of the axis and says its power of ten
     top, bottom = hi / 10**0.3, lo * 10**0.3  # inside the plot: a marker is not cut in half

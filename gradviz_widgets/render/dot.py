@@ -129,7 +129,7 @@ def render_dot(
         '  node [fontname="Helvetica", fontsize=10, height=0.3, margin="0.08,0.04"];',
         "  edge [arrowsize=0.6];",
     ]
-    tree: dict[tuple, list[GradNode]] = {}
+    tree: dict[tuple[Any, ...], list[GradNode]] = {}
     for n in nodes:
         key = n.scope[:-1] if n.kind == "module" else n.scope
         tree.setdefault(key, []).append(n)
@@ -163,7 +163,9 @@ class _Emitter:
         self.key_of: dict[str, str] = {}
         self.clusters = 0
 
-    def cluster(self, scope: tuple, tree: dict, pad: str) -> None:
+    def cluster(
+        self, scope: tuple[Any, ...], tree: dict[tuple[Any, ...], list[GradNode]], pad: str
+    ) -> None:
         for n in tree.get(scope, ()):
             key = f"n{len(self.key_of)}"
             self.key_of[n.id] = key

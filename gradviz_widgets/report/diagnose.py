@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..graph.grad_graph import GradGraph
 from ..ids import OUTPUT, acc_id, owner_path, param_id
@@ -219,7 +220,7 @@ def unused_rows(p: ParamRecord) -> str:
     )
 
 
-def _count(items: Sequence) -> str:
+def _count(items: Sequence[Any]) -> str:
     return f"{len(items)} parameter{'s' if len(items) != 1 else ''}"
 
 

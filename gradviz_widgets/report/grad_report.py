@@ -58,7 +58,7 @@ class GradReport:
     input_norms: Mapping[str, float | None] = dataclasses.field(default_factory=dict)
     host_syncs: int = 1
     # under DDP with ranks gathered: rank -> parameter -> (status, none reason, norm)
-    ranks: Mapping[int, Mapping[str, tuple]] | None = None
+    ranks: Mapping[int, Mapping[str, tuple[Any, ...]]] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "module_norms", MappingProxyType(dict(self.module_norms)))
@@ -90,7 +90,7 @@ class GradReport:
                 return p
         raise KeyError(f"no parameter {name!r}; parameters: {[p.name for p in self.params][:8]}...")
 
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[dict[str, Any]]:
         """One plain dict per parameter (for tables, CSV and JSON)."""
         return [dataclasses.asdict(p) for p in self.params]
 

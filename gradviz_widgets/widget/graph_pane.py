@@ -19,7 +19,7 @@ import anywidget
 import traitlets as t
 from ipywidgets import CallbackDispatcher
 
-__all__ = ["GraphPane", "BUNDLE_PATH", "BundleMissingError"]
+__all__ = ["BUNDLE_PATH", "BundleMissingError", "GraphPane"]
 
 BUNDLE_PATH = pathlib.Path(__file__).resolve().parents[1] / "static" / "graph_pane.js"
 #: the pane's CSS (js/graph_pane.css, copied by the build): anywidget injects it as `_css`

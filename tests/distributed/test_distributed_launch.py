@@ -39,7 +39,7 @@ PRELOAD = [
 def launch(module: str, scenario: str, world: int, tmp_path: Path) -> list[dict]:
     """Run `scenario` of test module `module` on `world` ranks; every rank's result dict."""
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD + [__name__, module])
+    ctx.set_forkserver_preload([*PRELOAD, __name__, module])
     procs = [
         ctx.Process(target=_main, args=(module, scenario, r, world, tmp_path), daemon=True)
         for r in range(world)
@@ -120,7 +120,6 @@ def stop_forkserver() -> Iterator[None]:
 
 def test_counter_counts_and_restores() -> None:
     original = dist.all_reduce
-    with Counter() as calls:
-        with pytest.raises((RuntimeError, ValueError)):
-            dist.all_reduce(torch.zeros(1))  # no process group here: it raises, still counted
+    with Counter() as calls, pytest.raises((RuntimeError, ValueError)):
+        dist.all_reduce(torch.zeros(1))  # no process group here: it raises, still counted
     assert calls == {"all_reduce": 1} and dist.all_reduce is original

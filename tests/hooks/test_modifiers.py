@@ -245,7 +245,7 @@ def test_modifier_apply() -> None:
     assert out[1] is None
     torch.testing.assert_close(out[0], torch.tensor([0.3, 0.4]), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(out[2], torch.tensor([0.0, 1.2]), rtol=1e-5, atol=1e-6)
-    assert all(a is None and b is None or torch.equal(a, b) for a, b in zip(g, kept))  # unchanged
+    assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(g, kept))  # unchanged
     assert Modifier("clip_norm", 20.0).apply(g)[0].tolist() == [3.0, 4.0]
     assert Modifier("clip_value", 3.5).apply(g)[2].tolist() == [0.0, 3.5]
     assert Modifier("scale", 2.0).apply(g)[0].tolist() == [6.0, 8.0]
