@@ -86,7 +86,7 @@ def _worker(rank: int, world: int, folder: str) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from gradviz_widgets import GradExplorer
-    from gradviz_widgets.distributed.ddp import gather_ranks, unwrap
+    from gradviz_widgets.distributed import gather_ranks, unwrap
 
     torch.set_num_threads(1)
     folder_ = Path(folder)
