@@ -28,7 +28,7 @@ def _timed(fn: Callable[[], float], repeats: int, device: str) -> tuple[float, f
 
 
 def _ours(g: torch.Tensor) -> float:
-    from gradviz_widgets.stats import NormBatch
+    from gradviz_widgets.stats.norms import NormBatch
 
     batch = NormBatch(g.device)
     slot = batch.add([g])[0]

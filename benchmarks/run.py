@@ -12,7 +12,7 @@ repeat so no mode always goes first): medians of the wall time of
 * run: `GradExplorer(model, x).run()` (capture, graph, norms, per-edge flow);
 * hooks: `ex.run()` with a backward hook on every module but the root;
 
-then the fused gradient norms (gradviz_widgets.stats.NormBatch: one host sync) against a
+then the fused gradient norms (gradviz_widgets.stats.norms.NormBatch: one host sync) against a
 `[g.norm().item() for g in grads]` loop; the graph sizes; the time from the finished run to DOT
 text (widget default view: `auto_depth(120)`, and the full graph); the layout of that DOT with
 Graphviz-WASM in node (benchmarks/layout_wasm.mjs, @viz-js/viz as the widget uses it) and with the

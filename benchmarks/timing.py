@@ -78,7 +78,7 @@ def time_modes(
 
 
 def time_norms(grads: list[torch.Tensor], device: str) -> dict[str, Any]:
-    from gradviz_widgets.stats import NormBatch
+    from gradviz_widgets.stats.norms import NormBatch
 
     dev = torch.device(device)
     syncs = {"fused": 0}

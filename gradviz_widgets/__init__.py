@@ -6,14 +6,16 @@ GradWatch, ...) are there when torch is.
 """
 
 from .errors import GradExplorerError
-from .graph import GradEdge, GradGraph, GradNode
-from .report import GradReport, ParamRecord
+from .graph.grad_graph import GradGraph
+from .graph.nodes import GradEdge, GradNode
+from .report.grad_report import GradReport, ParamRecord
 from .vocabulary import Thresholds
 
 try:
-    from .capture import Capture, capture
-    from .explorer import GradExplorer
-    from .hook_events import HookEvent
+    from .explorer.session import GradExplorer
+    from .hooks.events import HookEvent
+    from .run.capture import capture
+    from .run.state import Capture
     from .watch import GradWatch as GradWatch
 except ModuleNotFoundError as _missing:  # only a missing torch is expected here
     if _missing.name != "torch":
@@ -38,11 +40,11 @@ __all__ = [
     "GradEdge",
     "GradExplorer",
     "GradExplorerError",
-    "HookEvent",
     "GradGraph",
     "GradNode",
     "GradReport",
     "GradWatch",
+    "HookEvent",
     "ParamRecord",
     "Thresholds",
     "__version__",

@@ -20,8 +20,8 @@ from torch import nn
 
 from .errors import GradExplorerError
 from .examples import dead_branch_example
-from .explorer import GradExplorer
-from .render import svg_with_dot, to_dot
+from .explorer.session import GradExplorer
+from .render.dot import svg_with_dot, to_dot
 
 _JS_DIR = Path(__file__).resolve().parent.parent / "js"
 _NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"

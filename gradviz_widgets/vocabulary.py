@@ -14,6 +14,7 @@ import html
 import math
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 #: every status, in the order of their codes (watch/ stores indices into this tuple)
 STATUSES = ("none", "zero", "vanishing", "healthy", "exploding", "nonfinite")
@@ -192,7 +193,7 @@ STYLES: dict[str, StatusStyle] = {
     )
 }
 
-#: ghosts (graph_ghosts.py: parameters the gradient never reached) are grey and dashed
+#: ghosts (graph/ghosts.py: parameters the gradient never reached) are grey and dashed
 GHOST_STYLE = {"style": "dashed,rounded", "color": "#9a9a9a", "fontcolor": "#7a7a7a"}
 #: the outline of the selected node
 SELECTED_COLOR = "#cc79a7"
@@ -208,7 +209,7 @@ def style(status: str) -> StatusStyle:
     return STYLES.get(status, STYLES["none"])
 
 
-def legend() -> list[dict]:
+def legend() -> list[dict[str, Any]]:
     """One entry per status for a legend: status, label, colour, fill, dash.
 
     Example:

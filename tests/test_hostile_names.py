@@ -11,9 +11,10 @@ import torch
 from torch import nn
 
 from gradviz_widgets import GradExplorer
-from gradviz_widgets.chart import figure_dict, plotly_text
-from gradviz_widgets.readout import readout_html
-from gradviz_widgets.render import html_text, plain_text, render_dot, svg_with_dot
+from gradviz_widgets.render.chart import figure_dict, plotly_text
+from gradviz_widgets.render.dot import render_dot, svg_with_dot
+from gradviz_widgets.render.readout import readout_html
+from gradviz_widgets.vocabulary import html_text, plain_text
 
 MARKUP = "<img src=x onerror=alert(1)>"
 # every name torch's add_module accepts (it refuses only "" and names with ".")

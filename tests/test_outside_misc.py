@@ -12,10 +12,10 @@ from test_torch_free import run_script
 from torch import nn
 
 from gradviz_widgets import GradExplorer, Thresholds, ids
-from gradviz_widgets.chart import figure_dict
 from gradviz_widgets.examples import dead_branch_example
 from gradviz_widgets.examples.cnn import resnet18
-from gradviz_widgets.export import report_json
+from gradviz_widgets.render.chart import figure_dict
+from gradviz_widgets.report.export import report_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,11 +24,11 @@ import json, sys
 sys.modules["torch"] = None  # every `import torch` raises
 sys.path.insert(0, {root!r})
 import gradviz_widgets
-from gradviz_widgets.export import load_json
-from gradviz_widgets.render import render_dot
-from gradviz_widgets.chart import figure_dict
-from gradviz_widgets.chart_compare import compare_figure
-from gradviz_widgets.compare_view import compare_html
+from gradviz_widgets.report.export import load_json
+from gradviz_widgets.render.dot import render_dot
+from gradviz_widgets.render.chart import figure_dict
+from gradviz_widgets.render.chart_compare import compare_figure
+from gradviz_widgets.render.compare_view import compare_html
 report, graph = load_json(sys.stdin.read())
 out = {{"dot": render_dot(graph.view(depth=0)).dot, "bars": figure_dict(report)["data"][0]["text"],
        "compare": len(compare_figure(report, report)["data"]),

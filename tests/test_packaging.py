@@ -60,3 +60,10 @@ def test_sdist_ships_bundle_and_wheel_from_it_needs_no_node(tmp_path: pathlib.Pa
         assert (
             "export function pageModel" in zf.read("gradviz_widgets/static/page_host.js").decode()
         )  # export_html works from a wheel
+        # every module of every subpackage ships (graph/, render/, watch/, ...)
+        sources = {
+            p.relative_to(ROOT).as_posix()
+            for p in (ROOT / "gradviz_widgets").rglob("*.py")
+            if "__pycache__" not in p.parts
+        }
+        assert sources <= set(zf.namelist()), sorted(sources - set(zf.namelist()))

@@ -1,7 +1,7 @@
 """The data and presentation side imports no torch: a saved report re-renders without it.
 
 A subprocess blocks torch (`sys.modules["torch"] = None`: any `import torch` raises) and then
-imports graph, report, render, chart, export, readout, vocabulary and ids, loads a report and
+imports vocabulary, ids, errors and every module of graph/, report/ and render/, loads a report and
 graph from their JSON export and renders them to DOT and to a chart figure dict, through the
 package's own `__init__` (which skips the capture side when torch is missing).
 """
@@ -17,15 +17,20 @@ from pathlib import Path
 import pytest
 
 from gradviz_widgets import GradExplorer
-from gradviz_widgets.chart import figure_dict
 from gradviz_widgets.examples import nan_mid_graph_example
-from gradviz_widgets.export import load_json, report_json
-from gradviz_widgets.render import render_dot
+from gradviz_widgets.render.chart import figure_dict
+from gradviz_widgets.render.dot import render_dot
+from gradviz_widgets.report.export import load_json, report_json
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gradviz_widgets"
-TORCH_FREE = ("vocabulary", "ids", "graph", "report", "render", "chart", "export", "readout")
-# and the modules they pull in, or that fold, diagnose and draw a saved graph
-ALSO = ("graph_view", "graph_groups", "graph_ghosts", "graph_scopes", "diagnose", "page_chart")
+TORCH_FREE = ("vocabulary", "ids", "errors", "export", "graph", "report", "render")
+# and every module of the torch-free packages (graph/, report/, render/)
+ALSO = tuple(
+    f"{package}.{path.stem}"
+    for package in ("graph", "report", "render")
+    for path in sorted((PACKAGE / package).glob("*.py"))
+    if path.stem != "__init__"
+)
 
 SCRIPT = """
 import importlib, json, sys
@@ -36,10 +41,10 @@ assert "GradExplorer" not in vars(gradviz_widgets)
 from gradviz_widgets import GradReport, GradGraph, Thresholds
 for name in {modules!r}:
     importlib.import_module("gradviz_widgets." + name)
-from gradviz_widgets.export import load_json
-from gradviz_widgets.render import render_dot
-from gradviz_widgets.chart import figure_dict
-from gradviz_widgets.graph_ghosts import add_ghosts
+from gradviz_widgets.report.export import load_json
+from gradviz_widgets.render.dot import render_dot
+from gradviz_widgets.render.chart import figure_dict
+from gradviz_widgets.graph.ghosts import add_ghosts
 report, graph = load_json(sys.stdin.read())
 full = render_dot(add_ghosts(graph, report.none_reasons))
 folded = render_dot(graph.view(depth=0))
@@ -78,7 +83,7 @@ def test_saved_report_renders_without_torch(saved) -> None:
     text, ex = saved
     out = run_without_torch(text)
     assert out["torch"] == []
-    from gradviz_widgets.graph_ghosts import add_ghosts
+    from gradviz_widgets.graph.ghosts import add_ghosts
 
     here = render_dot(add_ghosts(ex.graph, ex.report.none_reasons))
     assert out["dot"] == here.dot and out["keys"] == here.keys

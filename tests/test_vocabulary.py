@@ -13,9 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from gradviz_widgets import chart, page_chart, render, stats, vocabulary
-from gradviz_widgets.graph import GradEdge, GradGraph, GradNode
-from gradviz_widgets.page import views
+from gradviz_widgets import (
+    render,  # the old names, still importable from the package
+    vocabulary,
+)
+from gradviz_widgets.graph.grad_graph import GradGraph
+from gradviz_widgets.graph.nodes import GradEdge, GradNode
+from gradviz_widgets.render import chart, page_chart
+from gradviz_widgets.render.page import views
 from gradviz_widgets.vocabulary import (
     SEVERITY,
     STATUSES,
@@ -42,12 +47,10 @@ def test_every_status_has_one_style_and_a_severity() -> None:
 
 
 def test_old_names_are_the_same_objects_or_values() -> None:
-    assert stats.Thresholds is Thresholds and stats.classify is classify
-    assert stats.STATUSES is STATUSES
     assert render.format_norm is format_norm and render.plain_text is vocabulary.plain_text
     assert render.STATUS_STYLE["nonfinite"] == ("#f6cdb8", "#d55e00", "bold,dashed", "NaN / Inf")
     assert list(render.STATUS_STYLE) == list(vocabulary.LEGEND_ORDER)
-    assert chart.PATTERNS == {k: s.pattern for k, s in STYLES.items()}
+    assert {k: s.pattern for k, s in STYLES.items()} == chart.PATTERNS
     assert render.legend() == vocabulary.legend()
 
 
@@ -125,7 +128,7 @@ def test_label_and_tooltip_show_the_same_norm(norm: float) -> None:
     node = _graph(norm).nodes[0]
     label = render.label_lines(node)[-1]
     assert label == f"‖g‖ {format_norm(norm)}"
-    from gradviz_widgets.widget_controller import node_info
+    from gradviz_widgets.render.dot import node_info
 
     for info in (views(_graph(norm))[-1]["nodes"][node.id], node_info(node, hooked=False)):
         assert info["norm_text"] == label.removeprefix("‖g‖ ")  # the page and the notebook
@@ -157,7 +160,7 @@ def test_the_page_tooltip_shows_pythons_text() -> None:
 
 def test_chart_hover_shows_pythons_text() -> None:
     """No number formatting is left to Plotly: bar text and hover text are format_norm's."""
-    from gradviz_widgets.report import GradReport, ParamRecord
+    from gradviz_widgets.report.grad_report import GradReport, ParamRecord
 
     record = ParamRecord("w", "", (2,), "float32", True, 1.5e-07, 1e-07, "vanishing")
     record = dataclasses.replace(record, norm_before=1234.5, modified_by="scale")

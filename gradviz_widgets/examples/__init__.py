@@ -30,6 +30,7 @@ from .transformer import BertLike, GPT2Like, bert_like, gpt2_like
 from .zoo import ZOO_NAMES, zoo
 
 __all__ = [
+    "ZOO_NAMES",
     "BasicBlock",
     "BertLike",
     "Bottleneck",
@@ -44,7 +45,6 @@ __all__ = [
     "UnrolledLSTM",
     "UnsafeNorm",
     "UnsafeSqrt",
-    "ZOO_NAMES",
     "bert_like",
     "dead_branch_example",
     "exploding_example",

@@ -126,7 +126,7 @@ def run_ranks(
                 "torch",
                 "torch._dynamo",
                 "torch.nn.parallel",
-                "gradviz_widgets.distributed",
+                "gradviz_widgets.distributed.ddp",
                 __spec__.name,
             ]
         )

@@ -7,7 +7,7 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-__all__ = ["ResidualBlock", "ResidualMLP", "mlp3", "sigmoid_mlp", "relu_residual_mlp"]
+__all__ = ["ResidualBlock", "ResidualMLP", "mlp3", "relu_residual_mlp", "sigmoid_mlp"]
 
 
 def mlp3(in_f: int = 784, hidden: int = 256, out: int = 10) -> nn.Sequential:

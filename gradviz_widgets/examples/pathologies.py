@@ -9,15 +9,15 @@ import torch
 from torch import nn
 
 __all__ = [
-    "exploding_mlp",
-    "exploding_example",
-    "UnsafeSqrt",
-    "UnsafeNorm",
-    "NaNMidGraphNet",
-    "nan_mid_graph_net",
-    "nan_mid_graph_example",
     "FrozenAndDetachedNet",
+    "NaNMidGraphNet",
+    "UnsafeNorm",
+    "UnsafeSqrt",
+    "exploding_example",
+    "exploding_mlp",
     "frozen_and_detached_example",
+    "nan_mid_graph_example",
+    "nan_mid_graph_net",
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["UnrolledLSTM", "LSTMClassifier", "lstm_model"]
+__all__ = ["LSTMClassifier", "UnrolledLSTM", "lstm_model"]
 
 
 class UnrolledLSTM(nn.Module):

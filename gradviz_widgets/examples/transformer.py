@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["GPT2Like", "BertLike", "gpt2_like", "bert_like"]
+__all__ = ["BertLike", "GPT2Like", "bert_like", "gpt2_like"]
 
 
 class CausalSelfAttention(nn.Module):

@@ -6,6 +6,7 @@ Example:
 
 from .anomalies import Anomaly, FlightRecord
 from .history import Overview, minmax_downsample
-from .watch import GradWatch, RecordedRun
+from .recorded import RecordedRun
+from .watch import GradWatch
 
 __all__ = ["Anomaly", "FlightRecord", "GradWatch", "Overview", "RecordedRun", "minmax_downsample"]

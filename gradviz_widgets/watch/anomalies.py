@@ -239,7 +239,7 @@ def replay(
 ) -> Any:
     """Run a GradExplorer on a copy of `model` holding the recorded state, on the recorded
     batch, under the recorded RNG states (on the recorded device when it is available)."""
-    from ..explorer import GradExplorer
+    from ..explorer.session import GradExplorer
 
     twin = twin_of(model, recorder)
     missing = twin.load_state_dict(record.state, strict=False)

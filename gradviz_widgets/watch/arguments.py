@@ -15,8 +15,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..checks import check_loss_args, check_thresholds
 from ..errors import GradExplorerError
+from ..run.checks import check_loss_args, check_thresholds
 from ..vocabulary import Thresholds
 
 

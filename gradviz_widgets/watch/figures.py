@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..chart import distinct, plotly_text
+from ..render.chart import distinct, plotly_text
 from ..vocabulary import STATUSES, STYLES, Thresholds, format_norm, style
 from .history import Overview
 from .store import ParamInfo

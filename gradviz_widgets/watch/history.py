@@ -27,10 +27,21 @@ SEVERITY = {"healthy": 0, "vanishing": 1, "none": 2, "zero": 3, "exploding": 4, 
 _RANK = np.array([SEVERITY[s] for s in STATUSES] + [-1])  # index len(STATUSES): no data
 EMPTY = len(STATUSES)
 #: history() columns; the last three are step-wide (watch/steptable.py)
-COLUMNS = (
-    "step rank param module norm max_abs zero_fraction status reason update_ratio skipped "
-    "scale clipped"
-).split()
+COLUMNS = [
+    "step",
+    "rank",
+    "param",
+    "module",
+    "norm",
+    "max_abs",
+    "zero_fraction",
+    "status",
+    "reason",
+    "update_ratio",
+    "skipped",
+    "scale",
+    "clipped",
+]
 
 
 def minmax_downsample(

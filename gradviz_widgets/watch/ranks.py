@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..distributed import unwrap
+from ..distributed.ddp import unwrap
 
 #: relative spread of the ranks' norms taken as divergence (DDP's averaged gradients are equal
 #: on every rank, bit for bit with gloo and NCCL; the check's own rounding is ~1e-8)
@@ -106,11 +106,11 @@ def release(setup: RankSetup, writer_done: bool) -> None:
 
 def local_part(grad: torch.Tensor, world: int) -> tuple[torch.Tensor, float]:
     """This rank's values of `grad` (a DTensor's local shard) and their weight in the sums."""
-    from ..distributed_fsdp import _local_and_weight
+    from ..distributed.fsdp import local_and_weight
 
     if getattr(grad, "placements", None) is None:
         return grad, 1.0
-    return _local_and_weight(grad, world)
+    return local_and_weight(grad, world)
 
 
 def rank_part(
@@ -223,7 +223,7 @@ class Exchange:
         for i in range(n):
             bits = total[i]
             with_ = _ranks_of(bits, s.world)
-            if 0 < bits and len(with_) < s.world and (i, "none") not in self._seen:
+            if bits > 0 and len(with_) < s.world and (i, "none") not in self._seen:
                 self._seen.add((i, "none"))
                 hit.append(names[i])
                 notes.append(f"{names[i]}: {_gradient_on(with_, s.world, bits)}")

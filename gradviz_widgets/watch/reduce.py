@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..stats import accumulation_dtype
+from ..stats.norms import accumulation_dtype
 
 #: total elements below which CPU tensors are reduced together in numpy
 SMALL = 1 << 20

@@ -9,7 +9,7 @@ from harness import LabPage, is_allowed, wait_until
 
 NOTEBOOK_CELLS = [
     r'''import json
-from gradviz_widgets.graph_pane import GraphPane
+from gradviz_widgets.widget.graph_pane import GraphPane
 
 DOT = r"""digraph backward {
   graph [rankdir=BT];
@@ -210,7 +210,7 @@ def test_graph_pane_in_jupyterlab(lab: LabPage) -> None:
 
 SLOW_CELLS = [
     r"""import json
-from gradviz_widgets.graph_pane import GraphPane
+from gradviz_widgets.widget.graph_pane import GraphPane
 
 # A chain with weights shared across every third step (like an unrolled RNN): Graphviz
 # needs about a minute for this, far beyond the 2 s budget given to the pane.

@@ -15,7 +15,7 @@ from torch import nn
 from gradviz_widgets import GradExplorer
 from gradviz_widgets.examples import dead_branch_example
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))  # tests/render/test_page.py
 from test_page import Hostile  # noqa: E402
 
 

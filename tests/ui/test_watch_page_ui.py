@@ -15,7 +15,9 @@ from offline_page import open_offline_page
 
 from gradviz_widgets.watch.page import export_watch_html, page_data
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1] / "watch")
+)  # tests/watch/test_watch_page.py
 from test_watch_page import HOSTILE, Ranked, Synthetic, _train, big_run  # noqa: E402
 
 

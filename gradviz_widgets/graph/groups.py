@@ -1,0 +1,98 @@
+"""×N groups: runs of identical sibling module calls folded into one node (TensorBoard-style).
+
+On a folded view, consecutive siblings whose structure signature (class, parameter shapes,
+children's signatures) repeats with a period of 1-4 modules become one `kind="module"` node
+`group:<first>-<last>` labelled "h.0–h.11 ×12 (Block)", with the worst crossing status and the
+range of the members' norms. A group id in `expand` keeps that run unfolded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from ..ids import group_id, is_module_id, parse_leaf_id, parse_module_id
+from ..vocabulary import format_norm, worst
+from .grad_graph import GradGraph
+from .nodes import GradNode, ModuleScope
+from .view import merge_edges
+
+MAX_PERIOD = 4
+
+
+def signature(
+    path: str, modules: Mapping[str, ModuleScope], shapes: Mapping[str, tuple[Any, ...] | None]
+) -> tuple[Any, ...]:
+    info = modules[path]
+    return (
+        info.type,
+        tuple(shapes.get(p) for p in info.params),
+        tuple(signature(c, modules, shapes) for c in info.children if c in modules),
+    )
+
+
+def group_runs(view: GradGraph, expand: Collection[str] = (), min_run: int = 3) -> GradGraph:
+    """`view` with runs of ≥ `min_run` repeats of identical sibling folded modules grouped."""
+    by_module = {
+        n.module: n
+        for n in view.nodes
+        if n.kind == "module" and is_module_id(n.id) and parse_module_id(n.id)[1] is None
+    }
+    shapes = {parse_leaf_id(n.id)[1]: n.shape for n in view.nodes if n.kind == "param"}
+    rep: dict[str, str] = {n.id: n.id for n in view.nodes}
+    new: list[GradNode] = []
+    for info in view.modules.values():
+        kids = [c for c in info.children if c in by_module]
+        sigs = [signature(c, view.modules, shapes) for c in kids]
+        i = 0
+        while i < len(kids):
+            period, reps = _run_at(sigs, i)
+            end = i + period * reps
+            if reps >= min_run:
+                members = [by_module[c] for c in kids[i:end]]
+                node = _group_node(kids[i], kids[end - 1], reps, members)
+                if node.id not in expand:
+                    new.append(node)
+                    for m in members:
+                        rep[m.id] = node.id
+                i = end
+            else:
+                i += 1
+    if not new:
+        return view
+    nodes = tuple(n for n in view.nodes if rep[n.id] == n.id) + tuple(new)
+    return GradGraph(nodes, tuple(merge_edges(view.edges, rep)), view.modules, view.collapsed)
+
+
+def _run_at(sigs: list[tuple[Any, ...]], i: int) -> tuple[int, int]:
+    """(period, repeats) of the longest repeating run starting at `i`."""
+    best = (1, 1)
+    for p in range(1, MAX_PERIOD + 1):
+        unit = sigs[i : i + p]
+        if len(unit) < p:
+            break
+        reps = 1
+        while sigs[i + reps * p : i + (reps + 1) * p] == unit:
+            reps += 1
+        if reps * p > best[0] * best[1] and reps > 1:
+            best = (p, reps)
+    return best
+
+
+def _group_node(first: str, last: str, reps: int, members: list[GradNode]) -> GradNode:
+    gid = group_id(first, last)
+    norms = [m.grad_norm for m in members if m.grad_norm is not None]
+    span = f" · ‖g‖ {format_norm(min(norms))}–{format_norm(max(norms))}" if norms else ""
+    kind = members[0].op
+    return GradNode(
+        id=gid,
+        op=kind,
+        kind="module",
+        module=gid,
+        label=f"{first}–{last} ×{reps}\n({kind}){span}",
+        scope=members[0].scope,
+        grad_norm=max(norms) if norms else None,
+        status=worst(m.status for m in members),
+        order=min((m.order for m in members if m.order is not None), default=None),
+        members=tuple(x for m in members for x in m.members),
+    )

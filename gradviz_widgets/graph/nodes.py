@@ -1,0 +1,82 @@
+"""The small nouns of a backward graph as frozen plain data: GradNode, GradEdge, ModuleScope.
+
+Edges point the way data flowed forward (producer -> consumer), as torchviz draws them;
+gradients flowed the other way, and each edge carries the norm of what flowed along it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, TypeVar
+
+from ..ids import Scope
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class GradNode:
+    """One node: an autograd op, a leaf tensor, the loss output, or a collapsed module call.
+
+    `grad_norm` / `grad_max` describe the gradient w.r.t. what this node produced, as it
+    arrived in this run (None when no gradient reached it).
+    """
+
+    id: str
+    op: str
+    kind: str  # "op" | "accumulate" | "param" | "input" | "tensor" | "output" | "module"
+    module: str
+    label: str
+    scope: Scope = ()
+    shape: tuple[int, ...] | None = None
+    grad_norm: float | None = None
+    grad_max: float | None = None
+    status: str = "none"
+    order: int | None = None  # position in backward execution
+    members: tuple[str, ...] = ()  # for kind == "module": the node ids folded into it
+
+
+@dataclasses.dataclass(frozen=True)
+class GradEdge:
+    """Producer `src` fed consumer `dst` in forward; `grad_norm` flowed dst -> src in backward."""
+
+    src: str
+    dst: str
+    grad_norm: float | None = None
+    grad_max: float | None = None
+    status: str = "none"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleScope:
+    """One module of the model (or the "loss" pseudo-module) in the module tree."""
+
+    path: str
+    type: str
+    calls: int
+    parent: str | None
+    children: tuple[str, ...]
+    params: tuple[str, ...]
+
+    @property
+    def depth(self) -> int:
+        return 0 if self.path == "" else self.path.count(".") + 1
+
+
+def built(cls: type[T], *values: Any) -> T:
+    """A frozen dataclass from its field values in order (all given), without running the
+    generated `__init__` (one `object.__setattr__` per field): for the thousands of nodes and
+    edges of a run. Equal to `cls(*values)` in every way (fields, eq, hash, repr, pickle).
+
+    Example:
+        >>> built(GradEdge, "a", "b", 1.0, 1.0, "healthy") == GradEdge("a", "b", 1.0, 1.0, "healthy")
+        True
+    """
+    obj = object.__new__(cls)
+    obj.__dict__.update(zip(_FIELDS[cls], values, strict=True))  # type: ignore[index]
+    return obj
+
+
+_FIELDS = {c: tuple(f.name for f in dataclasses.fields(c)) for c in (GradNode, GradEdge)}
+
+__all__ = ["GradEdge", "GradNode", "ModuleScope", "built"]

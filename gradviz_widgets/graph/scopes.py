@@ -1,0 +1,62 @@
+"""Parameters placed in the module call that used them, so each module is drawn once.
+
+A parameter's scope comes from its qualified name (`h.0.attn.c_attn.weight` ->
+h, h.0, h.0.attn, h.0.attn.c_attn), the ops' scopes from the chain of module *calls*. A
+container that is never called (`nn.ModuleList` / `ModuleDict` iterated in forward) is in the
+first chain and not in the second, so without this step a block's parameters and its ops would
+fold at different depths and the block would be drawn twice (a box with its parameters beside
+a cluster with its ops).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from ..ids import ACC, param_id
+
+if TYPE_CHECKING:
+    from ..ids import Scope
+    from .nodes import GradNode, ModuleScope
+
+
+def call_prefixes(nodes: Sequence[GradNode]) -> dict[str, Scope]:
+    """module path -> the call chain ending at its call, for paths with one such chain."""
+    seen: dict[str, set[Scope]] = {}
+    for n in nodes:
+        if n.kind in ("param", "accumulate", "input"):
+            continue
+        for i, (path, call) in enumerate(n.scope):
+            if call >= 0:
+                seen.setdefault(path, set()).add(n.scope[: i + 1])
+    return {path: next(iter(chains)) for path, chains in seen.items() if len(chains) == 1}
+
+
+def aligned_scope(
+    scope: Scope, prefixes: Mapping[str, Scope], modules: Mapping[str, ModuleScope]
+) -> Scope:
+    """`scope` (a parameter's, by name) rebased on the call chain of its deepest module that
+    was called once; containers never called are left out of what remains."""
+    for i in range(len(scope) - 1, -1, -1):
+        path, call = scope[i]
+        if call >= 0 and path in prefixes:
+            return prefixes[path] + scope[i + 1 :]
+    return tuple((p, c) for p, c in scope if p not in modules or modules[p].calls > 0)
+
+
+def align_param_scopes(
+    nodes: tuple[GradNode, ...], modules: Mapping[str, ModuleScope]
+) -> tuple[GradNode, ...]:
+    """`nodes` with parameters (and their AccumulateGrad nodes) in their modules' call chains."""
+    if not any(n.kind == "param" for n in nodes):
+        return nodes
+    prefixes = call_prefixes(nodes)
+    out = []
+    for n in nodes:
+        if n.kind == "param" or (n.kind == "accumulate" and n.id.startswith(ACC + param_id(""))):
+            scope = aligned_scope(n.scope, prefixes, modules)
+            if scope != n.scope:
+                n = dataclasses.replace(n, scope=scope)
+        out.append(n)
+    return tuple(out)

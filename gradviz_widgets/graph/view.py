@@ -1,0 +1,164 @@
+"""Folding a GradGraph by module: the body of `GradGraph.view` and its helpers."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+from ..ids import LEAF_KINDS, PARAMS_CALL, Scope, module_id
+from ..vocabulary import combine_norms, strongest_flow
+from ..vocabulary import worst as _worst
+from .grad_graph import GradGraph
+from .nodes import GradEdge, GradNode, ModuleScope
+
+
+def fold(
+    self: GradGraph, depth: int | None, expand: Iterable[str], collapse: Iterable[str]
+) -> GradGraph:
+    """See `GradGraph.view`."""
+    expand, collapse = frozenset(expand), frozenset(collapse)
+
+    def folded(path: str, level: int) -> bool:
+        if path in collapse:
+            return True
+        if path in expand:
+            return False
+        return depth is not None and level >= depth
+
+    rep: dict[str, str] = {}
+    groups: dict[str, tuple[str, int | None, Scope]] = {}
+    for n in self.nodes:
+        for level, (path, call) in enumerate(n.scope):
+            if folded(path, level):
+                calls = self.modules[path].calls if path in self.modules else 1
+                key_call = call if calls > 1 else None
+                gid = module_id(path, key_call)
+                rep[n.id] = gid
+                groups.setdefault(gid, (path, key_call, n.scope[: level + 1]))
+                break
+        else:
+            rep[n.id] = n.id
+    if not groups:
+        return dataclasses.replace(self, collapsed=collapse)
+    members: dict[str, list[str]] = {g: [] for g in groups}
+    for nid, gid in rep.items():
+        if gid != nid:
+            members[gid].append(nid)
+    edges = merge_edges(self.edges, rep)
+    new_nodes = [n for n in self.nodes if rep[n.id] == n.id]
+    entering, leaving = _boundary_flow(self.edges, rep, self.by_id, groups)
+    for gid, (path, gcall, scope) in groups.items():
+        inside = [self.by_id[m] for m in members[gid]]
+        new_nodes.append(
+            _module_node(
+                gid,
+                path,
+                gcall,
+                scope,
+                self.modules.get(path),
+                inside,
+                entering.get(gid, []),
+                leaving.get(gid, []),
+            )
+        )
+    return GradGraph(tuple(new_nodes), tuple(edges), self.modules, collapse)
+
+
+def _module_node(
+    gid: str,
+    path: str,
+    call: int | None,
+    scope: Scope,
+    info: ModuleScope | None,
+    inside: list[GradNode],
+    entering: list[GradEdge],
+    leaving: list[str],
+) -> GradNode:
+    """The node standing for one folded module call; its norm is what entered it from the loss
+    side (w.r.t. the module outputs), its status what crossed its boundary (`_status_of`)."""
+    mtype = info.type if info else path
+    norm, gmax = _combine(entering) if entering else (None, None)
+    if norm is None:  # nothing left the group (e.g. it holds the loss): its largest inflow
+        best = max(
+            (m for m in inside if m.grad_norm is not None),
+            key=lambda m: m.grad_norm or 0.0,
+            default=None,
+        )
+        norm, gmax = (best.grad_norm, best.grad_max) if best else (None, None)
+    suffix = "" if call is None else (" (params)" if call == PARAMS_CALL else f" [call {call}]")
+    cuts = sorted({m.label.rpartition("\n")[2] for m in inside if m.kind == "ghost"})
+    # a module no gradient reached shows its cut
+    cut = " · " + " ".join(cuts) if inside and all(m.kind == "ghost" for m in inside) else ""
+    return GradNode(
+        id=gid,
+        op=mtype,
+        kind="module",
+        module=path,
+        label=f"{path}{suffix}\n{mtype} · {len(inside)} nodes{cut}",
+        scope=scope,
+        grad_norm=norm,
+        grad_max=gmax,
+        status=_status_of(inside, leaving, (e.status for e in entering)),
+        order=min((m.order for m in inside if m.order is not None), default=None),
+        members=tuple(m.id for m in inside),
+    )
+
+
+def merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> list[GradEdge]:
+    merged: dict[tuple[str, str], list[GradEdge]] = {}
+    for e in edges:
+        s, d = rep[e.src], rep[e.dst]
+        if s != d:
+            merged.setdefault((s, d), []).append(e)
+    out = []
+    for (s, d), group in merged.items():
+        if len(group) == 1:
+            out.append(dataclasses.replace(group[0], src=s, dst=d))
+            continue
+        norm, gmax = _combine(group)
+        status = _worst(e.status for e in group)
+        out.append(GradEdge(s, d, norm, gmax, status))
+    return out
+
+
+def _boundary_flow(
+    edges: Iterable[GradEdge],
+    rep: Mapping[str, str],
+    by_id: Mapping[str, GradNode],
+    folded: Mapping[str, object],
+) -> tuple[dict[str, list[GradEdge]], dict[str, list[str]]]:
+    """Per folded group: the edges its outputs feed (what enters it from the loss side), and
+    the statuses of what leaves it toward its inputs (edges from producers outside, and the
+    gradients of the leaves inside: its parameters)."""
+    entering: dict[str, list[GradEdge]] = {}
+    leaving: dict[str, list[str]] = {}
+    for e in edges:
+        s, d = rep[e.src], rep[e.dst]
+        if s != d and s in folded:
+            entering.setdefault(s, []).append(e)
+        if s != d and d in folded:
+            leaving.setdefault(d, []).append(e.status)
+        elif s == d and s in folded and by_id[e.src].kind in LEAF_KINDS:
+            leaving.setdefault(s, []).append(by_id[e.src].status)
+    return entering, leaving
+
+
+def _combine(edges: list[GradEdge]) -> tuple[float | None, float | None]:
+    norm = combine_norms([e.grad_norm for e in edges])
+    maxes = [e.grad_max for e in edges if e.grad_max is not None]
+    return norm, (max(maxes) if maxes and norm is not None else None)
+
+
+def _status_of(inside: list[GradNode], leaving: Iterable[str], entering: Iterable[str]) -> str:
+    """A folded module is coloured by what crosses its boundary, not by the weakest node inside
+    (a zero initial state's gradient must not paint an LSTM step dead while a healthy gradient
+    leaves it): by the gradient it passes to its inputs and parameters where measured, else by
+    what enters it from the loss side, else by its worst node. A NaN/Inf inside always shows;
+    the rest of what is inside shows on unfolding."""
+    if any(m.status == "nonfinite" for m in inside):
+        return "nonfinite"
+    for crossing in (leaving, entering):
+        flow = strongest_flow(crossing)
+        if flow is not None:
+            return flow
+    return _worst(m.status for m in inside)

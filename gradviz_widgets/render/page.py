@@ -1,0 +1,149 @@
+"""One self-contained, interactive HTML page of a run: works offline over file://.
+
+The page runs the widget's own front end (the bundled GraphPane ES module, WASM Graphviz
+inside) against a small in-page model instead of a kernel: pan/zoom, tooltips, search and
+selection work as in the notebook; fold/unfold switches between module depths laid out in
+advance (there is no Python behind the page). The chart is an SVG drawn here: log-scale bars
+per parameter where None, exactly 0.0 and NaN/Inf are pinned and labelled; clicking a bar
+selects the parameter's node. No request leaves the page: no CDN, no plotly.js (which alone
+would be over 3 MB).
+
+Example:
+    >>> from gradviz_widgets.examples import dead_branch_example
+    >>> net, x, y = dead_branch_example()
+    >>> ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)  # doctest: +SKIP
+    >>> text = page_html(ex.graph, ex.report)                                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from ..graph.ghosts import add_ghosts
+from ..graph.grad_graph import GradGraph
+from ..ids import param_id
+from ..report.grad_report import GradReport
+from ..vocabulary import legend, plain_text
+from .chart import bar_rows
+from .dot import node_info, node_texts, render_dot
+from .page_chart import chart_svg
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+BUNDLE = _PACKAGE / "static" / "graph_pane.js"
+#: the page's host script: copied next to the bundle by js/build.mjs (js/page_host.js in a checkout)
+_HOSTS = (_PACKAGE / "static" / "page_host.js", _PACKAGE.parent / "js" / "page_host.js")
+
+
+def views(graph: GradGraph) -> list[dict[str, Any]]:
+    """The page's views, shallow to deep (the folded overview first when there is one):
+    label, depth, DOT, key map and node info for each distinct drawing."""
+    depths: list[int | None] = list(range(0, max(graph.max_depth, 1)))
+    auto = graph.auto_depth()
+    out, seen = [], set()
+    for depth in [auto, *depths, None]:
+        view = graph if depth is None else graph.view(depth)
+        drawn = render_dot(view)
+        if drawn.dot in seen:
+            continue
+        seen.add(drawn.dot)
+        out.append(
+            {
+                "label": "full" if depth is None else f"depth {depth}",
+                "depth": depth,
+                "dot": drawn.dot,
+                "key_map": drawn.keys,
+                "nodes": {n.id: {**node_info(n, False), **node_texts(n)} for n in view.nodes},
+            }
+        )
+    return out
+
+
+def page_html(graph: GradGraph, report: GradReport, title: str = "Gradient flow") -> str:
+    """The whole page as text (see the module docstring)."""
+    if not BUNDLE.is_file():
+        from ..errors import GradExplorerError
+
+        raise GradExplorerError(
+            f"the front-end bundle {BUNDLE} is missing: run pip install -e . "
+            "(needs Node.js) or install the wheel, which ships it"
+        )
+    params = [p.name for p in report.params]
+    state = {
+        "views": views(add_ghosts(graph, report.none_reasons)),
+        "legend": legend(),
+        "summary": plain_text(report.summary()),
+        "params": [param_id(n) for n in params],
+    }
+    findings = "".join(f"<li>{html.escape(plain_text(f))}</li>" for f in report.findings)
+    return _TEMPLATE.format(
+        title=html.escape(plain_text(title)),
+        summary=html.escape(plain_text(report.summary())),
+        findings=findings or "<li>all gradients healthy</li>",
+        chart=chart_svg(bar_rows(report), report.thresholds),
+        state=_script_json(state),
+        bundle=_script_text(BUNDLE.read_text(encoding="utf-8")),
+        script=_host_script(),
+    )
+
+
+def _host_script() -> str:
+    for path in _HOSTS:
+        if path.is_file():
+            return _script_text(path.read_text(encoding="utf-8"))
+    raise FileNotFoundError(f"page_host.js not found in {[str(p) for p in _HOSTS]}")
+
+
+def _script_json(value: Any) -> str:
+    """JSON safe inside <script type=application/json>: no `</` can close the element."""
+    return json.dumps(value, ensure_ascii=True).replace("</", "<\\/")
+
+
+def _script_text(js: str) -> str:
+    if "</script" in js.lower():
+        js = js.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
+    return js
+
+
+_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>
+body {{ font: 14px system-ui, sans-serif; margin: 0; color: #222; }}
+header {{ padding: 8px 16px; border-bottom: 1px solid #ddd; }}
+header h1 {{ font-size: 18px; margin: 0 0 4px; }}
+main {{ display: flex; flex-wrap: wrap; gap: 12px; padding: 8px 16px; }}
+#graph {{ flex: 3 1 560px; min-width: 0; }}
+#side {{ flex: 2 1 360px; min-width: 0; }}
+#chart {{ max-height: 70vh; overflow: auto; border: 1px solid #eee; }}
+#chart .bar {{ cursor: pointer; }}
+#chart .bar:hover rect.hit, #chart .bar:focus rect.hit {{ fill: rgba(0,0,0,0.06); }}
+#detail {{ min-height: 3em; white-space: pre-wrap; font: 12px ui-monospace, monospace; }}
+label {{ margin-right: 8px; }}
+</style></head>
+<body>
+<header><h1>{title}</h1><div id="summary">{summary}</div>
+<label for="depth">Fold</label><select id="depth"></select>
+<span id="hint">double-click a module to fold or unfold it; click a bar to find its parameter</span>
+</header>
+<main>
+<section id="graph" aria-label="backward graph"></section>
+<section id="side">
+<h2 style="font-size:15px">Gradient norm per parameter</h2>
+<div id="chart">{chart}</div>
+<h2 style="font-size:15px">Selected</h2><div id="detail" aria-live="polite"></div>
+<h2 style="font-size:15px">Findings</h2><ul id="findings">{findings}</ul>
+</section>
+</main>
+<script type="application/json" id="gvw-state">{state}</script>
+<script type="text/plain" id="gvw-bundle">{bundle}</script>
+<script type="module">
+{script}
+</script>
+</body></html>
+"""
+
+__all__ = ["page_html", "views"]

@@ -1,0 +1,229 @@
+"""Explanations: why a gradient is None, where a gradient died, where NaN/Inf first appeared."""
+
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..graph.grad_graph import GradGraph
+from ..ids import OUTPUT, acc_id, owner_path, param_id
+from .grad_report import ParamRecord
+
+#: share of exactly-zero gradient elements from which a parameter is called "mostly dead"
+MOSTLY_DEAD = 0.9
+#: module types whose weight gets a gradient only in the rows the batch indexed
+EMBEDDING_TYPES = ("Embedding", "EmbeddingBag")
+
+
+def none_reason(
+    name: str, requires_grad: bool, calls: Mapping[str, int], grad_enabled: Mapping[str, list[bool]]
+) -> str:
+    """Why parameter `name` got no gradient in this run.
+
+    Example:
+        >>> none_reason("frozen.weight", False, {}, {})
+        'requires_grad=False (frozen): autograd does not track it'
+    """
+    if not requires_grad:
+        return "requires_grad=False (frozen): autograd does not track it"
+    module = owner_path(name)
+    where = f"module '{module}'" if module else "the root module"
+    if module and calls.get(module, 0) == 0:
+        return (
+            f"not reached from the loss: {where} was never called in this forward "
+            "(an unused module, or a data-dependent branch that was not taken)"
+        )
+    flags = grad_enabled.get(module, [])
+    if flags and not any(flags):
+        return (
+            f"not reached from the loss: {where} ran under torch.no_grad() "
+            "(or inference_mode), so no graph was recorded"
+        )
+    return (
+        f"not reached from the loss: {where} ran, but its result was detached "
+        "(.detach() / .data) or did not feed the loss"
+    )
+
+
+def zero_origin(graph: GradGraph, leaf_id: str) -> str | None:
+    """The node nearest leaf `leaf_id` (toward the loss) whose gradient turned all zeros.
+
+    That is a consumer that received a non-zero gradient but passed exactly zeros along the
+    path back to the leaf: e.g. the ReluBackward0 after a gate whose inputs are all negative.
+    Of several at the same distance, the first in edge order. Every node's origin is found in
+    one pass over the graph, cached on it (`zero_origins`), so asking for each parameter
+    costs the graph once, not once per parameter.
+    """
+    return zero_origins(graph).get(leaf_id)
+
+
+def zero_origins(graph: GradGraph) -> Mapping[str, str]:
+    """node id -> its zero origin (see `zero_origin`), for every node that has one; once per graph.
+
+    Example:
+        >>> from gradviz_widgets.graph.grad_graph import GradEdge, GradNode
+        >>> nodes = (GradNode("param:w", "Param", "param", "", "w", grad_max=0.0),
+        ...          GradNode("relu", "ReluBackward0", "op", "", "relu", grad_max=1.0))
+        >>> g = GradGraph(nodes, (GradEdge("param:w", "relu", grad_max=0.0),), {})
+        >>> dict(zero_origins(g))
+        {'param:w': 'relu'}
+    """
+    return graph.memo("zero_origins", lambda: _zero_origins(graph))
+
+
+def _zero_origins(graph: GradGraph) -> dict[str, str]:
+    # distance (edges carrying exact zeros) from each node to the nearest node that received a
+    # non-zero gradient, by one breadth-first pass backward from all such nodes at once
+    by_id = graph.by_id
+
+    def live(node_id: str) -> bool:
+        return by_id[node_id].grad_max not in (None, 0.0)
+
+    dead_feeders: dict[str, list[str]] = {}
+    for e in graph.edges:
+        if e.grad_max == 0.0:
+            dead_feeders.setdefault(e.dst, []).append(e.src)
+    dist: dict[str, int] = {}
+    todo = collections.deque((n.id, 0) for n in graph.nodes if n.grad_max not in (None, 0.0))
+    ordered: list[str] = []
+    while todo:  # level by level: a queue takes the nodes in the order levels would
+        node_id, depth = todo.popleft()
+        for src in dead_feeders.get(node_id, ()):
+            if src not in dist:
+                dist[src] = depth + 1
+                ordered.append(src)
+                if not live(src):  # a live node ends a path, never extends it
+                    todo.append((src, depth + 1))
+    # walking the nearest origins in order of distance, each node takes the first edge (in edge
+    # order) that starts a shortest path: the same answer as a breadth-first search from it
+    origins: dict[str, str] = {}
+    consumers = graph.consumers()
+    for node_id in ordered:
+        for e in consumers.get(node_id, ()):
+            if e.grad_max != 0.0:
+                continue
+            if live(e.dst):
+                if dist[node_id] == 1:
+                    origins[node_id] = e.dst
+                    break
+            elif dist.get(e.dst) == dist[node_id] - 1:
+                origins[node_id] = origins[e.dst]
+                break
+    return origins
+
+
+def nonfinite_origin(graph: GradGraph, loss: float | None = None) -> str | None:
+    """The first node in backward order whose outgoing gradient is NaN/Inf while its incoming
+    gradient was finite; "output" when the loss itself is not finite (the NaN/Inf came from the
+    forward pass, so no backward node is to blame)."""
+    if (loss is not None and not math.isfinite(loss)) or graph.node(OUTPUT).status == "nonfinite":
+        return OUTPUT
+    # what node n sent back in backward flowed along the edges feeding it (dst == n)
+    sent_nonfinite = {e.dst for e in graph.edges if e.status == "nonfinite"}
+    if not sent_nonfinite:
+        return None
+    executed = sorted((n for n in graph.nodes if n.order is not None), key=lambda n: n.order or 0)
+    for n in executed:
+        if n.status != "nonfinite" and n.id in sent_nonfinite:
+            return n.id
+    return None
+
+
+def findings(
+    params: Sequence[ParamRecord],
+    nonfinite_at: str | None,
+    loss: float,
+    graph: GradGraph | None = None,
+) -> tuple[str, ...]:
+    """Short sentences for the status line, most severe first. With the run's `graph`,
+    embedding weights (`embedding_like`) are told apart from dense layers: their zero rows
+    are the rows this batch did not index, not dead units."""
+    out: list[str] = []
+    if loss != loss or loss in (float("inf"), float("-inf")):
+        out.append(
+            f"the loss is {loss}: the forward pass produced non-finite values "
+            "(check the inputs and ops like log, sqrt, division)"
+        )
+    by: dict[str, list[ParamRecord]] = {}
+    for p in params:
+        by.setdefault(p.status, []).append(p)
+    if by.get("nonfinite"):
+        where = f", first at {nonfinite_at}" if nonfinite_at else ""
+        out.append(
+            f"{_count(by['nonfinite'])} with NaN/Inf gradients{where}: {_names(by['nonfinite'])}"
+        )
+    if by.get("exploding"):
+        out.append(f"{_count(by['exploding'])} with exploding gradients: {_names(by['exploding'])}")
+    if by.get("none"):
+        out.append(
+            f"{_count(by['none'])} get no gradient: "
+            + ", ".join(
+                f"{p.name} ({(p.none_reason or 'no reason').split(':')[0]})" for p in by["none"][:4]
+            )
+            + ("…" if len(by["none"]) > 4 else "")
+        )
+    if by.get("zero"):
+        origins = sorted({p.zero_origin for p in by["zero"] if p.zero_origin})
+        where = f", the gradient dies at {', '.join(origins[:3])}" if origins else ""
+        out.append(f"{_count(by['zero'])} with gradient exactly 0.0{where}: {_names(by['zero'])}")
+    sparse = [
+        p
+        for p in params
+        if p.status not in ("zero", "none", "nonfinite")
+        and p.zero_fraction is not None
+        and p.zero_fraction >= MOSTLY_DEAD
+    ]
+    unindexed = [p for p in sparse if graph is not None and embedding_like(graph, p.name)]
+    mostly = [p for p in sparse if p not in unindexed]
+    if mostly:
+        out.append(
+            f"{_count(mostly)} mostly dead (≥{MOSTLY_DEAD:.0%} of gradient elements exactly "
+            "0.0): "
+            + ", ".join(f"{p.name} {p.zero_fraction:.0%}" for p in mostly[:4])
+            + ("…" if len(mostly) > 4 else "")
+        )
+    if by.get("vanishing"):
+        out.append(f"{_count(by['vanishing'])} with vanishing gradients: {_names(by['vanishing'])}")
+    out.extend(unused_rows(p) for p in unindexed)
+    return tuple(out)
+
+
+def embedding_like(graph: GradGraph, name: str) -> bool:
+    """Whether parameter `name` is an embedding table: the weight of an Embedding/EmbeddingBag
+    module, or a tensor that only embedding lookups read (`F.embedding` in a custom module)."""
+    info = graph.modules.get(owner_path(name))
+    if info is not None and info.type in EMBEDDING_TYPES and name.endswith(".weight"):
+        return True
+    leaf = acc_id(param_id(name))
+    used = graph.consumers().get(leaf, ()) if leaf in graph else ()
+    return bool(used) and all(graph.node(e.dst).op.startswith(EMBEDDING_TYPES) for e in used)
+
+
+def unused_rows(p: ParamRecord) -> str:
+    """The sentence for an embedding whose gradient is mostly zero rows: normal sparsity.
+    Rows are counted from the share of exact zeros (a used row whose gradient holds exact
+    zeros in every column would count as unused).
+
+    Example:
+        >>> from gradviz_widgets.report.grad_report import ParamRecord
+        >>> unused_rows(ParamRecord("emb.weight", "emb", (1000, 8), "float32", True, 0.5, 0.1,
+        ...                         "healthy", zero_fraction=0.994))
+        'emb.weight: 994 of 1,000 rows not used by this batch (an embedding: only the rows it indexes get a gradient)'
+    """
+    rows = p.shape[0] if p.shape else 1
+    unused = round((p.zero_fraction or 0.0) * rows)
+    return (
+        f"{p.name}: {unused:,} of {rows:,} rows not used by this batch "
+        "(an embedding: only the rows it indexes get a gradient)"
+    )
+
+
+def _count(items: Sequence[Any]) -> str:
+    return f"{len(items)} parameter{'s' if len(items) != 1 else ''}"
+
+
+def _names(items: Sequence[ParamRecord], limit: int = 4) -> str:
+    names = ", ".join(p.name for p in items[:limit])
+    return names + ("…" if len(items) > limit else "")

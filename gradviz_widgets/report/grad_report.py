@@ -1,0 +1,109 @@
+"""GradReport: what one run found, per parameter and per module, as frozen plain data."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from ..vocabulary import Thresholds
+
+
+@dataclasses.dataclass(frozen=True)
+class ParamRecord:
+    """One parameter's gradient in one run.
+
+    `norm` is the L2 norm (None: no gradient), `max_abs` the largest |element|;
+    `none_reason` says why there is no gradient; `zero_origin` names the graph node where the
+    gradient flowing back became all zeros; `norm_before` is set when a modifier changed it;
+    `zero_fraction` is the share of gradient elements that are exactly 0.0 (dead units show
+    as zero rows of an otherwise healthy weight).
+    """
+
+    name: str
+    module: str
+    shape: tuple[int, ...]
+    dtype: str
+    requires_grad: bool
+    norm: float | None
+    max_abs: float | None
+    status: str
+    none_reason: str | None = None
+    zero_origin: str | None = None
+    modified_by: str | None = None
+    norm_before: float | None = None
+    zero_fraction: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class GradReport:
+    """The findings of one forward + backward.
+
+    Example:
+        >>> report = GradExplorer(model, x).run()          # doctest: +SKIP
+        >>> report.param_status["gate.weight"]               # doctest: +SKIP
+        'zero'
+    """
+
+    loss: float
+    loss_description: str
+    params: tuple[ParamRecord, ...]
+    module_norms: Mapping[str, float | None]
+    thresholds: Thresholds
+    device: str
+    duration_s: float
+    nonfinite_origin: str | None = None
+    findings: tuple[str, ...] = ()
+    input_norms: Mapping[str, float | None] = dataclasses.field(default_factory=dict)
+    host_syncs: int = 1
+    # under DDP with ranks gathered: rank -> parameter -> (status, none reason, norm)
+    ranks: Mapping[int, Mapping[str, tuple[Any, ...]]] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "module_norms", MappingProxyType(dict(self.module_norms)))
+        object.__setattr__(self, "input_norms", MappingProxyType(dict(self.input_norms)))
+
+    @property
+    def param_norms(self) -> dict[str, float | None]:
+        """name -> L2 norm of its gradient, None where there is none."""
+        return {p.name: p.norm for p in self.params}
+
+    @property
+    def param_status(self) -> dict[str, str]:
+        """name -> none | zero | vanishing | healthy | exploding | nonfinite."""
+        return {p.name: p.status for p in self.params}
+
+    @property
+    def none_reasons(self) -> dict[str, str]:
+        """name -> why it has no gradient, for parameters without one."""
+        return {p.name: p.none_reason for p in self.params if p.none_reason}
+
+    @property
+    def zero_origins(self) -> dict[str, str]:
+        """name -> graph node id where its gradient became all zeros."""
+        return {p.name: p.zero_origin for p in self.params if p.zero_origin}
+
+    def param(self, name: str) -> ParamRecord:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(f"no parameter {name!r}; parameters: {[p.name for p in self.params][:8]}...")
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One plain dict per parameter (for tables, CSV and JSON)."""
+        return [dataclasses.asdict(p) for p in self.params]
+
+    def compare(self, other: GradReport) -> Any:
+        """This run (a) next to `other` (b): a pandas DataFrame indexed by parameter with
+        norm_a, norm_b, ratio (b / a), status_a, status_b and status_changed."""
+        from .compare import compare_reports
+
+        return compare_reports(self, other)
+
+    def summary(self) -> str:
+        """One line for a status bar."""
+        head = f"loss {self.loss:.4g} ({self.loss_description}) on {self.device} in {self.duration_s * 1000:.0f} ms"
+        return (
+            "; ".join((head, *self.findings)) if self.findings else head + "; all gradients healthy"
+        )

@@ -1,0 +1,201 @@
+"""Turning one run's raw graph and gradient numbers into the frozen GradGraph and GradReport.
+
+Tied parameters: a Parameter reachable under several names (a tied embedding and LM head, a
+module held under two attribute names) is one ParamRecord, under the name `named_parameters()`
+gives it, and counts once in the `module_norms` of *every* module that holds it under any name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from torch import nn
+
+from .. import ids
+from ..graph.grad_graph import GradGraph
+from ..graph.nodes import GradEdge, GradNode, ModuleScope, built
+from ..report import diagnose
+from ..report.grad_report import GradReport, ParamRecord
+from ..stats.norms import NormBatch
+from ..vocabulary import classify, combine_norms
+from .model_state import ModelIndex
+from .state import RunState
+
+#: none reason for parameters inside a reentrant checkpoint whose inputs need no grad
+CHECKPOINT_NO_GRAD = (
+    "not reached from the loss: it ran inside torch.utils.checkpoint(use_reentrant=True) whose "
+    "inputs need no grad, so the checkpoint output is cut off from the graph (plain backward "
+    "gives no gradient either); use checkpoint(..., use_reentrant=False)"
+)
+
+
+def freeze_graph(state: RunState) -> GradGraph:
+    """The frozen graph: every node and edge with its norm pair and status."""
+    raw, values, thresholds = state.raw, state.values, state.settings.thresholds
+    assert raw is not None
+    leaf_by_id = state.leaf_pairs
+
+    def pair_of(slots: list[int]) -> tuple[float | None, float | None]:
+        if not slots:
+            return None, None
+        pairs = [NormBatch.pair(values, s) for s in slots]
+        return combine_norms([p[0] for p in pairs]), max(p[1] for p in pairs)
+
+    nodes = []
+    for n in raw.nodes.values():
+        if n.kind in ("param", "input", "tensor"):
+            norm, gmax = leaf_by_id.get(n.id) or (None, None)
+        elif n.kind == "accumulate":
+            norm, gmax = leaf_by_id.get(ids.acc_leaf(n.id)) or (None, None)
+        elif n.kind == "output":
+            norm, gmax = 1.0, 1.0  # d loss / d loss
+        else:
+            norm, gmax = pair_of(n.inflow)
+        status = classify(norm, gmax, thresholds)
+        nodes.append(
+            built(
+                GradNode,
+                n.id,
+                n.op,
+                n.kind,
+                n.module,
+                _label(n),
+                n.scope,
+                n.shape,
+                norm,
+                gmax,
+                status,
+                n.order,
+                (),
+            )
+        )
+    edges = []
+    for e in raw.edges:
+        if e.slot is not None:
+            norm, gmax = NormBatch.pair(values, e.slot)
+        elif e.dst.startswith(ids.ACC) or e.dst == ids.OUTPUT:
+            leaf = raw.nodes[e.src].kind != "op"
+            norm, gmax = (leaf_by_id.get(e.src) or (None, None)) if leaf else (1.0, 1.0)
+        else:
+            norm, gmax = None, None
+        edges.append(built(GradEdge, e.src, e.dst, norm, gmax, classify(norm, gmax, thresholds)))
+    tree = _module_tree(state.index, state.tracker.calls)
+    return GradGraph(tuple(nodes), tuple(edges), tree)
+
+
+def _label(n) -> str:
+    if n.kind in ("param", "input", "tensor"):
+        name = ids.parse_leaf_id(n.id)[1]
+        return f"{name}\n{tuple(n.shape)}"
+    if n.kind == "output":
+        return f"loss\n{tuple(n.shape)}"
+    return n.op
+
+
+def _module_tree(index: ModelIndex, calls: Mapping[str, int]) -> dict[str, ModuleScope]:
+    tree: dict[str, ModuleScope] = {}
+    canonical = index.canonical
+    for path, module in index.modules:
+        prefix = f"{path}." if path else ""
+        children = tuple(f"{prefix}{c}" for c in _distinct_names(module._modules))
+        # a tied parameter is listed under the name the report uses for it
+        params = tuple(
+            canonical.get(f"{prefix}{p}", f"{prefix}{p}")
+            for p in _distinct_names(module._parameters)
+        )
+        parent = None if path == "" else ids.owner_path(path)
+        tree[path] = ModuleScope(
+            path,
+            type(module).__name__,
+            calls.get(path, 1 if path == "" else 0),
+            parent,
+            children,
+            params,
+        )
+    tree[ids.LOSS_SCOPE] = ModuleScope(ids.LOSS_SCOPE, "Loss", 1, "", (), ())
+    return tree
+
+
+def _distinct_names(members: Mapping[str, object]) -> list[str]:
+    """Names of the non-None members, each object once (`named_children()`,
+    `named_parameters(recurse=False)`), without a generator per module."""
+    seen: set[int] = set()
+    return [
+        k
+        for k, v in members.items()
+        if v is not None and id(v) not in seen and not seen.add(id(v))  # type: ignore[func-returns-value]
+    ]
+
+
+def module_norms(
+    model: nn.Module, norms: Mapping[str, float | None], index: ModelIndex | None = None
+) -> dict[str, float | None]:
+    """path -> combined norm of every distinct parameter the module holds under any name (a tied
+    weight counts in each module holding it, once per module)."""
+    index = index or ModelIndex.of(model)
+    held: dict[str, set[str]] = {path: set() for path, _ in index.modules}
+    for alias, name in index.canonical.items():
+        for path in ["", *ids.path_prefixes(ids.owner_path(alias))]:
+            if path in held:
+                held[path].add(name)
+    return {
+        path: combine_norms([norms.get(n) for n in sorted(names)]) for path, names in held.items()
+    }
+
+
+def build_report(state: RunState, graph: GradGraph) -> GradReport:
+    """The report; the run's `notes` are extra findings (appended after diagnose's)."""
+    records = _param_records(state, graph)
+    inputs = {ids.parse_leaf_id(n.id)[1]: n.grad_norm for n in graph.nodes if n.kind == "input"}
+    loss_value = float(state.values[state.loss_slot])
+    nan_at = diagnose.nonfinite_origin(graph, loss_value)
+    return GradReport(
+        loss=loss_value,
+        loss_description=state.how,
+        params=tuple(records),
+        module_norms=module_norms(state.model, {r.name: r.norm for r in records}, state.index),
+        thresholds=state.settings.thresholds,
+        device=str(state.device),
+        duration_s=0.0,
+        nonfinite_origin=nan_at,
+        findings=(*diagnose.findings(records, nan_at, loss_value, graph), *state.notes),
+        input_norms=inputs,
+        host_syncs=state.batch.syncs,
+    )
+
+
+def _param_records(state: RunState, graph: GradGraph) -> list[ParamRecord]:
+    """One record per parameter, with its status, why it got no gradient and any zero origin."""
+    records = []
+    for name, p in state.stand_ins.params.items():
+        pair = state.leaf_pairs.get(ids.param_id(name))
+        norm, gmax = pair if pair else (None, None)
+        status = classify(norm, gmax, state.settings.thresholds)
+        records.append(
+            ParamRecord(
+                name,
+                ids.owner_path(name),
+                tuple(p.shape),
+                str(p.dtype).replace("torch.", ""),
+                p.requires_grad,
+                norm,
+                gmax,
+                status,
+                None if pair else _none_reason(state, name, p.requires_grad),
+                diagnose.zero_origin(graph, ids.param_id(name)) if status == "zero" else None,
+                zero_fraction=state.zero_fractions.get(ids.param_id(name)),
+            )
+        )
+    return records
+
+
+def _none_reason(state: RunState, name: str, requires_grad: bool) -> str | None:
+    """Why parameter `name` got no gradient. When a reentrant checkpoint got no input requiring
+    grad, modules that ran only without grad most likely ran inside it."""
+    tracker = state.tracker
+    reason = diagnose.none_reason(name, requires_grad, tracker.calls, tracker.grad_enabled)
+    if reason and state.cut_off and requires_grad:
+        flags = tracker.grad_enabled.get(ids.owner_path(name), [])
+        if flags and not any(flags):
+            reason = CHECKPOINT_NO_GRAD
+    return reason

@@ -1,0 +1,48 @@
+"""RunSettings: what one run depends on besides the model, the input and the hooks, as one value."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..vocabulary import Thresholds
+from .checks import check_loss_args, check_seed, check_thresholds
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # identity: a target tensor has no plain ==
+class RunSettings:
+    """Loss, target, device, seed, thresholds and flow tracking of a run, checked once.
+
+    Example:
+        >>> RunSettings.checked(seed=3).seed
+        3
+        >>> RunSettings().device is None
+        True
+    """
+
+    loss_fn: Callable[..., torch.Tensor] | None = None
+    target: Any = None
+    device: str | torch.device | None = None  # None: where the model's parameters live
+    seed: int | None = 0
+    thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
+    track_flow: bool = True
+
+    @classmethod
+    def checked(
+        cls,
+        *,
+        loss_fn: Callable[..., torch.Tensor] | None = None,
+        target: Any = None,
+        device: str | torch.device | None = None,
+        seed: Any = 0,
+        thresholds: Any = None,
+        track_flow: bool = True,
+    ) -> RunSettings:
+        """Settings from user arguments; a wrong one raises a GradExplorerError naming it."""
+        check_loss_args(loss_fn, target)
+        return cls(
+            loss_fn, target, device, check_seed(seed), check_thresholds(thresholds), track_flow
+        )

@@ -1,0 +1,207 @@
+"""The stages of one run around one RunState: prepare -> forward -> trace -> backward ->
+read_back -> report (run/capture.py runs them in this order, restoring everything in between)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..errors import GradExplorerError
+from ..stats.norms import NormBatch
+from ..trace.attribution import ScopeTracker
+from ..trace.walk import HOOK_NODE_MARK, instrument, leaf_names, walk
+from .backward import REENTRANT_CHECKPOINT, direct_use_note, gradients, summed, wanted_leaves
+from .freeze import build_report, freeze_graph
+from .inputs import CallArgs, make_loss
+from .model_state import ModelIndex, aliased_storages, make_stand_ins
+from .settings import RunSettings
+from .state import Capture, RunHooks, RunState, Subject
+
+
+def prepare(
+    subject: Subject, settings: RunSettings, hooks: RunHooks | None, copied: frozenset[str]
+) -> RunState:
+    """Inputs and stand-ins on the run's device, the module tracker with its write guard;
+    `copied` names parameters that get a copy instead of an alias (the forward writes them)."""
+    started = time.perf_counter()
+    model, device = subject.model, subject.device
+    index = subject.index or ModelIndex.of(model)
+    stand_ins = make_stand_ins(model, device, copied, index)
+    tracker = ScopeTracker(model, index.all_modules)
+    tracker.guard = aliased_storages(stand_ins)
+    notes = list(subject.notes)
+    if copied:
+        notes.append(
+            f"the forward writes into {', '.join(sorted(copied))} in place (e.g. a "
+            "weight constraint); the run used a copy, so the model was not changed"
+        )
+    return RunState(
+        model,
+        subject.runner,
+        settings,
+        device,
+        CallArgs.from_sample(subject.sample_input).prepared(device),
+        stand_ins,
+        _to_device(settings.target, device),
+        tracker,
+        NormBatch(device),
+        hooks,
+        started,
+        notes,
+        index,
+    )
+
+
+def forward(state: RunState) -> None:
+    """The model's forward and the loss, every new autograd node claimed by its module call."""
+    names = leaf_names(state.stand_ins.params, state.call.leaves())
+    for name, p in state.stand_ins.real.values():
+        # the model's own Parameter, used directly, shows as the same node as its stand-in
+        names.setdefault(id(p), ("param", name))
+    state.names = names
+    tracker = state.tracker
+    with tracker.tracking(), _watching_checkpoints() as cut_off:
+        output = _call(state.runner, state.call)
+        tracker.claim(output)  # a custom Function's output at the root is the root's
+        tracker.in_loss = True
+        loss, state.how = make_loss(output, state.settings.loss_fn, state.target)
+        state.loss = _leaf_loss(loss, names, state.how)
+    state.cut_off = bool(cut_off)
+
+
+def trace(state: RunState) -> None:
+    """The raw graph from the loss (stable ids), flow hooks on its nodes, the hooks' node hooks."""
+    assert state.loss is not None
+    state.raw = walk(state.loss, state.tracker.owner, state.names, state.tracker.calls)
+    state.tracker.release()
+    if state.settings.track_flow:
+        modified = state.hooks.modifiers if state.hooks else ()
+        instrument(state.raw, state.batch, modified=modified)
+    if state.hooks:
+        state.hooks.on_graph(state.raw, state.batch)
+
+
+def backward(state: RunState) -> None:
+    """Gradients of every wanted leaf (the user's `.grad` untouched), the loss queued."""
+    assert state.loss is not None and state.raw is not None
+    wanted = wanted_leaves(state.raw, state.stand_ins)
+    reentrant = any(n.op == REENTRANT_CHECKPOINT for n in state.raw.nodes.values())
+    real = [p for _, p in state.stand_ins.real.values() if p.requires_grad]
+    parts = gradients(state.loss, [t for _, t in wanted], reentrant, protect=real)
+    state.notes += direct_use_note(wanted, parts, state.stand_ins)
+    state.grads = summed([i for i, _ in wanted], parts)
+    del parts
+    state.loss_slot = state.batch.add_scalar(state.loss)
+    state.loss = None
+
+
+def read_back(state: RunState) -> None:
+    """Queue the gradients' numbers and read everything back in the run's one host sync."""
+    grads, batch = state.grads, state.batch
+    present = [g for g in grads.values() if g is not None]
+    slots = iter(batch.add(present))
+    nonzero_at = batch.add_nonzero_counts(present)
+    numels = [g.numel() for g in present]
+    del present
+    state.values = values = batch.resolve()
+    if state.hooks:
+        state.hooks.finish(values)
+    state.leaf_pairs = {
+        leaf_id: None if g is None else NormBatch.pair(values, next(slots))
+        for leaf_id, g in grads.items()
+    }
+    reached = [leaf_id for leaf_id, g in grads.items() if g is not None]
+    state.zero_fractions = {
+        leaf_id: 1.0 - values[nonzero_at + i] / n if n else 0.0
+        for i, (leaf_id, n) in enumerate(zip(reached, numels))
+    }
+    state.grads = {}
+
+
+def release(state: RunState) -> None:
+    """Drop references to autograd nodes, loss side first (long chains)."""
+    state.tracker.release()
+    if state.raw is not None:
+        state.raw.release()
+
+
+def report(state: RunState) -> Capture:
+    """The frozen graph and the report (the whole run's time, the analysis included)."""
+    graph = freeze_graph(state)
+    written = state.stand_ins.written
+    if written:
+        state.notes.append(
+            "the forward wrote into parameter(s) "
+            f"{', '.join(written[:4])} in place, so their values changed as in a "
+            "plain forward; the explorer could not prevent it (an in-place op on a weight)"
+        )
+    if state.cut_off:
+        state.notes.append(
+            "a torch.utils.checkpoint(use_reentrant=True) got no input that "
+            "requires grad, so what it computes gets no gradient (as in plain backward); "
+            "use checkpoint(..., use_reentrant=False)"
+        )
+    result = build_report(state, graph)
+    result = dataclasses.replace(result, duration_s=time.perf_counter() - state.started)
+    return Capture(graph, result, state.hooks.record if state.hooks else None)
+
+
+def _leaf_loss(loss: torch.Tensor, names: dict[int, tuple[str, str]], how: str) -> torch.Tensor:
+    """A loss that is itself a leaf (a parameter returned as is) gets an identity node walk sees
+    through; a leaf that is none of the run's tensors cannot depend on the model."""
+    if loss.grad_fn is not None:
+        return loss
+    if id(loss) not in names:
+        raise GradExplorerError(
+            f"The loss ({how}) is a leaf tensor that requires grad but was not computed from the "
+            "model's output or parameters (e.g. torch.tensor(..., requires_grad=True)), so no "
+            "parameter can get a gradient from it. Compute the loss from the output."
+        )
+    alias = torch.ops.aten.alias.default(loss)
+    alias.grad_fn.metadata[HOOK_NODE_MARK] = "leaf loss"
+    return alias
+
+
+@contextlib.contextmanager
+def _watching_checkpoints() -> Iterator[list[bool]]:
+    """Notice torch.utils.checkpoint's warning that none of its inputs requires grad (every
+    warning is passed on to the user as it was)."""
+    seen: list[bool] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield seen
+    finally:
+        for w in caught:
+            if "None of the inputs have requires_grad=True" in str(w.message):
+                seen.append(True)
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def _to_device(value: Any, device: torch.device) -> Any:
+    if value is None:
+        return None
+    return torch.utils._pytree.tree_map(
+        lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, value
+    )
+
+
+def _call(model: nn.Module, call: CallArgs) -> Any:
+    try:
+        return model(*call.args, **call.kwargs)
+    except GradExplorerError:
+        raise
+    except Exception as e:
+        raise GradExplorerError(
+            f"The model raised {type(e).__name__} during forward: {e}\n"
+            f"Inputs given: {call.describe()}. Check that sample_input has the shapes and dtypes "
+            "forward expects (a tuple is passed as several positional arguments, a dict as "
+            "keyword arguments). The model was not changed."
+        ) from e

@@ -1,0 +1,236 @@
+"""Gradient norms computed on the device and read back in one host sync (statuses, thresholds
+and `classify` live in vocabulary.py and are re-exported here).
+
+Norms accumulate in float64 (float32 on MPS, which has no float64) and are exact at any size and
+magnitude: float32 squares underflow below ~1e-19, overflow above ~1.8e19 and float32 sums stop
+growing past ~2^24 elements. Counts are int64. "zero" is decided by the elements (the largest |g|
+is exactly 0), never by the norm.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+
+import torch
+
+# the statuses, thresholds and `classify` live in vocabulary.py (no torch); re-exported
+from ..vocabulary import STATUSES, Thresholds, classify, combine_norms  # noqa: F401
+from .reduce import Scratch, chunk_size, distinct, norms_and_maxes, segmented, squares_fit
+
+
+def accumulation_dtype(device: torch.device) -> torch.dtype:
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+class NormBatch:
+    """Collects numbers as device tensors; `resolve()` reads them all back with one host sync.
+
+    Norms and counts are exact at any size and magnitude (see `norms_and_maxes`). Small CPU
+    gradients (up to SMALL elements) are copied as float64 into one pending buffer of PENDING
+    elements, one cat + copy per `add`, and reduced together (`segmented`) when it
+    fills and at `resolve()`, into the slots it reserved: deep graphs of small tensors cost
+    a few kernels per node, not ~10 per tensor, and no gradient is kept alive for it. Other
+    tensors queued twice while alive (a gradient seen as one node's output and the next one's
+    input) are measured once.
+
+    Example:
+        >>> batch = NormBatch(torch.device("cpu"))
+        >>> slots = batch.add([torch.tensor([3.0, 4.0]), torch.zeros(2)])
+        >>> values = batch.resolve()
+        >>> [batch.pair(values, s) for s in slots]
+        [(5.0, 4.0), (0.0, 0.0)]
+    """
+
+    #: CPU tensors up to this many elements go to the pending buffer (segment reductions run
+    #: several times slower per element than dot/aminmax: only tiny tensors gain) ...
+    SMALL = 1 << 12
+    #: ... which holds this many (2 MiB of float64, in cache) or `chunk_size`, if fewer
+    PENDING = 1 << 18
+
+    def __init__(self, device: torch.device) -> None:
+        self.dtype = accumulation_dtype(device)
+        self._chunks: list[torch.Tensor] = []
+        self._size = 0
+        self._seen: dict[tuple, tuple[weakref.ref, int]] = {}
+        self.scratch = Scratch()
+        self.syncs = 0
+        # pending small CPU tensors: their float64 copies and lengths (slots reserved)
+        self._buf: torch.Tensor | None = None
+        self._used = 0
+        self._lengths: list[int] = []
+        # [index in _chunks, pairs]: runs of consecutive slots the buffer fills at the flush
+        self._runs: list[list[int]] = []
+        self._open = False  # whether the last chunk is the last run (small tensors extend it)
+        self._hole = torch.empty(0, dtype=self.dtype)  # a run's place in _chunks until _flush
+        self._exact = {
+            d for d in (torch.float32, torch.float16, torch.bfloat16) if squares_fit(d, self.dtype)
+        }
+
+    def add(self, grads: Sequence[torch.Tensor]) -> list[int]:
+        """Queue (L2 norm, max |g|) of each gradient; returns the slot of each pair."""
+        small = [self._small(g) for g in grads]
+        if all(small):  # the common case in deep graphs: one copy, no per-tensor bookkeeping
+            if not grads:
+                return []
+            first = self._add_small(list(grads))
+            return list(range(first, first + 2 * len(grads), 2))
+        slots: list[int | None] = [None] * len(grads)
+        fresh: list[tuple[int, torch.Tensor, tuple | None]] = []
+        for i, g in enumerate(grads):
+            if small[i]:
+                continue  # expanded / transposed: the copy to the buffer reads them as they are
+            key = _identity(g) if g.device.type != "cuda" else None  # fused there: no gain
+            hit = self._seen.get(key) if key is not None else None
+            slots[i] = hit[1] if hit is not None and hit[0]() is not None else None
+            if slots[i] is None:
+                fresh.append((i, g, key))
+        if any(small):
+            at = [i for i, is_small in enumerate(small) if is_small]
+            first = self._add_small([grads[i] for i in at])
+            for k, i in enumerate(at):
+                slots[i] = first + 2 * k
+        if fresh:
+            dense = [g.coalesce().values() if g.is_sparse else g for _, g, _ in fresh]
+            for indices, pairs in norms_and_maxes(dense, self.dtype, self.scratch):
+                start = self.add_vector(pairs)
+                for k, j in enumerate(indices):
+                    i, g, key = fresh[j]
+                    slots[i] = start + 2 * k
+                    if key is not None:
+                        self._seen[key] = (weakref.ref(g), start + 2 * k)
+        return slots  # type: ignore[return-value]
+
+    def _small(self, g: torch.Tensor) -> bool:
+        """A dense CPU gradient small enough for the pending buffer, with squares exact in it."""
+        return (
+            g.is_cpu
+            and g.dtype in self._exact
+            and g.layout is torch.strided
+            and g.numel() <= self.SMALL
+        )
+
+    def _add_small(self, xs: list[torch.Tensor]) -> int:
+        """Copy small dense CPU tensors to the pending buffer (one cat and one copy per call,
+        flushing it when full); the slot of the first pair, the others follow."""
+        first = self._size
+        if self._buf is None:
+            self._buf = torch.empty(min(chunk_size(xs[0].device), self.PENDING), dtype=self.dtype)
+        lengths = [x.numel() for x in xs]
+        start, cap = 0, self._buf.numel()
+        while start < len(xs):
+            end, total = len(xs), sum(lengths[start:])
+            while self._used + total > cap and end > start:  # what fits now
+                end -= 1
+                total -= lengths[end]
+            if end == start:  # full (any one tensor fits an empty buffer)
+                self._flush()
+                continue
+            self._copy_in(xs[start:end], lengths[start:end], total)
+            start = end
+        return first
+
+    def _copy_in(self, xs: list[torch.Tensor], lengths: list[int], total: int) -> None:
+        """Append tensors that fit to the pending buffer, their slots to the open run."""
+        used = self._used
+        flat = xs[0].reshape(-1) if len(xs) == 1 else torch._C._nn.flatten_dense_tensors(xs)
+        self._buf[used : used + total].copy_(flat)  # type: ignore[index]
+        self._used = used + total
+        self._lengths += lengths
+        if not self._open:
+            self._chunks.append(self._hole)  # replaced by _flush
+            self._runs.append([len(self._chunks) - 1, 0])
+            self._open = True
+        self._runs[-1][1] += len(xs)
+        self._size += 2 * len(xs)
+
+    def _flush(self) -> None:
+        """Reduce the pending buffer into the runs of slots it reserved."""
+        if self._lengths:
+            assert self._buf is not None
+            ones = [1] * len(self._lengths)
+            pairs = segmented(self._buf[: self._used], self._lengths, ones)
+            for (index, _), part in zip(self._runs, pairs.split([2 * n for _, n in self._runs])):
+                self._chunks[index] = part
+            self._used, self._lengths, self._runs = 0, [], []
+        self._open = False
+
+    def add_nonzero_counts(self, grads: Sequence[torch.Tensor]) -> int:
+        """Queue the number of non-zero elements of each gradient (exact: counted in int64);
+        returns the slot of the first count. Small CPU gradients are counted together."""
+        if not grads:
+            return self._size
+        small = {i for i, g in enumerate(grads) if self._small(g)}
+        small = small if len(small) > 1 else set()
+        counts = []
+        for i, g in enumerate(grads):
+            if i in small:
+                continue
+            x, repeats = distinct(g.coalesce().values() if g.is_sparse else g)
+            counts.append(
+                torch.count_nonzero(x) * repeats if repeats > 1 else torch.count_nonzero(x)
+            )
+        if not small:
+            return self.add_vector(torch.stack(counts))
+        together = _segment_nonzeros([g for i, g in enumerate(grads) if i in small])
+        if not counts:
+            return self.add_vector(together)
+        out = torch.empty(len(grads), dtype=torch.int64)
+        out[sorted(small)] = together
+        out[[i for i in range(len(grads)) if i not in small]] = torch.stack(counts).cpu()
+        return self.add_vector(out)
+
+    def add_scalar(self, value: torch.Tensor) -> int:
+        """Queue any 0-d tensor (a loss value, a flag); returns its slot."""
+        return self.add_vector(value.detach().reshape(1))
+
+    def add_vector(self, values: torch.Tensor) -> int:
+        """Queue a 1-d tensor; returns the slot of its first element."""
+        self._open = False  # small tensors queued next start a new run
+        start = self._size
+        self._chunks.append(values.detach().to(self.dtype).reshape(-1))
+        self._size += values.numel()
+        return start
+
+    def resolve(self) -> list[float]:
+        """All queued numbers as Python floats: the single host synchronisation of a run."""
+        self._flush()
+        self._seen, self.scratch, self._buf = {}, Scratch(), None
+        if not self._chunks:
+            return []
+        target = self._chunks[0].device
+        chunks = [c if c.device == target else c.to(target) for c in self._chunks]
+        self.syncs += 1
+        values = torch.cat(chunks).tolist()
+        self._chunks, self._size = [], 0
+        return values
+
+    @staticmethod
+    def pair(values: list[float], slot: int) -> tuple[float, float]:
+        return values[slot], values[slot + 1]
+
+
+def _segment_nonzeros(xs: list[torch.Tensor]) -> torch.Tensor:
+    """Non-zero counts of small CPU tensors: one cat, one int64 cumsum (exact), two gathers."""
+    flat = torch._C._nn.flatten_dense_tensors(xs)
+    ends = torch.tensor([0] + [x.numel() for x in xs], dtype=torch.int64).cumsum(0)
+    running = torch.cat([ends[:1], (flat != 0).cumsum(0)])
+    return running[ends[1:]] - running[ends[:-1]]
+
+
+def _identity(g: torch.Tensor) -> tuple | None:
+    """What makes two live tensors hold the same values (None: do not share)."""
+    if g.layout != torch.strided or g.device.type == "meta":
+        return None
+    try:
+        return (
+            g.data_ptr(),
+            g.dtype,
+            tuple(g.shape),
+            g.stride(),
+            g.storage_offset(),
+            g._version,
+            g.device,
+        )
+    except RuntimeError:  # tensors without storage (fake, functorch wrappers)
+        return None

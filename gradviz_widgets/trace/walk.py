@@ -1,0 +1,299 @@
+"""Walk the autograd graph from the loss (iteratively: no recursion limit) and give every node a
+stable id; optionally hook every node so the gradient that flows through it is measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Collection, Mapping
+from typing import Any
+
+import torch
+
+from ..ids import (
+    LOSS_CALL,
+    LOSS_SCOPE,
+    OUTPUT,
+    Scope,
+    acc_id,
+    acc_leaf,
+    leaf_id,
+    module_of_scope,
+    op_id,
+    owner_path,
+    path_prefixes,
+)
+from ..stats.norms import NormBatch
+
+#: key in `grad_fn.metadata` marking autograd nodes our hooks add (set by hooks/run.py)
+HOOK_NODE_MARK = "gradviz_widgets"
+
+
+@dataclasses.dataclass
+class RawNode:
+    """A node while the run is in flight; holds the autograd object until `release()`."""
+
+    id: str
+    op: str
+    kind: str
+    module: str
+    scope: Scope
+    fn: Any = None  # the autograd Node, or None for leaves / the output
+    tensor: torch.Tensor | None = None  # the leaf tensor, for leaves
+    shape: tuple[int, ...] | None = None
+    inflow: list[int] = dataclasses.field(default_factory=list)  # NormBatch slots of grad_outputs
+    order: int | None = None
+
+
+@dataclasses.dataclass
+class RawEdge:
+    src: str
+    dst: str
+    slot: int | None = None  # NormBatch slot of the gradient that flowed dst -> src
+    index: int | None = None  # position in the consumer's next_functions
+    via: tuple[Any, int] | None = None  # (hook node, its input) the gradient passed through
+
+
+@dataclasses.dataclass
+class RawGraph:
+    nodes: dict[str, RawNode]
+    edges: list[RawEdge]
+    leaves: list[RawNode]  # leaf tensors that require grad, in walk order
+
+    def release(self) -> None:
+        """Forget autograd objects and tensors so no activation outlives the run.
+
+        Loss side first: a node's Python reference is dropped only after all its consumers'
+        are, so each release frees at most that node (its producers are still referenced).
+        Dropping them leaf side first leaves the whole chain to be freed by the last release,
+        which recurses in C and overflows the stack on long graphs (an RNN cell unrolled
+        ~12,000 steps, a 20,000-op chain).
+        """
+        for e in self.edges:
+            e.via = None  # hook nodes stay alive through their consumers until those go
+        for node_id in self.release_order():
+            n = self.nodes[node_id]
+            n.fn = None
+            n.tensor = None
+
+    def release_order(self) -> list[str]:
+        """Node ids, every consumer before its producers (reverse topological, loss first)."""
+        consumers = Counter(e.src for e in self.edges)
+        producers: dict[str, list[str]] = {}
+        for e in self.edges:
+            producers.setdefault(e.dst, []).append(e.src)
+        ready = [i for i in reversed(self.nodes) if consumers[i] == 0]
+        order: list[str] = []
+        while ready:
+            node_id = ready.pop()
+            order.append(node_id)
+            for src in producers.get(node_id, ()):
+                consumers[src] -= 1
+                if consumers[src] == 0:
+                    ready.append(src)
+        seen = set(order)  # a malformed graph must still be released in full
+        return order + [i for i in self.nodes if i not in seen]
+
+
+def leaf_names(
+    params: Mapping[str, torch.Tensor], inputs: list[tuple[str, torch.Tensor]]
+) -> dict[int, tuple[str, str]]:
+    """id(tensor) -> (kind, name) for the parameters and inputs of this run."""
+    names: dict[int, tuple[str, str]] = {}
+    for name, t in inputs:
+        names[id(t)] = ("input", name)
+    for name, t in params.items():
+        names[id(t)] = ("param", name)
+    return names
+
+
+def param_scope(name: str, calls: Mapping[str, int]) -> Scope:
+    """The module chain owning parameter `name`; -1 marks modules called several times."""
+    return tuple((p, -1 if calls.get(p, 0) > 1 else 0) for p in path_prefixes(owner_path(name)))
+
+
+def walk(
+    loss: torch.Tensor,
+    owner: Mapping[Any, Scope],
+    names: Mapping[int, tuple[str, str]],
+    calls: Mapping[str, int],
+) -> RawGraph:
+    """Every autograd node reachable from `loss.grad_fn`, leaves that require grad, and the output.
+
+    Ids (ids.py): `module.path/OpName#k` (k counts that op within that module, in creation
+    order), `param:<qualified name>`, `input:<arg>`, `acc:<leaf id>` for AccumulateGrad,
+    `output` for the loss.
+    """
+    found = _reachable(loss.grad_fn)
+    # nodes our own hooks add are left out, so the graph (and its ids) is the same with
+    # hooks on or off; edges run through them to what they wrap
+    transparent = {fn for fn in found if _is_hook_node(fn)}
+    # creation order (the order ops claimed their nodes) makes ids stable across runs; nodes
+    # no op claimed follow, in walk order
+    ordered = [fn for fn in owner if fn in found and fn not in transparent]
+    ordered += [fn for fn in found if fn not in owner and fn not in transparent]
+    nodes, by_fn, leaves = _name_nodes(ordered, owner, names, calls)
+    edges = _edges(by_fn, transparent)
+    out = RawNode(OUTPUT, "Output", "output", LOSS_SCOPE, LOSS_CALL, shape=tuple(loss.shape))
+    nodes[OUTPUT] = out
+    last = loss.grad_fn
+    while last in transparent:
+        last = last.next_functions[0][0]  # type: ignore[union-attr]
+    edges.append(RawEdge(by_fn[last].id, OUTPUT))
+    return RawGraph(nodes, edges, leaves)
+
+
+def _reachable(root: Any) -> dict[Any, None]:
+    """Autograd nodes reachable from `root`, in depth-first order (no recursion)."""
+    found: dict[Any, None] = {}
+    todo = [root]
+    while todo:
+        fn = todo.pop()
+        if fn in found:
+            continue
+        found[fn] = None
+        todo.extend(nxt for nxt, _ in reversed(fn.next_functions) if nxt is not None)
+    return found
+
+
+def _name_nodes(
+    ordered: list[Any],
+    owner: Mapping[Any, Scope],
+    names: Mapping[int, tuple[str, str]],
+    calls: Mapping[str, int],
+) -> tuple[dict[str, RawNode], dict[Any, RawNode], list[RawNode]]:
+    """Nodes with their ids, in creation order: (id -> node, autograd node -> node, leaves)."""
+    nodes: dict[str, RawNode] = {}
+    by_fn: dict[Any, RawNode] = {}
+    leaves: list[RawNode] = []
+    counts: Counter[tuple[str, str]] = Counter()  # ops per (module, op); ("", "") other leaves
+    scopes: dict[str, Scope] = {}  # owner path -> its parameters' scope
+    for fn in ordered:
+        op = type(fn).__name__
+        # only AccumulateGrad has `variable` (a getattr that misses costs an exception)
+        var = fn.variable if op == "AccumulateGrad" else None
+        if var is not None:
+            kind, name = names.get(id(var), ("tensor", ""))
+            if kind == "tensor":
+                name = str(counts[("", "")])
+                counts[("", "")] += 1
+            if kind == "param":
+                path = owner_path(name)
+                scope = scopes.get(path) or scopes.setdefault(path, param_scope(name, calls))
+            else:
+                scope = owner.get(fn, ())
+            # inputs belong to the root; parameters and other leaves to their innermost module
+            module = module_of_scope(scope) if kind != "input" else ""
+            shape = tuple(var.shape)
+            leaf = RawNode(leaf_id(kind, name), kind.capitalize(), kind, module, scope)
+            leaf.tensor, leaf.shape = var, shape
+            nodes[leaf.id] = leaf
+            leaves.append(leaf)
+            node = RawNode(acc_id(leaf.id), op, "accumulate", module, scope, fn=fn)
+        else:
+            scope = owner.get(fn, LOSS_CALL)
+            module = module_of_scope(scope)
+            k = counts[(module, op)]
+            counts[(module, op)] += 1
+            node = RawNode(op_id(module, op, k), op, "op", module, scope, fn=fn)
+        nodes[node.id] = node
+        by_fn[fn] = node
+    return nodes, by_fn, leaves
+
+
+def _edges(by_fn: Mapping[Any, RawNode], transparent: Collection[Any]) -> list[RawEdge]:
+    """Producer -> consumer edges, through the hook nodes in `transparent`."""
+    edges: list[RawEdge] = []
+    for fn, node in by_fn.items():
+        if node.kind == "accumulate":
+            edges.append(RawEdge(acc_leaf(node.id), node.id))
+        for index, (nxt, out_nr) in enumerate(fn.next_functions):
+            if nxt is None:
+                continue
+            via = None
+            while nxt in transparent:  # identity: its output k comes from its input k
+                via = (nxt, out_nr)
+                nxt, out_nr = nxt.next_functions[out_nr]
+            if nxt is not None:
+                edges.append(RawEdge(by_fn[nxt].id, node.id, index=index, via=via))
+    return edges
+
+
+def _is_hook_node(fn: Any) -> bool:
+    """Autograd nodes that module hooks insert (identity functions), not the model's ops."""
+    if type(fn).__name__ == "BackwardHookFunctionBackward":
+        return True
+    metadata = getattr(fn, "metadata", None)
+    return bool(metadata) and HOOK_NODE_MARK in metadata  # type: ignore[operator]
+
+
+def instrument(graph: RawGraph, batch: NormBatch, modified: Collection[str] = ()) -> None:
+    """Hook every op node so its incoming and outgoing gradients are measured (no host sync).
+
+    A node whose output feeds exactly one consumer received exactly what that consumer sent
+    along their edge, so its inflow reuses the edge's number instead of measuring the same
+    tensor twice, unless a modifier on the node (`modified`) changes it in between.
+    The hooks live on the autograd nodes of this run only; they vanish with the graph.
+    """
+    leaving: dict[str, list[RawEdge]] = {}
+    in_edges: dict[str, list[RawEdge]] = {}
+    # an edge through a hook node takes what left the hook node (after any modifier) when it
+    # is that input's only consumer; shared inputs keep each consumer's own contribution
+    sharing: Counter[tuple[int, int]] = Counter()
+    for e in graph.edges:
+        leaving.setdefault(e.src, []).append(e)
+        in_edges.setdefault(e.dst, []).append(e)
+        if e.via is not None:
+            sharing[(id(e.via[0]), e.via[1])] += 1
+    order = [0]
+    through: dict[Any, list[RawEdge]] = {}
+    for node in graph.nodes.values():
+        if node.kind != "op":
+            continue
+        direct = []
+        for e in in_edges.get(node.id, []):
+            if e.via is not None and sharing[(id(e.via[0]), e.via[1])] == 1:
+                through.setdefault(e.via[0], []).append(e)
+            else:
+                direct.append(e)
+        out = leaving.get(node.id, [])
+        same = (
+            out[0] if len(out) == 1 and out[0].dst != OUTPUT and node.id not in modified else None
+        )
+        node.fn.register_hook(_flow_hook(node, direct, batch, order, same))
+    for hook_fn, edges in through.items():
+        hook_fn.register_hook(_through_hook(edges, batch))
+
+
+def _flow_hook(
+    node: RawNode, edges: list[RawEdge], batch: NormBatch, order: list[int], same: RawEdge | None
+):
+    indices = [e.index for e in edges]
+
+    def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
+        node.order = order[0]
+        order[0] += 1
+        # one `add` per node: what arrived (unless the consumer's edge measured it) and what
+        # leaves along each edge
+        reuse = same is not None and same.slot is not None and len(grad_outputs) == 1
+        arrived = [] if reuse else [g for g in grad_outputs if g is not None]
+        leaving = [grad_inputs[i] for i in indices]  # type: ignore[index]
+        slots = batch.add(arrived + [g for g in leaving if g is not None])
+        node.inflow = [same.slot] if reuse else slots[: len(arrived)]  # type: ignore[list-item, union-attr]
+        k = len(arrived)
+        for e, g in zip(edges, leaving):
+            if g is not None:
+                e.slot = slots[k]
+                k += 1
+
+    return hook
+
+
+def _through_hook(edges: list[RawEdge], batch: NormBatch):
+    def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
+        present = [(e, grad_inputs[e.via[1]]) for e in edges if grad_inputs[e.via[1]] is not None]  # type: ignore[index]
+        for (e, _), slot in zip(present, batch.add([g for _, g in present])):
+            e.slot = slot
+
+    return hook

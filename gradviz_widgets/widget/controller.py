@@ -1,0 +1,235 @@
+"""The explorer widget's plumbing that needs no widgets: one guard around every callback,
+settings snapshots to undo a change whose re-run failed, and the text the widget shows.
+
+Every string built here from user text (module, parameter, class, output-key and loss names,
+error messages) is escaped for HTML: it is data, never markup.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from .. import ids
+from ..errors import GradExplorerError
+from ..graph.grad_graph import GradGraph
+from ..graph.nodes import GradNode
+from ..vocabulary import Thresholds, format_norm, html_text, plain_text
+
+
+def error_text(e: BaseException) -> str:
+    """What the status line says about `e`: our own errors as written, others with their type.
+
+    Example:
+        >>> error_text(ValueError("bad shape"))
+        'ValueError: bad shape'
+    """
+    if isinstance(e, GradExplorerError):
+        return str(e)
+    return f"{type(e).__name__}: {e}"
+
+
+class ActionGuard:
+    """Runs widget callbacks one at a time; any exception goes to `on_error` (the busy state
+    ends, the last good view stays). A callback arriving while another one runs (a trait
+    observer fired by the running one, say) is queued and runs afterwards, in order.
+
+    Example:
+        >>> seen = []
+        >>> guard = ActionGuard(lambda e: seen.append(error_text(e)))
+        >>> guard.call(int, "x")
+        >>> seen
+        ["ValueError: invalid literal for int() with base 10: 'x'"]
+    """
+
+    def __init__(
+        self,
+        on_error: Callable[[BaseException], Any],
+        on_queued: Callable[[int], Any] | None = None,
+    ) -> None:
+        self.on_error = on_error
+        self.on_queued = on_queued
+        self.busy = False
+        self.queue: collections.deque[tuple[Callable, tuple]] = collections.deque()
+
+    def wrap(self, fn: Callable) -> Callable:
+        """`fn` as a guarded callback (for on_click / observe / message handlers)."""
+        return lambda *args: self.call(fn, *args)
+
+    def call(self, fn: Callable, *args: Any) -> None:
+        if self.busy:
+            self.queue.append((fn, args))
+            if self.on_queued is not None:
+                self.on_queued(len(self.queue))
+            return
+        self._run(fn, args)
+        while self.queue:
+            queued_fn, queued_args = self.queue.popleft()
+            self._run(queued_fn, queued_args)
+
+    def _run(self, fn: Callable, args: tuple) -> None:
+        self.busy = True
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - any failure must reach the status line
+            try:
+                self.on_error(e)
+            except Exception:  # noqa: BLE001 - reporting must never leave us busy
+                pass
+        finally:
+            self.busy = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What a re-run depends on that the widget changes: hooks, modifiers, device, thresholds."""
+
+    hooks: tuple[tuple[str, str], ...]
+    modifiers: tuple[tuple[str, Any], ...]
+    device: str | None
+    thresholds: Thresholds
+
+    @classmethod
+    def of(cls, explorer: Any) -> Settings:
+        # the Modifier objects themselves (kind, value): descriptions cannot be replayed
+        mods = explorer.modifier_objects
+        return cls(tuple(explorer.hooks), tuple(mods.items()), explorer.device, explorer.thresholds)
+
+    def restore(self, explorer: Any) -> None:
+        """Put the explorer back to these settings (hooks, modifiers, device, thresholds)."""
+        now = Settings.of(explorer)
+        for target, kind in now.hooks:
+            if (target, kind) not in self.hooks:
+                explorer.set_hook(target, kind, on=False)
+        for target, kind in self.hooks:
+            if (target, kind) not in now.hooks:
+                explorer.set_hook(target, kind, on=True)
+        before = dict(self.modifiers)
+        for target, modifier in now.modifiers:
+            if before.get(target) != modifier:
+                explorer.set_modifier(target)
+        for target, modifier in self.modifiers:
+            if dict(now.modifiers).get(target) != modifier:
+                explorer.set_modifier(target, **{modifier.kind: modifier.value})
+        explorer.device = self.device
+        explorer.thresholds = self.thresholds
+
+
+def explain_click(node: GradNode) -> tuple[str, str] | None:
+    """(status text, level) for a click on a node that hooks nothing: a ghost (a parameter the
+    gradient never reached) or a ×N group of identical blocks; None for every other node."""
+    if node.kind == "ghost":
+        return (
+            f"{plain_text(node.label)}: no gradient reaches it (the cut is shown on the "
+            "node); nothing to hook",
+            "warning",
+        )
+    if node.kind == "module" and ids.is_group_id(node.id):  # not a module *named* "group:…"
+        return (
+            f"{plain_text(node.label)}: identical blocks folded together; double-click to "
+            "unfold them, then click one to hook it",
+            "info",
+        )
+    return None
+
+
+def module_of(node: GradNode) -> str | None:
+    """The module a click on `node` hooks (None for the loss, inputs and the output)."""
+    if node.module == ids.LOSS_SCOPE or node.kind in ("output", "input"):
+        return None
+    return node.module
+
+
+def drawn_count(graph: GradGraph) -> int:
+    """Nodes the graph draws (AccumulateGrad nodes are merged into their parameters)."""
+    return sum(1 for n in graph.nodes if n.kind != "accumulate")
+
+
+def loss_line_html(report: Any, drawn: int, total: int, depth: int | None) -> str:
+    """The toolbar's loss line: one row (ellipsis, full text on hover), user text escaped."""
+    text = (
+        f"loss {format_norm(report.loss)} = {report.loss_description} · {report.device} · "
+        f"{drawn} of {total} nodes shown"
+        + (f" (folded at depth {depth})" if depth is not None else "")
+    )
+    rest = text[len("loss ") :]
+    # width 0 + min-width 100%: a long line ends in an ellipsis instead of widening the widget
+    return (
+        '<div class="gv-loss-line" style="white-space:nowrap;overflow:hidden;'
+        'text-overflow:ellipsis;width:0;min-width:100%" '
+        f'title="{html_text(text)}"><b>loss</b> {html_text(rest)}</div>'
+    )
+
+
+def hooked_ids(
+    view: GradGraph, hooks: list[tuple[str, str]], modifiers: dict[str, str]
+) -> set[str]:
+    """Node ids of `view` drawn with the hook marker: a tensor hook on the node, or a module
+    hook or modifier on the module of an op or folded-module node."""
+    targets = {t for t, k in hooks if k != "tensor"} | set(modifiers)
+    nodes = {t for t, k in hooks if k == "tensor"}
+    return {
+        n.id
+        for n in view.nodes
+        if n.id in nodes or (n.kind in ("op", "module") and n.module in targets)
+    }
+
+
+def find_node(node_id: str, *graphs: GradGraph | None) -> GradNode | None:
+    """The node `node_id` from the first of `graphs` holding it."""
+    for graph in graphs:
+        if graph is not None and node_id in graph:
+            return graph.node(node_id)
+    return None
+
+
+def node_showing(view: GradGraph | None, node_id: str) -> str | None:
+    """The node of `view` that shows `node_id`: itself, or the folded module holding it."""
+    if view is None:
+        return None
+    if node_id in view:
+        return node_id
+    return next((n.id for n in view.nodes if node_id in n.members), None)
+
+
+def node_showing_module(view: GradGraph | None, module: str) -> str | None:
+    """The first node of `view` belonging to `module`."""
+    if view is None:
+        return None
+    return next((n.id for n in view.nodes if n.module == module), None)
+
+
+def ranks_html(report: Any, limit: int = 8) -> str:
+    """The ranks line for a distributed run (`report.ranks`): parameters without a gradient on
+    some ranks, and parameters whose status differs across ranks; "" when all agree or there
+    are no ranks. User text is escaped.
+
+    Example:
+        >>> class R: ranks = {0: {"w": ("healthy", None, 1.0)}, 1: {"w": ("none", "unused", None)}}
+        >>> ranks_html(R())
+        '<div class="gv-ranks"><b>ranks</b> 2 ranks; no gradient on some ranks: w (rank 1)</div>'
+    """
+    table = getattr(report, "ranks", None) or {}
+    ranks = sorted(table)
+    if len(ranks) < 2:
+        return ""
+    missing, differ = [], []
+    for name in dict.fromkeys(n for r in ranks for n in table[r]):
+        statuses = {r: (table[r].get(name) or ("absent",))[0] for r in ranks}
+        without = [r for r in ranks if statuses[r] in ("none", "absent")]
+        if without and len(without) < len(ranks):
+            label = "rank" if len(without) == 1 else "ranks"
+            missing.append(f"{name} ({label} {', '.join(map(str, without))})")
+        elif len(set(statuses.values())) > 1:
+            differ.append(name)
+    if not (missing or differ):
+        return ""
+    parts = [f"{len(ranks)} ranks"]
+    if missing:
+        more = f", … {len(missing) - limit} more" if len(missing) > limit else ""
+        parts.append("no gradient on some ranks: " + ", ".join(missing[:limit]) + more)
+    if differ:
+        parts.append("status differs across ranks: " + ", ".join(differ[:limit]))
+    return f'<div class="gv-ranks"><b>ranks</b> {html_text("; ".join(parts))}</div>'

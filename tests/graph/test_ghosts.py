@@ -1,0 +1,72 @@
+"""Ghost nodes: where the gradient was cut (frozen, detached, no_grad, never called) is drawn."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradviz_widgets import GradExplorer
+from gradviz_widgets.examples.pathologies import frozen_and_detached_example
+from gradviz_widgets.graph.ghosts import add_ghosts, cut_of, is_ghost
+from gradviz_widgets.render.dot import render_dot
+
+CUTS = {
+    "frozen": "frozen",
+    "detached": "detached",
+    "no_grad_branch": "no_grad",
+    "unused": "never called",
+    "maybe": "never called",
+}
+
+
+@pytest.fixture(scope="module")
+def run():
+    model, x, _ = frozen_and_detached_example()
+    ex = GradExplorer(model, x)
+    report = ex.run()
+    return ex.graph, report
+
+
+def test_every_unreached_param_is_a_ghost_with_its_cut(run):
+    graph, report = run
+    ghosted = add_ghosts(graph, report.none_reasons)
+    ghosts = {n.id: n for n in ghosted.nodes if n.kind == "ghost"}
+    assert set(ghosts) == {f"ghost:param:{name}" for name in report.none_reasons}
+    for n in ghosts.values():
+        assert n.label.endswith("✂ " + CUTS[n.module])
+        assert n.scope[-1][0] == n.module  # in its module's cluster
+        assert n.grad_norm is None and is_ghost(n.id)
+
+
+def test_ghosts_leave_the_real_graph_alone(run):
+    graph, report = run
+    ghosted = add_ghosts(graph, report.none_reasons)
+    assert ghosted.edges == graph.edges
+    real = [n for n in ghosted.nodes if n.kind != "ghost"]
+    assert tuple(real) == graph.nodes
+    assert add_ghosts(ghosted, report.none_reasons).nodes == ghosted.nodes  # idempotent
+    for depth in (None, 0):
+        plain = {n.id: (n.grad_norm, n.status) for n in graph.view(depth).nodes}
+        with_g = {n.id: (n.grad_norm, n.status) for n in ghosted.view(depth).nodes}
+        assert {k: v for k, v in with_g.items() if k in plain} == plain
+
+
+def test_ghosts_drawn_dashed_grey_in_their_cluster(run):
+    graph, report = run
+    drawn = render_dot(add_ghosts(graph, report.none_reasons))
+    key = next(k for k, v in drawn.keys.items() if v == "ghost:param:frozen.weight")
+    line = next(li for li in drawn.dot.splitlines() if li.strip().startswith(f"{key} ["))
+    assert 'style="dashed,rounded"' in line and "✂ frozen" in line
+    assert "frozen" in {v for k, v in drawn.keys.items() if k.startswith("c")}
+
+
+def test_folded_module_of_ghosts_shows_its_cut(run):
+    graph, report = run
+    view = add_ghosts(graph, report.none_reasons).view(0)
+    node = view.node("module:no_grad_branch")
+    assert node.label.endswith("✂ no_grad") and node.grad_norm is None
+    assert node.members == ("ghost:param:no_grad_branch.weight", "ghost:param:no_grad_branch.bias")
+
+
+def test_cut_names():
+    assert cut_of(None) == "no gradient"
+    assert cut_of("module 'x' ran under torch.no_grad() (or inference_mode)") == "no_grad"

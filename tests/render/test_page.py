@@ -1,0 +1,74 @@
+"""`ex.export_html`: one self-contained page of any model, offline; user text stays text."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from torch import nn
+
+from gradviz_widgets import GradExplorer
+from gradviz_widgets.examples import dead_branch_example, gpt2_like
+from gradviz_widgets.render.page import BUNDLE, views
+from gradviz_widgets.render.page_chart import chart_svg
+from gradviz_widgets.vocabulary import Thresholds
+
+pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="front-end bundle not built")
+
+HOSTILE = '<img src=x onerror=alert(1)>"\\&amp;'
+
+
+class Hostile(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleDict({HOSTILE: nn.Linear(3, 3), "ok": nn.Linear(3, 1)})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks["ok"](torch.tanh(self.blocks[HOSTILE](x)))
+
+
+def test_quickstart_page_is_small_and_offline(tmp_path) -> None:
+    net, x, y = dead_branch_example()
+    path = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y).export_html(
+        tmp_path / "page.html"
+    )
+    text = path.read_text(encoding="utf-8")
+    assert path.stat().st_size < 3_000_000
+    assert not re.search(r"(?:src|href)\s*=\s*[\"']?(?:https?:)?//", text)  # nothing fetched
+    assert "https://" not in text.replace("http://www.w3.org/", "")
+    assert text.count('class="bar"') == 8 and "exactly 0.0" in text
+
+
+def test_user_text_is_escaped_everywhere(tmp_path) -> None:
+    text = GradExplorer(Hostile(), torch.randn(2, 3)).export_html(tmp_path / "p.html").read_text()
+    markup = re.sub(r"<script[^>]*>.*?</script>", "", text, flags=re.S)
+    assert "<img" not in markup and "&lt;img src=x" in markup  # shown, as text
+    state = text.split('id="gvw-state">')[1].split("</script>")[0]
+    assert "</" not in state  # the JSON data cannot close its script element
+
+
+def test_views_shallow_to_deep_and_distinct() -> None:
+    torch.manual_seed(0)
+    model = gpt2_like(n_layer=2, d_model=16, n_head=2, vocab=50, seq=8)
+    graph = GradExplorer(model, torch.randint(0, 50, (2, 8))).graph
+    vs = views(graph)
+    labels = [v["label"] for v in vs]
+    assert "full" in labels and "depth 0" in labels and len({v["dot"] for v in vs}) == len(vs) > 2
+    for v in vs:
+        assert set(v["key_map"].values()) <= set(v["nodes"]) | {
+            n.module for n in graph.nodes
+        } | set(graph.modules)
+
+
+def test_chart_svg_pins_none_zero_and_nonfinite() -> None:
+    rows = [
+        {"name": "a", "norm": None, "status": "none", "reason": "frozen"},
+        {"name": "b", "norm": 0.0, "status": "zero"},
+        {"name": "c", "norm": float("nan"), "status": "nonfinite"},
+        {"name": "<b>d</b>", "norm": 1e-30, "status": "vanishing"},
+    ]
+    svg = chart_svg(rows, Thresholds())
+    assert "no gradient (None)" in svg and "exactly 0.0" in svg and "NaN / Inf" in svg
+    assert "<b>" not in svg and "&lt;b&gt;d&lt;/b&gt;" in svg
+    assert svg.count('class="bar"') == 4
