@@ -33,12 +33,8 @@ NAMED_CIRCLES = {
 #: package faces other modules may import names from (they are the public face of their
 #: package, not a compatibility path); the examples import what users import, from any face
 FACES = ("examples", "watch")
-#: private names still taken across modules, owned by helpers working on watch/ now
-#: (TODO(lead): rename history._RANK to RANK once the watch branches are merged)
-PRIVATE_EXCEPTIONS = {
-    ("watch.figures", "watch.history", "_RANK"),
-    ("watch.page_data", "watch.history", "_RANK"),
-}
+#: private names taken across modules (none: keep it so)
+PRIVATE_EXCEPTIONS: set[tuple[str, str, str]] = set()
 
 
 class Import(NamedTuple):

@@ -205,12 +205,14 @@ def lines_figure(
 def default_selection(overview: Overview, params: list[ParamInfo], n: int = 4) -> list[str]:
     """The parameters with the most alarming buckets, then the first ones; rows that were None
     in every bucket (frozen all along, say: their anomalies say when it is not intended) last."""
-    from .history import _RANK
+    from .history import SEVERITY_RANK
 
     if not overview.used or not params:
         return [p.name for p in params[:n]]
     status = overview.status[: overview.used]
-    worst = np.where((status == STATUSES.index("none")).all(axis=0), -2, _RANK[status].max(axis=0))
+    worst = np.where(
+        (status == STATUSES.index("none")).all(axis=0), -2, SEVERITY_RANK[status].max(axis=0)
+    )
     order = sorted(range(len(worst)), key=lambda i: (-int(worst[i]), i))
     return [params[i].name for i in order[:n] if i < len(params)]
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 # Over time a None is an event (a parameter stopped getting a gradient), so it ranks above
 # vanishing here; in one graph (vocabulary.SEVERITY) None is the absence of flow and ranks last.
 SEVERITY = {"healthy": 0, "vanishing": 1, "none": 2, "zero": 3, "exploding": 4, "nonfinite": 5}
-_RANK = np.array([SEVERITY[s] for s in STATUSES] + [-1])  # index len(STATUSES): no data
+SEVERITY_RANK = np.array([SEVERITY[s] for s in STATUSES] + [-1])  # index len(STATUSES): no data
 EMPTY = len(STATUSES)
 #: history() columns; the last three are step-wide (watch/steptable.py)
 COLUMNS = [
@@ -150,7 +150,7 @@ class Overview:
         any_ok = ok.any(axis=0)
         hi = np.where(any_ok, norm[top, cols], np.nan)
         lo = np.where(any_ok, norm[low, cols], np.nan)
-        worst = status[np.argmax(_RANK[status], axis=0), cols]
+        worst = status[np.argmax(SEVERITY_RANK[status], axis=0), cols]
         self._merge_row(b, hi, steps[top], lo, steps[low], worst)
 
     def add_chunk(self, chunk: Chunk) -> None:
@@ -174,7 +174,7 @@ class Overview:
         self.hi_step[b, :k] = np.where(ok_hi, hi_step, self.hi_step[b, :k])
         self.lo[b, :k] = np.where(ok_lo, lo, self.lo[b, :k])
         self.lo_step[b, :k] = np.where(ok_lo, lo_step, self.lo_step[b, :k])
-        worse = _RANK[status] > _RANK[self.status[b, :k]]
+        worse = SEVERITY_RANK[status] > SEVERITY_RANK[self.status[b, :k]]
         self.status[b, :k] = np.where(worse, status, self.status[b, :k])
 
     def _halve(self) -> None:

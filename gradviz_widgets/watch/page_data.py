@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..vocabulary import format_norm
-from .history import _RANK, EMPTY, Overview
+from .history import EMPTY, SEVERITY_RANK, Overview
 
 
 def merge_buckets(ov: Overview, max_steps: int) -> Overview:
@@ -56,7 +56,7 @@ def merge_buckets(ov: Overview, max_steps: int) -> Overview:
     out.hi_step[:used] = pick(grouped(ov.hi_step, 0), top[:, None], 1)[:, 0]
     out.lo_step[:used] = pick(grouped(ov.lo_step, 0), low[:, None], 1)[:, 0]
     status = grouped(ov.status, EMPTY)
-    worst = np.argmax(_RANK[status], axis=1)
+    worst = np.argmax(SEVERITY_RANK[status], axis=1)
     out.status[:used] = pick(status, worst[:, None], 1)[:, 0]
     return out
 
