@@ -2,17 +2,19 @@
 
 At the step pre-hook (before the optimizer applies the gradients) the step's statistics are
 classified exactly as the writer thread will classify them (`writer.classify_many` with the
-watch's Thresholds; a trainable parameter without a gradient is "none"). The first step of each
-anomaly kind (KINDS) gets one FlightRecord: the arguments of the model's latest forward, the
-RNG states at that forward, and a CPU copy of the state_dict. `notes` says, per kind, which
-step was recorded or why it was not; the watch saves them as `flights.json`.
+watch's Thresholds; a trainable parameter without a gradient is "none"). Every step that holds a
+parameter's first step of an anomaly kind (KINDS) — exactly the steps the writer lists as
+anomalies — gets one FlightRecord while the budget lasts: the arguments of the model's latest
+forward, the RNG states at that forward, and a CPU copy of the state_dict. `notes` says, per
+step and per kind's first step, what was recorded or why not; the watch saves them as
+`flights.json`.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,7 +32,8 @@ MB = 2**20
 DEFAULT_BUDGET_MB = 512
 #: the key of `flight_recorder=<norm>`'s own trigger in `notes["kinds"]`
 ABOVE = "above"
-_KIND_OF = {STATUSES.index(k): k for k in KINDS}
+#: status code -> column of KINDS, for the codes that are anomaly kinds
+_COLUMN = {STATUSES.index(k): j for j, k in enumerate(KINDS)}
 
 
 def check_budget(budget_mb: Any) -> float | None:
@@ -48,7 +51,7 @@ def check_budget(budget_mb: Any) -> float | None:
 class Flights:
     """Decides at each step pre-hook whether to keep a flight record, and makes it.
 
-    `trigger`: True (the first step of each kind), a norm (also the first step with a gradient
+    `trigger`: True (each step that holds a parameter's first anomaly of a kind), a norm (also the first step with a gradient
     norm above it) or False (off). `keep(record_or_None, notes)` is called on every decision.
     """
 
@@ -73,6 +76,8 @@ class Flights:
         if not self.active:
             self.notes["off"] = "the flight recorder was off (GradWatch(flight_recorder=False))"
         self._warned: set[str] = set()
+        #: (parameter, kind) pairs seen so far: a record is kept at each pair's first step
+        self._seen: set[tuple[int, int]] = set()
         self._wanted = [*KINDS, *([ABOVE] if trigger not in (True, False) else [])]
         self._call: tuple[tuple, dict] | None = None
         self._rng: torch.Tensor | None = None
@@ -103,9 +108,18 @@ class Flights:
             except Exception:  # e.g. while a CUDA graph is captured
                 self._cuda_rng = None
 
-    def check(self, step: int, stats: Any, missing: bool) -> None:
+    def check(
+        self,
+        step: int,
+        stats: Any,
+        missing: bool,
+        ids: Sequence[int] = (),
+        lacking: Sequence[int] = (),
+    ) -> None:
         """The step pre-hook: `stats` the (n, 3) norm / max_abs / nonzero of the parameters
-        with a gradient, `missing` whether a trainable parameter has none."""
+        `ids` (indices into the watched parameters) that have a gradient, `missing` whether a
+        trainable parameter has none (`lacking`: which). A step where some parameter turns a
+        kind for the first time (exactly the writer's anomaly rule) gets a record."""
         if not self.active:
             return
         if isinstance(stats, torch.Tensor):
@@ -114,22 +128,25 @@ class Flights:
                 self._unchecked(stats.device)
                 return
             stats = stats.detach().double().cpu().numpy()
-        present: set[str] = set()
+        hits: list[tuple[int, int]] = []  # (parameter, kind column)
         if not _all_healthy(stats, self.thresholds):  # the usual step: ~5 us, not ~25
             codes = classify_many(stats[:, 0], stats[:, 1], self.thresholds)
-            counts = np.bincount(codes, minlength=len(STATUSES))
-            present = {k for c, k in _KIND_OF.items() if counts[c]}
+            rows = list(ids) if len(ids) == len(codes) else list(range(len(codes)))
+            hits += [(i, _COLUMN[c]) for i, c in zip(rows, codes.tolist()) if c in _COLUMN]
         if missing:
-            present.add("none")
-        if ABOVE in self._wanted and bool((stats[:, 0] > float(self.trigger)).any()):
-            present.add(ABOVE)
-        done = self.notes["kinds"]
-        new = [k for k in self._wanted if k in present and k not in done]
+            hits += [(i, KINDS.index("none")) for i in (lacking or [-1])]
+        new = self._first_hits(hits)
+        above = ABOVE in self._wanted and ABOVE not in self.notes["kinds"]
+        if above and bool((stats[:, 0] > float(self.trigger)).any()):
+            new.append(ABOVE)
         if new:
-            self._decide(step, new)
-        if all(k in done for k in self._wanted):
-            self.active = False  # every kind decided: nothing left to check
-            self._call = None
+            self._decide(step, [k for k in self._wanted if k in new])
+
+    def _first_hits(self, hits: list[tuple[int, int]]) -> list[str]:
+        """The kinds of `hits` that are a parameter's first of that kind."""
+        fresh = {(i, k) for i, k in hits if (i, k) not in self._seen}
+        self._seen |= fresh
+        return sorted({KINDS[k] for _, k in fresh}, key=KINDS.index)
 
     # ---- one decision -------------------------------------------------------------------
     def _decide(self, step: int, kinds: list[str]) -> None:
@@ -137,10 +154,13 @@ class Flights:
             record, why = self._attempt(step, kinds)
         except Exception as e:  # a record that cannot be made must not stop the history
             record, why = None, f"making it failed ({type(e).__name__}: {e})"
+        entry = {"step": step, "kept": record is not None, "why": why}
         for k in kinds:
-            self.notes["kinds"][k] = {"step": step, "kept": record is not None, "why": why}
-        if record is None and why not in self._warned:  # the same reason: one warning
-            self._warned.add(why)
+            self.notes["kinds"].setdefault(k, entry)
+        self.notes.setdefault("steps", {})[str(step)] = {**entry, "kinds": kinds}
+        topic = "budget" if "flight_budget_mb" in why else why
+        if record is None and topic not in self._warned:  # the same reason: one warning
+            self._warned.add(topic)
             warnings.warn(
                 f"GradWatch: no flight record for step {step} ({', '.join(kinds)}): {why}",
                 stacklevel=4,

@@ -109,6 +109,9 @@ class FlightBook(Mapping[int, FlightRecord]):
             )
         if notes.get("off"):
             return f"{head}: {notes['off']}."
+        decided = notes.get("steps", {}).get(str(anomaly.step))
+        if decided is not None and not decided["kept"]:
+            return f"{head}: {decided['why'] or 'it was made but is no longer on disk'}."
         entry = notes.get("kinds", {}).get(anomaly.kind)
         if entry is not None and entry["step"] == anomaly.step:
             return f"{head}: {entry['why'] or 'it was made but is no longer on disk'}."
@@ -119,16 +122,18 @@ class FlightBook(Mapping[int, FlightRecord]):
                 else f"it was not recorded either: {entry['why']}"
             )
             return (
-                f"{head}: the flight recorder keeps the first step of each kind, and "
-                f"{anomaly.kind} first appeared at step {entry['step']} ({first}){recorded}."
+                f"{head}: the step pre-hook saw no parameter's first {anomaly.kind} at this "
+                f"step (recording stopped before it, or the run was read while still "
+                f"writing); {anomaly.kind} first appeared at step {entry['step']} "
+                f"({first}){recorded}."
             )
         if notes.get("unchecked"):
             return f"{head}: {notes['unchecked']}."
         if anomaly.kind not in KINDS:
             return (
                 f"{head}: {anomaly.kind} is found by the writer thread after the step, when the "
-                f"pre-update weights are gone; only the first step of each of {', '.join(KINDS)} "
-                f"is recorded{recorded}."
+                f"pre-update weights are gone; only the steps of {', '.join(KINDS)} anomalies "
+                f"are recorded{recorded}."
             )
         return (
             f"{head}: the step pre-hook did not see {anomaly.kind} at this step (recording "

@@ -191,7 +191,11 @@ class Recorder:
             grads = [self.params[i].grad for i in ids]
             extra = rank_part(self.ranks, self._used, self.params, ids, grads)
         if self.flights is not None:  # before the update: the pre-update weights
-            self.flights.check(self.step, stats, self.watched.lacking)
+            lacking = self.watched.lacking
+            without = [i for i in owned if self.params[i].grad is None] if lacking else []
+            trainable = self.watched.trainable
+            missing = [i for i in without if trainable[i]]
+            self.flights.check(self.step, stats, lacking, ids, missing)
         due = bool(ids) and not skipped and self.update_ratio and self.step % self.ratio_every == 0
         if due:
             self._snaps[j].take(ids, [self.params[i] for i in ids])

@@ -45,8 +45,8 @@ class GradWatch(HistoryViews):
     keeps its cost (a copy of the parameters and three passes over them per measured step, ~5%
     of a CPU ResNet-50 step) under 1%. True: every step; False: never (docs/watch.md, "Cost").
 
-    `flight_recorder`: the first step of each anomaly kind keeps its batch, RNG states and
-    pre-update weights for `anomaly.explore()` (a norm: also the first step above it; False:
+    `flight_recorder`: each anomaly's step (a parameter's first step of a kind) keeps its
+    batch, RNG states and pre-update weights for `anomaly.explore()` (a norm: also the first step above it; False:
     off), within `flight_budget_mb` (default: 512 MB or three copies of the model's state,
     whichever is larger; docs/watch.md, "Flight recorder and anomaly.explore()").
 
