@@ -249,8 +249,10 @@ def replay(
         )
     if record.kwargs and record.args:
         raise GradExplorerError(
-            "the recorded call mixes positional and keyword arguments; "
-            "GradExplorer takes one or the other"
+            "the recorded call mixes positional and keyword arguments (e.g. model(x, "
+            "labels=y)); GradExplorer takes one or the other, so this step cannot be replayed. "
+            "Call the model with keywords only (model(input_ids=x, labels=y)) or positionally "
+            "only, and the flight records of the next run replay"
         )
     sample: Any = (
         dict(record.kwargs)

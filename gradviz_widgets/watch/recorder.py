@@ -116,6 +116,7 @@ class Recorder:
         if events:
             self.emit("events", events)
         if events and not first:
+            self.timing.forget()
             for snap in self._snaps:  # the snapshot buffers follow the new set of tensors
                 snap.reset()
             warnings.warn(describe(events), stacklevel=3)
@@ -194,8 +195,8 @@ class Recorder:
             lacking = self.watched.lacking
             without = [i for i in owned if self.params[i].grad is None] if lacking else []
             trainable = self.watched.trainable
-            missing = [i for i in without if trainable[i]]
-            self.flights.check(self.step, stats, lacking, ids, missing)
+            missing = [i for i in without if trainable[i]]  # this optimizer's, not another's
+            self.flights.check(self.step, stats, bool(missing), ids, missing)
         due = bool(ids) and not skipped and self.update_ratio and self.step % self.ratio_every == 0
         if due:
             self._snaps[j].take(ids, [self.params[i] for i in ids])

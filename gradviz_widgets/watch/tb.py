@@ -16,7 +16,9 @@ class TensorBoardSink:
     SummaryWriter."""
 
     def __init__(self, target: Any, path: Path) -> None:
-        if hasattr(target, "add_scalar"):
+        #: whether the watch made the SummaryWriter (then it closes it; a user's stays open)
+        self.own = not hasattr(target, "add_scalar")
+        if not self.own:
             self.tb = target
             return
         try:
@@ -40,3 +42,8 @@ class TensorBoardSink:
             if positive.size:
                 self.tb.add_histogram("log10_grad_norm", np.log10(positive), step)
         self.tb.flush()
+
+    def close(self) -> None:
+        """End the SummaryWriter the watch made (its own writer thread with it)."""
+        if self.own:
+            self.tb.close()

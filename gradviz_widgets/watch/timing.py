@@ -78,6 +78,11 @@ class StepTiming:
         stats = self.stats_fn(present) if self.eager and present else None
         self._eob = ({i: r for r, i in enumerate(ids)}, keys, stats)
 
+    def forget(self) -> None:
+        """The watched set changed (a parameter replaced, added, unfrozen): the last
+        end-of-backward reading names tensors that may no longer be the watched ones."""
+        self._eob = None
+
     # ---- the read point -----------------------------------------------------------------
     def read(self, owned: list[int], step: int, skipped: bool = False, opt: Any = None) -> Reading:
         """The statistics of `owned` parameters' gradients as they were before any in-place

@@ -275,6 +275,8 @@ class GradWatch(HistoryViews):
             reader.close()
             del self._read_store
         self._writer.stop()
+        for listener in self._writer.listeners:  # the TensorBoard writer the watch made
+            getattr(listener, "close", lambda: None)()
         release(self._ranks, writer_done=not self._writer.is_alive())
         if self._model is not None and _WATCHED.get(self._model) is self:
             del _WATCHED[self._model]

@@ -258,9 +258,12 @@ def test_two_optimizers_one_row_per_parameter_and_round(tmp_path):
         model, optimizer=[opts[0], opts_d[0]], path=tmp_path / "run", update_ratio=True
     )
     seen: list = []
-    gan_loop(model, opts[0], opts_d[0], 5, seen)
+    with warnings.catch_warnings():  # D steps first: G's gradients are not D's `none`
+        warnings.simplefilter("error")
+        gan_loop(model, opts[0], opts_d[0], 5, seen)
     gan_loop(twin, opts[1], opts_d[1], 5)
     same_weights(model, twin)
+    assert "none" not in watch._flights.notes["kinds"] and watch.anomalies == []
     h = watch.history()
     assert sorted(h.step.unique()) == list(range(5)) and len(h) == 5 * 8
     for k, expected in enumerate(seen):
@@ -405,3 +408,43 @@ def test_fused_optimizer_under_a_scaler_reads_unscaled(tmp_path, given):
     assert (h.skipped == (h.step == 2)).all()
     assert (h[h.step == 2].status == "nonfinite").all()
     watch.close()
+
+
+def test_a_replaced_head_with_kept_gradients_is_not_read_as_clipped(tmp_path):
+    """zero_grad(set_to_none=False) keeps the old head's zeroed .grad; replacing the head between
+    steps must not look like gradients changed in place (no clipping warning, clipped False)."""
+    model, (x, _) = mlp(), data()
+    opt = torch.optim.SGD(model.parameters(), 0.1)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(4):
+            if step == 2:
+                model.fc3 = nn.Linear(model.fc3.in_features, 3)
+                opt.add_param_group({"params": model.fc3.parameters()})
+            opt.zero_grad(set_to_none=False)
+            model(x).pow(2).sum().backward()
+            expected = hand(model)
+            opt.step()
+            check(watch.history(), step, expected) if step == 3 else None
+    assert not [w for w in caught if "changed in place" in str(w.message)]
+    h = watch.history()
+    assert not h.clipped.isna().any() and not h.clipped.any()
+    watch.close()
+
+
+def test_close_ends_the_tensorboard_writer_it_made(tmp_path):
+    pytest.importorskip("tensorboard")
+    import threading
+
+    model, (x, y) = mlp(), data()
+    opt = torch.optim.SGD(model.parameters(), 0.1)
+    before = set(threading.enumerate())
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", tensorboard=True)
+    for _ in range(2):
+        opt.zero_grad()
+        CE(model(x), y).backward()
+        opt.step()
+    watch.close()
+    left = [t for t in set(threading.enumerate()) - before if t.is_alive()]
+    assert left == [], left
