@@ -69,7 +69,6 @@ class Recorder:
         self._queued = False
         self._pre: dict[int, tuple | None] = {}
         self._snaps = [Snapshot() for _ in range(max(len(opts), 1))]
-        self._snap = self._snaps[0]
         self._where: tuple | None = None
         # every parameter by name (frozen ones too), each trainable one hooked: its
         # post-accumulate hook queues the end-of-backward reading (watch/params.py)
@@ -106,7 +105,7 @@ class Recorder:
         self._pre = {}
         if self.flights is not None:
             self.flights.forget()
-        self._snap.reset()
+        self._reset_snapshots()  # every optimizer's copy of the parameters is freed
 
     def _publish(self, first: bool = False) -> None:
         """Hand new / changed parameters and their events on; one warning per batch of them."""
@@ -117,8 +116,7 @@ class Recorder:
             self.emit("events", events)
         if events and not first:
             self.timing.forget()
-            for snap in self._snaps:  # the snapshot buffers follow the new set of tensors
-                snap.reset()
+            self._reset_snapshots()  # the snapshot buffers follow the new set of tensors
             warnings.warn(describe(events), stacklevel=3)
 
     def _guarded(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -182,14 +180,18 @@ class Recorder:
         return wrapped
 
     def _read_point(self, j: int, skipped: bool = False) -> None:
-        self.watched.gradients(self.step)  # catches changed parameters; sets `lacking`
+        ids, grads = self.watched.gradients(self.step)  # catches changes; sets `lacking`
         self._publish()
         owned = self.rounds.owned(j, self.params)
-        reading = self.timing.read(owned, self.step, skipped, (self.optimizers or [None])[j])  # type: ignore[list-item]
-        ids, stats = reading.ids, reading.stats
+        if len(owned) < len(self.params):  # several optimizers: this one's parameters only
+            mine = set(owned)
+            keep = [k for k, i in enumerate(ids) if i in mine]
+            ids, grads = [ids[k] for k in keep], [grads[k] for k in keep]
+        opt = self.optimizers[j] if self.optimizers else None
+        reading = self.timing.read(ids, grads, self.step, skipped, opt)
+        stats = reading.stats
         extra = None
         if self.ranks.group is not None:
-            grads = [self.params[i].grad for i in ids]
             extra = rank_part(self.ranks, self._used, self.params, ids, grads)
         if self.flights is not None:  # before the update: the pre-update weights
             lacking = self.watched.lacking
@@ -240,6 +242,9 @@ class Recorder:
                 "there",
                 stacklevel=3,
             )
-            for snap in self._snaps:
-                snap.reset()
+            self._reset_snapshots()
         self._where = where
+
+    def _reset_snapshots(self) -> None:
+        for snap in self._snaps:
+            snap.reset()

@@ -84,16 +84,22 @@ class StepTiming:
         self._eob = None
 
     # ---- the read point -----------------------------------------------------------------
-    def read(self, owned: list[int], step: int, skipped: bool = False, opt: Any = None) -> Reading:
-        """The statistics of `owned` parameters' gradients as they were before any in-place
-        change since the last backward (unscaled when a scaler scaled them)."""
+    def read(
+        self,
+        ids: list[int],
+        grads: list[torch.Tensor],
+        step: int,
+        skipped: bool = False,
+        opt: Any = None,
+    ) -> Reading:
+        """The statistics of the gradients `grads` of parameters `ids` (those of `opt` that
+        have one) as they were before any in-place change since the last backward (unscaled
+        when a scaler scaled them)."""
         # a fused optimizer (`_step_supports_amp_scaling`) gets the scaled gradient and the
         # scaler's Inf flag as attributes, for the length of its step
         fused = getattr(opt, "grad_scale", None)
         if fused is not None:
             skipped = getattr(opt, "found_inf", skipped)
-        ids = [i for i in owned if self.params[i].grad is not None]
-        grads = [g for g in (self.params[i].grad for i in ids) if g is not None]
         scaler = self.scaler
         if scaler is None and self.eager:  # were the end-of-backward numbers loss-scaled?
             scaler = self._scaler_from_stack()
