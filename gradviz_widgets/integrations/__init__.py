@@ -4,5 +4,5 @@ Each framework's module imports that framework; this package imports neither, so
 install needs neither (`pip install gradviz_widgets[lightning]` / `[transformers]`).
 
 Example:
-    >>> from gradviz_widgets.integrations.common import torch_optimizer
+    >>> from gradviz_widgets.integrations.common import WatchRun
 """

@@ -1,5 +1,5 @@
-"""What the framework callbacks share: the optional import, the optimizer whose step really
-runs, and one watch per training run that starts at the framework's global step."""
+"""What the framework callbacks share: the optional import, and one watch per training run that
+starts at the framework's global step."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import torch
 from torch import nn
 
 from ..errors import GradExplorerError
@@ -30,24 +29,6 @@ def require(module: str, extra: str) -> ModuleType:
             f"gradviz_widgets.integrations.{extra} needs {module.split('.')[0]} ({e}): "
             f"pip install gradviz_widgets[{extra}]"
         ) from e
-
-
-def torch_optimizer(optimizer: Any) -> torch.optim.Optimizer:
-    """The torch optimizer inside framework wrappers (Lightning's LightningOptimizer, accelerate's
-    AcceleratedOptimizer): the one whose `step()` runs once per real optimizer step and whose
-    step hooks fire."""
-    seen = optimizer
-    for _ in range(8):
-        if isinstance(seen, torch.optim.Optimizer) and hasattr(seen, "_optimizer_step_pre_hooks"):
-            return seen
-        inner = getattr(seen, "optimizer", None) or getattr(seen, "_optimizer", None)
-        if inner is None:
-            break
-        seen = inner
-    raise GradExplorerError(
-        f"found no torch.optim.Optimizer inside {type(optimizer).__name__}; create the "
-        "GradWatch yourself: GradWatch(model, optimizer=<the torch optimizer>)"
-    )
 
 
 class WatchRun:
@@ -76,13 +57,11 @@ class WatchRun:
         self.close()
         self.watch, self._warned = None, False
         try:
-            if isinstance(optimizer, (list, tuple)):
-                inner: Any = [torch_optimizer(o) for o in optimizer] or None
-            else:
-                inner = torch_optimizer(optimizer) if optimizer is not None else None
+            # the framework's wrappers (LightningOptimizer, AcceleratedOptimizer) are
+            # unwrapped by GradWatch itself (watch/arguments.py)
             self.watch = GradWatch(
                 model,
-                optimizer=inner,
+                optimizer=optimizer,
                 path=self.path,
                 start_step=int(global_step),
                 **{"scaler": scaler, **self.options},

@@ -18,6 +18,7 @@ from torch import nn
 from ..errors import GradExplorerError
 from ..run.checks import check_loss_args, check_thresholds
 from ..vocabulary import Thresholds
+from .flight import check_budget
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,7 @@ def check_arguments(model: Any, optimizer: Any, path: Any, options: dict[str, An
     thresholds = check_thresholds(options["thresholds"])
     check_update_ratio(options["update_ratio"])
     check_flight_recorder(options["flight_recorder"])
+    check_budget(options["flight_budget_mb"])
     for name in ("sync_check", "ranks"):
         if options[name] is not None and not isinstance(options[name], bool):
             raise GradExplorerError(

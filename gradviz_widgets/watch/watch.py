@@ -17,7 +17,7 @@ from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
 from .anomalies import Anomaly, replay
 from .arguments import check_arguments, warn_idle_optimizers
-from .flight import Flights, check_budget
+from .flight import Flights
 from .flight_book import FlightBook
 from .history import Overview, history_frame
 from .ranks import Exchange, rank_setup, release
@@ -95,7 +95,6 @@ class GradWatch(HistoryViews):
 
         options = dict(locals())  # every argument, checked before anything is created
         args = check_arguments(model, optimizer, path, options)
-        check_budget(flight_budget_mb)
         self.thresholds, self.loss_fn = args.thresholds, loss_fn
         self._ranks = self._start_run(args.path, model, ranks, rank_timeout_s)
         inner = self._inner
