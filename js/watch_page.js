@@ -95,7 +95,8 @@ class WatchPage {
     const scale = document.createElement("span"); scale.id = "scale";
     scale.style.background = `linear-gradient(to right, ${S.map(([t, c]) => `${c} ${(t * 100).toFixed(1)}%`).join(", ")})`;
     const item = (/** @type {Node} */ node, /** @type {string} */ text) => { const s = document.createElement("span"); s.append(node, text); L.append(s); };
-    item(scale, ` 10^${V.zmin} … 10^${V.zmax}: vanishing < ${D.threshold_text[0]} ≤ healthy ≤ ${D.threshold_text[1]} < exploding`);
+    const L2 = D.labels;  // the statuses' words, from vocabulary.py
+    item(scale, ` 10^${V.zmin} … 10^${V.zmax}: ${L2.vanishing} < ${D.threshold_text[0]} ≤ ${L2.healthy} ≤ ${D.threshold_text[1]} < ${L2.exploding}`);
     for (const s of D.plain) {
       const sw = document.createElement("span"); sw.className = "sw"; sw.style.background = D.colors[s][1];
       if (s === "nonfinite") { sw.textContent = D.marks.nonfinite; sw.className = "sw mark"; }
@@ -153,7 +154,7 @@ class WatchPage {
       const l = Math.log10(t), kind = k ? "exploding" : "vanishing";
       if (l < lo || l > hi) return;
       svg.append(el("line", { x1: m.l, x2: W - m.r, y1: y(l), y2: y(l), stroke: D.colors[kind][1], "stroke-dasharray": "6 4", class: "threshold" }));
-      svg.append(el("text", { x: W - m.r - 4, y: y(l) - 4, "text-anchor": "end", fill: D.colors[kind][1] }, `${kind} ${D.threshold_text[k]}`));
+      svg.append(el("text", { x: W - m.r - 4, y: y(l) - 4, "text-anchor": "end", fill: D.colors[kind][1] }, `${D.labels[kind]} ${D.threshold_text[k]}`));
     });
   }
 
