@@ -22,6 +22,8 @@ STATUSES = ("none", "zero", "vanishing", "healthy", "exploding", "nonfinite")
 SEVERITY = ("nonfinite", "exploding", "zero", "vanishing", "healthy", "none")
 #: what leaves a folded module along several edges: one healthy path makes the flow healthy
 FLOW_STRENGTH = ("nonfinite", "exploding", "healthy", "vanishing", "zero")
+#: statuses whose norm has no place on a log scale: drawn in their own colour
+OFF_SCALE = ("none", "zero", "nonfinite")
 #: the order of legend entries
 LEGEND_ORDER = ("healthy", "vanishing", "exploding", "nonfinite", "zero", "none")
 

@@ -66,6 +66,22 @@ def test_sdist_ships_bundle_and_wheel_from_it_needs_no_node(tmp_path: pathlib.Pa
         assert "License: MIT" in meta
         (lic,) = [n for n in zf.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
         assert zf.read(lic).decode().startswith("MIT License")
+        # the offline watch page and the marimo mirror, built from js/ (not Python strings)
+        built = {
+            name: zf.read(f"gradviz_widgets/static/{name}").decode()
+            for name in (
+                "watch_page.js",
+                "watch_page.css",
+                "marimo_mirror.js",
+                "marimo_mirror.css",
+                "explorer_page.css",
+            )
+        }
+        assert "watch-data" in built["watch_page.js"] and "#heat" in built["watch_page.css"]
+        assert "export{" in built["marimo_mirror.js"].replace(" ", "")
+        assert (
+            ".gvm-button" in built["marimo_mirror.css"] and "#chart" in built["explorer_page.css"]
+        )
         # every module of every subpackage ships (graph/, render/, watch/, ...)
         sources = {
             p.relative_to(ROOT).as_posix()
