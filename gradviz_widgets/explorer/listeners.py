@@ -1,8 +1,9 @@
 """Who follows an explorer: callbacks told after each change of its hooks, modifiers,
 thresholds or newest run, so every open widget shows the explorer's state whoever changed it.
 
-Held by weak reference: a widget that is closed and dropped does not stay alive (or keep being
-told) because the explorer still knows it.
+A bound method is held by weak reference to its object: a widget that is closed and dropped
+does not stay alive (or keep being told) because the explorer still knows it. Any other
+callable (a function, a lambda) is held until its handle's `remove()`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ Listener = Callable[[str], Any]
 class ChangeHandle:
     """What `GradExplorer.on_change` returns: `remove()` stops the notices."""
 
-    def __init__(self, owner: ChangeListeners, ref: weakref.ref[Any]) -> None:
+    def __init__(self, owner: ChangeListeners, ref: Callable[[], Any]) -> None:
         self._owner = owner
         self._ref = ref
 
@@ -30,7 +31,7 @@ class ChangeHandle:
 
 
 class ChangeListeners:
-    """The listeners of one explorer, each held weakly (a bound method through its object).
+    """The listeners of one explorer: bound methods held weakly, other callables strongly.
 
     Example:
         >>> class Follower:
@@ -46,18 +47,18 @@ class ChangeListeners:
     """
 
     def __init__(self) -> None:
-        self._refs: list[weakref.ref[Any]] = []
+        self._refs: list[Callable[[], Any]] = []  # each gives its callback, or None once dead
 
     def add(self, callback: Listener) -> ChangeHandle:
         if not callable(callback):
             raise TypeError(f"a listener must be callable, got {type(callback).__name__}")
-        ref: weakref.ref[Any] = (
-            weakref.WeakMethod(callback) if inspect.ismethod(callback) else weakref.ref(callback)
+        ref: Callable[[], Any] = (
+            weakref.WeakMethod(callback) if inspect.ismethod(callback) else lambda: callback
         )
         self._refs.append(ref)
         return ChangeHandle(self, ref)
 
-    def discard(self, ref: weakref.ref[Any]) -> None:
+    def discard(self, ref: Callable[[], Any]) -> None:
         self._refs = [r for r in self._refs if r is not ref]
 
     def clear(self) -> None:

@@ -172,8 +172,8 @@ class GradExplorer(HookControls, Exports):
     def on_change(self, callback: Listener) -> ChangeHandle:
         """Call `callback(what)` after each change of the hooks or modifiers ("hooks"), the
         thresholds ("thresholds"), after each run ("run") and at close ("closed"); every open
-        widget of this explorer follows it so. Held by weak reference (keep the callback alive;
-        a bound method lives as long as its object); `handle.remove()` stops it."""
+        widget of this explorer follows it so. A bound method is held weakly (the explorer
+        does not keep its object alive), any other callable until `handle.remove()`."""
         return self._listeners.add(callback)
 
     def _changed(self, what: str) -> None:

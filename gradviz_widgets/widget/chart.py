@@ -86,6 +86,14 @@ class ChartView:
             self._clickable = self.figure.data[0]
             self._clickable.on_click(self._guard.wrap(self.bar_clicked))
 
+    def close(self) -> None:
+        """Drop the click callbacks (plotly keeps a closed FigureWidget alive, and through them
+        it would keep the widget) and close the figure."""
+        for trace in self.figure.data:
+            trace.on_click(None)
+        self._clickable = None
+        self.figure.close()
+
     def bar_clicked(self, trace: Any, points: Any, state: Any) -> None:
         """What plotly calls on a click on `trace` (also the way tests click a bar)."""
         if not points.point_inds:

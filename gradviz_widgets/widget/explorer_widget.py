@@ -165,8 +165,13 @@ class ExplorerWidget(W.VBox):
         c.on_click(c.run_button, lambda: self.rerun())
         c.on_click(c.clear_button, lambda: self.clear_hooks())
         c.on_click(c.apply_modifier, lambda: self.apply_modifier_to_selected())
-        for button, name in zip(c.export_buttons, ("svg", "csv", "json")):
-            c.on_click(button, lambda name=name: getattr(self, f"download_{name}")())
+        downloads = (
+            lambda: self.download_svg(),
+            lambda: self.download_csv(),
+            lambda: self.download_json(),
+        )
+        for button, action in zip(c.export_buttons, downloads):
+            c.on_click(button, action)
         c.on_change(c.device_box, lambda new: self.set_device(new))
         c.on_change(c.mode_box, lambda _: self._update_chart())
         c.on_change(c.vanishing_box, lambda _: self.set_thresholds())
@@ -216,6 +221,11 @@ class ExplorerWidget(W.VBox):
         following = getattr(self, "_following", None)  # None: closed before it was built
         if following is not None:
             following.remove()
+            # ipywidgets (and anywidget, for the pane and the chart) keep open widgets alive,
+            # and through their callbacks they would keep this one
+            self.chart_view.close()
+            for part in _descendants(self):
+                part.close()
         super().close()
 
     # ---- following the explorer --------------------------------------------------------------
@@ -515,6 +525,14 @@ class ExplorerWidget(W.VBox):
                 "to top-level modules"
             )
             self.refresh()
+
+
+def _descendants(box: W.Box) -> list[W.Widget]:
+    """Every widget inside `box`, depth first (boxes included)."""
+    out: list[W.Widget] = []
+    for child in box.children:
+        out += [child, *(_descendants(child) if isinstance(child, W.Box) else [])]
+    return out
 
 
 def compare_with(explorer: Session, baseline: Any = None, **options: Any) -> ExplorerWidget:
