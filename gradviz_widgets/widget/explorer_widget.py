@@ -251,9 +251,15 @@ class ExplorerWidget(W.VBox):
             self._mark_hooks(self.view)
             self._update_readout()
             if ex.stale:
+                th = ex.thresholds
+                now = (
+                    f"thresholds vanishing < {th.vanishing:g}, exploding > {th.exploding:g}"
+                    if what == "thresholds"
+                    else plan_text(ex.hooks, ex.modifiers)
+                )
                 self._set_status(
-                    f"{plan_text(ex.hooks, ex.modifiers)}; changed since the newest run: press "
-                    "Run (or call ex.run()) to see the effect",
+                    f"{now}; changed since the newest run: press Run (or call ex.run()) to see "
+                    "the effect",
                     "info",
                 )
             else:

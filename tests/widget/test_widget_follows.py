@@ -83,7 +83,7 @@ def test_new_thresholds_from_code(dead_explorer):
     assert w.pane.nodes["param:main1.bias"]["status"] == "healthy"
     dead_explorer.thresholds = Thresholds(vanishing=0.2)
     assert w.controls.vanishing_box.value == 0.2  # the toolbar shows the pair in force
-    assert "changed since the newest run" in w.status_text
+    assert "thresholds vanishing < 0.2, exploding > 10000; changed since" in w.status_text
     dead_explorer.run()
     assert w.pane.nodes["param:main1.bias"]["status"] == "vanishing"
     colours = dict(zip([c[0] for c in w.chart.data[0].customdata], w.chart.data[0].marker.color))
