@@ -27,6 +27,10 @@ class HookControls:
     def _check_open(self) -> None:
         raise NotImplementedError
 
+    def _changed(self, what: str) -> None:
+        """Tell the explorer's listeners (its open widgets) that `what` changed."""
+        raise NotImplementedError
+
     def toggle_hook(self, target: str, kind: str | None = None) -> bool:
         """Flip a hook on a module path (kind: forward_pre | forward | backward, default backward)
         or a graph node id (kind: tensor). Returns whether it is on now."""
@@ -36,6 +40,7 @@ class HookControls:
         on = (target, kind) not in self._plan.on
         check_hook(self._paths, target, kind)
         self._plan = self._plan.with_hook(target, kind, on)
+        self._changed("hooks")
         return on
 
     def set_hook(self, target: str, kind: str | None = None, on: bool = True) -> bool:
@@ -46,6 +51,7 @@ class HookControls:
             self._check_node(target, kind)
         check_hook(self._paths, target, kind)
         self._plan = self._plan.with_hook(target, kind, on)
+        self._changed("hooks")
         return on
 
     def _check_node(self, target: str, kind: str) -> None:
@@ -85,10 +91,12 @@ class HookControls:
             raise GradExplorerError(str(e)) from e
         check_hook(self._paths, target, modifier_kind(target))
         self._plan = self._plan.with_modifier(target, modifier)
+        self._changed("hooks")
 
     def clear_hooks(self) -> None:
         """Turn every hook and modifier off."""
         self._plan = self._plan.cleared()
+        self._changed("hooks")
 
     @property
     def hooks(self) -> list[tuple[str, str]]:

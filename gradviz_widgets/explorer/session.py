@@ -32,6 +32,7 @@ from ..run.state import Capture
 from ..vocabulary import Thresholds
 from .exports import Exports
 from .hook_methods import HookControls
+from .listeners import ChangeHandle, ChangeListeners, Listener
 
 
 class GradExplorer(HookControls, Exports):
@@ -66,6 +67,7 @@ class GradExplorer(HookControls, Exports):
         check_loss_args(loss_fn, target)
         if isinstance(history, bool) or not isinstance(history, int) or history < 1:
             raise GradExplorerError(f"history must be an int >= 1, got {history!r}")
+        self._listeners = ChangeListeners()  # open widgets follow the state through it
         self._model: nn.Module | None = model
         self._inner: nn.Module | None = unwrap_compiled(model)[0]  # wrappers: see-through
         self._ranks = check_flag("ranks", ranks) if ranks is not None else None
@@ -128,6 +130,7 @@ class GradExplorer(HookControls, Exports):
         self._ran_with = self._settings()
         self.history.append(result.report)
         del self.history[: -self._history_len]
+        self._changed("run")
         return result.report
 
     def _run_settings(self) -> RunSettings:
@@ -154,6 +157,27 @@ class GradExplorer(HookControls, Exports):
             id(self.loss_fn),
             id(self.target),
         )
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """Where vanishing and exploding start; set it to classify the next run with others."""
+        return self._thresholds
+
+    @thresholds.setter
+    def thresholds(self, value: Thresholds) -> None:
+        self._thresholds = value  # checked at the next run, like every run setting
+        self._changed("thresholds")
+
+    # ---- who follows the state -------------------------------------------------------------
+    def on_change(self, callback: Listener) -> ChangeHandle:
+        """Call `callback(what)` after each change of the hooks or modifiers ("hooks"), the
+        thresholds ("thresholds"), after each run ("run") and at close ("closed"); every open
+        widget of this explorer follows it so. A bound method is held weakly (the explorer
+        does not keep its object alive), any other callable until `handle.remove()`."""
+        return self._listeners.add(callback)
+
+    def _changed(self, what: str) -> None:
+        self._listeners.notify(what)
 
     @property
     def stale(self) -> bool:
@@ -193,6 +217,8 @@ class GradExplorer(HookControls, Exports):
         self.history.clear()
         self._model = self._inner = None  # the explorer no longer keeps the model alive
         self.closed = True
+        self._changed("closed")
+        self._listeners.clear()
 
     def _check_open(self) -> None:
         if self.closed:

@@ -1,4 +1,4 @@
-"""Compare mode of the explorer widget, as a mixin of ExplorerWidget.
+"""Compare mode of the explorer widget: its state, a part of ExplorerWidget.
 
 Pin a run as the baseline A (the toolbar's Compare toggle, or `widget.compare()`); every later
 run (after a fix, on another device, with autocast, with another seed) is B. While comparing,
@@ -9,9 +9,9 @@ the statuses that changed. `widget.end_compare()` (or the toggle) restores the n
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
 from typing import Any
+
+import ipywidgets as W
 
 from ..errors import GradExplorerError
 from ..graph.grad_graph import GradGraph
@@ -24,61 +24,28 @@ from .controller import ranks_html
 Baseline = Any  # GradReport | GradExplorer | (GradReport, GradGraph | None) | int | None
 
 
-class CompareActions:
-    """Pin a baseline, compare, end compare; the notes line (compare summary, ranks).
+class CompareView:
+    """Owns compare mode's state: run A (`baseline`, None outside compare mode), the last few
+    runs shown (for `baseline=-2`) and the notes line under the toolbar (compare summary, ranks).
 
-    Needs from the widget: explorer, controls, guard, notes, recent, baseline, refresh(),
-    _set_status(), _set_quietly().
+    Example:
+        >>> view = CompareView()
+        >>> view.baseline is None, view.legend() == legend()
+        (True, True)
     """
 
-    explorer: Any
-    controls: Any
-    guard: Any
-    notes: Any
-    recent: list[tuple[GradReport, GradGraph]]
-    baseline: tuple[GradReport, GradGraph | None] | None
-    refresh: Callable[[], None]
-    _set_status: Callable[[str, str], None]
-    _set_quietly: Callable[[Any, Any], None]
+    def __init__(self) -> None:
+        self.baseline: tuple[GradReport, GradGraph | None] | None = None
+        self.recent: list[tuple[GradReport, GradGraph]] = []  # runs shown, newest last
+        self.notes = W.HTML(layout=W.Layout(display="none"))
 
-    def compare(self, baseline: Baseline = None) -> None:
-        """Enter compare mode with `baseline` as A and the newest run as B.
-
-        `baseline`: None (the current run: re-run after a change to see B differ), a
-        GradReport (its norms; edges then stay uncoloured: a report has no graph), another
-        GradExplorer (its newest run), a (report, graph) pair, or an int indexing the runs this
-        widget has shown (`-2`: the run before the newest).
-
-        Example:
-            >>> w.compare(); net.gate.bias.data.fill_(1.0); w.rerun()   # doctest: +SKIP
-        """
-        self.guard.call(self._switch, baseline, True)
-
-    def end_compare(self) -> None:
-        """Leave compare mode: the normal chart, edge colours and legend come back."""
-        self.guard.call(self._switch, None, False)
-
-    def _compare_toggled(self, on: bool) -> None:
-        self._switch(None, on)  # already under the guard (a control's observer)
-
-    def _switch(self, baseline: Baseline, on: bool) -> None:
-        """Enter (`on`) or leave compare mode; on failure the mode in force stays (the toggle
-        shows it) and the guard shows the error."""
-        before = self.baseline
-        try:
-            self.baseline = self._resolve_baseline(baseline) if on else None
-            self._set_quietly(self.controls.compare_button, on)
-            self.refresh()
-        except Exception:
-            self.baseline = before
-            self._set_quietly(self.controls.compare_button, before is not None)
-            with contextlib.suppress(Exception):  # best effort: the view of the mode in force
-                self.refresh()
-            raise
-
-    def _resolve_baseline(self, baseline: Baseline) -> tuple[GradReport, GradGraph | None]:
+    def resolve(
+        self, baseline: Baseline, report: GradReport, graph: GradGraph
+    ) -> tuple[GradReport, GradGraph | None]:
+        """Run A for `baseline` (see `ExplorerWidget.compare`); `report` and `graph` are the
+        newest run's (A for None)."""
         if baseline is None:
-            return (self.explorer.report, self.explorer.graph)
+            return (report, graph)
         if isinstance(baseline, GradReport):
             return (baseline, None)
         if isinstance(baseline, int) and not isinstance(baseline, bool):
@@ -100,13 +67,17 @@ class CompareActions:
             f"an int, got {type(baseline).__name__}"
         )
 
-    def _remember(self, report: GradReport, graph: GradGraph) -> None:
+    def remember(self, report: GradReport, graph: GradGraph) -> None:
         """Keep the last few runs shown (for `compare(baseline=-2)`)."""
         if not self.recent or self.recent[-1][0] is not report:
             self.recent.append((report, graph))
             del self.recent[:-8]
 
-    def _edge_colors(
+    @property
+    def baseline_report(self) -> GradReport | None:
+        return None if self.baseline is None else self.baseline[0]
+
+    def edge_colors(
         self, view_b: GradGraph, depth: int | None, expand: set[str], collapse: set[str]
     ) -> dict[tuple[str, str], str] | None:
         """Edge colours by B/A for `view_b`, the view being drawn, against A folded the same
@@ -116,18 +87,22 @@ class CompareActions:
         view_a = self.baseline[1].view(depth, expand, collapse)
         return edge_colors(view_a.edges, view_b.edges)
 
-    def _legend(self) -> list[dict]:
+    def legend(self) -> list[dict]:
         return legend() + (ratio_legend() if self.baseline is not None else [])
 
-    def _update_notes(self) -> None:
-        """The line under the toolbar: compare summary and per-rank gaps (hidden when empty)."""
+    def notes_html(self, report: GradReport) -> str:
+        """The line under the toolbar for `report`: compare summary and per-rank gaps."""
         parts = []
         if self.baseline is not None:
-            parts.append(compare_html(self.baseline[0], self.explorer.report))
+            parts.append(compare_html(self.baseline[0], report))
             if self.baseline[1] is None:
                 parts.append(html_text("(baseline has no graph: edges keep status colours)"))
-        ranks = ranks_html(self.explorer.report)
+        ranks = ranks_html(report)
         if ranks:
             parts.append(ranks)
-        self.notes.value = "".join(parts)
-        self.notes.layout.display = "" if parts else "none"
+        return "".join(parts)
+
+    def show_notes(self, html: str) -> None:
+        """Show `html` under the toolbar (hidden when empty)."""
+        self.notes.value = html
+        self.notes.layout.display = "" if html else "none"

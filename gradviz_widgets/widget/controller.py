@@ -10,13 +10,22 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .. import ids
 from ..errors import GradExplorerError
 from ..graph.grad_graph import GradGraph
 from ..graph.nodes import GradNode
 from ..vocabulary import Thresholds, format_norm, html_text, plain_text
+
+#: the status line, as parts get it: `status(text, level)` (level: info, busy, warning, error)
+Status = Callable[[str, str], None]
+
+
+class Fail(Protocol):
+    """The status line's error form: shows `message`, keeps it (and `exc`) as the last error."""
+
+    def __call__(self, message: str, exc: BaseException | None = None) -> None: ...
 
 
 def error_text(e: BaseException) -> str:
@@ -115,6 +124,25 @@ class Settings:
                 explorer.set_modifier(target, **{modifier.kind: modifier.value})
         explorer.device = self.device
         explorer.thresholds = self.thresholds
+
+
+def device_in_force(explorer: Any) -> str:
+    """The device the explorer's runs go to: the one chosen, else where the model lives."""
+    return str(explorer.device or explorer.model_device)
+
+
+def plan_text(hooks: list[tuple[str, str]], modifiers: dict[str, str]) -> str:
+    """The hooks and modifiers that are on, in words (the status line after a change not run).
+
+    Example:
+        >>> plan_text([("gate", "backward")], {"main2": "scale by 0.5"})
+        'hooks on: backward at gate, scale by 0.5 at main2'
+        >>> plan_text([], {})
+        'no hooks on'
+    """
+    on = [f"{kind} at {target or '(root)'}" for target, kind in hooks]
+    on += [f"{what} at {target or '(root)'}" for target, what in modifiers.items()]
+    return "hooks on: " + ", ".join(on) if on else "no hooks on"
 
 
 def explain_click(node: GradNode) -> tuple[str, str] | None:

@@ -1,5 +1,6 @@
-"""The explorer widget's toolbar: its controls (ipywidgets, created in one place, no behaviour)
-and, as a mixin of ExplorerWidget, the wiring of each control to an action through the guard.
+"""The explorer widget's toolbar, a part of ExplorerWidget: its controls (ipywidgets, created in
+one place), each tied to an action through the widget's guard, and what a control shows when
+Python sets it (no action then).
 
 Every input has a description (ipywidgets ties it to the input as its label: the accessible
 name) or a visible text; descriptions are plain text (``description_allow_html`` stays off).
@@ -14,6 +15,7 @@ import ipywidgets as W
 
 from ..hooks.config import HOOK_KINDS
 from ..vocabulary import Thresholds
+from .controller import ActionGuard
 
 # labels never cut: descriptions take the width their text needs ("initial"), buttons size to
 # their text ("auto") and each row wraps when the output is narrow
@@ -43,18 +45,21 @@ def _float(value: float, description: str, width: str) -> W.FloatText:
     )
 
 
-class Controls:
+class Toolbar:
     """Device, run, hook kind, modifier, thresholds, fold depth, chart mode, compare and export
-    controls.
+    controls. Owns the controls, the quiet flag (set while Python writes a control's value: its
+    observer does nothing) and the modifier value in force (a rejected value reverts to it).
 
     Example:
-        >>> c = Controls(["cpu"], "cpu", "backward", "param", Thresholds(), [("auto", "auto")], "auto")
-        >>> c.kind_box.value, c.compare_button.value
+        >>> guard = ActionGuard(print)
+        >>> c = Toolbar(guard, ["cpu"], "cpu", "backward", "param", Thresholds(), [("auto", "auto")], "auto")
+        >>> c.kind, c.compare_button.value
         ('backward', False)
     """
 
     def __init__(
         self,
+        guard: ActionGuard,
         devices: list[str],
         device: str,
         hook_kind: str,
@@ -63,6 +68,8 @@ class Controls:
         depth_options: list[tuple[str, Any]],
         depth: Any,
     ) -> None:
+        self._guard = guard
+        self._quiet = False
         self.device_box = _dropdown(devices, device, "device", "150px")
         self.run_button = _button(
             "Run", "forward + backward again", icon="play", button_style="primary"
@@ -100,6 +107,7 @@ class Controls:
         # one row, whatever its text (long names end in an ellipsis): nothing below it moves
         self.loss_label = W.HTML(layout=W.Layout(height="22px", overflow="hidden", width="100%"))
         self.box = self._rows()
+        self.modifier_in_force: float = self.modifier_value.value
 
     def _rows(self) -> W.VBox:
         first = [self.device_box, self.run_button, self.kind_box, self.clear_button]
@@ -114,59 +122,54 @@ class Controls:
             ]
         )
 
+    @property
+    def kind(self) -> str:
+        """The hook kind a graph click puts on."""
+        return str(self.kind_box.value)
 
-class ToolbarWiring:
-    """Builds the toolbar and ties each control to its action, every one through the guard.
+    @property
+    def mode(self) -> str:
+        """The chart's mode: "param" or "module"."""
+        return str(self.mode_box.value)
 
-    Needs from the widget: explorer, guard, depth, runs, _quiet and the actions it wires.
-    """
+    def on_click(self, button: W.Button, action: Callable[[], Any]) -> None:
+        """Run `action` on each click of `button`, through the guard."""
+        button.on_click(self._guard.wrap(lambda _: action()))
 
-    explorer: Any
-    guard: Any
-    depth: Any
-    runs: int
-    _quiet: bool
-    _modifier_value: float
-    controls: Controls
-    toolbar: W.VBox
-    _device_in_force: Callable[[], str]
+    def on_change(self, control: W.Widget, action: Callable[[Any], Any]) -> None:
+        """Run `action(new value)` when the user changes `control`, through the guard (not when
+        Python sets it quietly)."""
 
-    def _build_toolbar(self, hook_kind: str, chart_mode: str) -> None:
-        ex = self.explorer
-        w: Any = self  # the widget: its actions come from the other mixins
-        current = self._device_in_force()
-        devices = list(dict.fromkeys([current, *ex.available_devices()]))
-        depth = "full" if self.depth is None else self.depth
-        c = self.controls = Controls(
-            devices, current, hook_kind, chart_mode, ex.thresholds, self._depth_options(), depth
-        )
-        g = self.guard.wrap
-        c.run_button.on_click(g(lambda _: w.rerun()))
-        c.clear_button.on_click(g(lambda _: w.clear_hooks()))
-        c.apply_modifier.on_click(g(lambda _: w.apply_modifier_to_selected()))
-        self._observe(c.device_box, lambda new: w.set_device(new))
-        self._observe(c.mode_box, lambda new: w._update_chart())
-        self._observe(c.vanishing_box, lambda new: w.set_thresholds())
-        self._observe(c.exploding_box, lambda new: w.set_thresholds())
-        self._observe(c.depth_box, w._set_depth)
-        self._observe(c.kind_box, lambda new: w._update_readout())
-        self._observe(c.compare_button, w._compare_toggled)
-        for button, action in zip(
-            c.export_buttons, (w.download_svg, w.download_csv, w.download_json)
-        ):
-            button.on_click(g(lambda _, act=action: act()))
-        self._modifier_value = c.modifier_value.value
-        self.toolbar = c.box
-
-    def _observe(self, control: W.Widget, action: Callable[[Any], Any]) -> None:
         def changed(change: dict) -> None:
             if not self._quiet:
-                self.guard.call(action, change["new"])
+                self._guard.call(action, change["new"])
 
         control.observe(changed, "value")
 
-    def _depth_options(self) -> list[tuple[str, Any]]:
-        deepest = self.explorer.graph.max_depth if self.runs else 1
-        return [("auto", "auto"), ("full", "full")] + [
-            (str(d), d) for d in range(0, max(deepest, 1))
-        ]
+    def set_quietly(self, control: W.Widget, value: Any) -> None:
+        """Show `value` in `control` without acting on it (a rejected input reverting)."""
+        self._quiet = True
+        try:
+            control.value = value
+        finally:
+            self._quiet = False
+
+    def show_settings(self, device: str, thresholds: Thresholds) -> None:
+        """Show the settings in force (after a rejected input, an undone change, a change from
+        code)."""
+        if device not in self.device_box.options:
+            self.set_quietly(self.device_box, None)
+            self.device_box.options = [device, *self.device_box.options]
+        self.set_quietly(self.device_box, device)
+        self.set_quietly(self.vanishing_box, thresholds.vanishing)
+        self.set_quietly(self.exploding_box, thresholds.exploding)
+
+
+def depth_options(deepest: int) -> list[tuple[str, Any]]:
+    """The fold menu for a graph `deepest` module levels deep.
+
+    Example:
+        >>> depth_options(2)
+        [('auto', 'auto'), ('full', 'full'), ('0', 0), ('1', 1)]
+    """
+    return [("auto", "auto"), ("full", "full")] + [(str(d), d) for d in range(max(deepest, 1))]

@@ -1,17 +1,25 @@
 """ExplorerWidget: the graph pane and the norms chart side by side, a toolbar, a hook readout.
 
 Thin: every number comes from the explorer (pure torch analysis); this file only turns user
-actions into explorer calls and explorer results into widget state.
+actions into explorer calls and the explorer's state into widget state. The explorer owns the
+hooks, modifiers, thresholds and the newest run; the widget follows them (`on_change`), so it
+shows the explorer's state whoever changed it: a click here, code in a cell, another widget.
+
+One class, composed of parts that own their state: the toolbar (`controls.Toolbar`), the chart
+(`chart.ChartView`), compare mode (`compare.CompareView`), settings changes that re-run and
+undo (`actions.SettingsActions`), downloads and exports (`actions.ExportActions`) and the graph
+pane (`graph_pane.GraphPane`). The widget owns the view (fold state, selection) and the status.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import ipywidgets as W
-import plotly.graph_objects as go
 
+from .. import ids
 from ..errors import GradExplorerError
 from ..graph.ghosts import add_ghosts
 from ..graph.grad_graph import GradGraph
@@ -19,11 +27,13 @@ from ..hooks.config import HOOK_KINDS
 from ..render.chart import figure_dict
 from ..render.dot import node_info, render_dot
 from ..render.readout import readout_html
+from ..report.grad_report import GradReport
 from .actions import ExportActions, SettingsActions
-from .chart import CHART_WIDTH, ChartView
-from .compare import CompareActions
+from .chart import ChartView
+from .compare import Baseline, CompareView
 from .controller import (
     ActionGuard,
+    device_in_force,
     drawn_count,
     error_text,
     explain_click,
@@ -31,23 +41,24 @@ from .controller import (
     hooked_ids,
     loss_line_html,
     module_of,
+    node_showing,
+    node_showing_module,
+    plan_text,
 )
-from .controls import ToolbarWiring
+from .controls import Toolbar, depth_options
 from .graph_pane import GraphPane
 from .session import Session
 
 CHART_MAX_HEIGHT = "560px"  # taller charts (many flat bars) scroll inside their box
 
 
-class ExplorerWidget(
-    SettingsActions, ExportActions, CompareActions, ChartView, ToolbarWiring, W.VBox
-):
+class ExplorerWidget(W.VBox):
     """What `GradExplorer.show()` returns.
 
-    Every callback (graph clicks, toolbar changes, bar clicks) runs through one guard: any
-    exception shows in the status line, the busy state ends and the last good view stays. A
-    change whose re-run fails (a hook toggled, a modifier, the device, the thresholds) is
-    undone, so the hooks Python uses and the markers the page shows always agree.
+    Every callback (graph clicks, toolbar changes, bar clicks, the explorer's notices) runs
+    through one guard: any exception shows in the status line, the busy state ends and the last
+    good view stays. A change whose re-run fails (a hook toggled, a modifier, the device, the
+    thresholds) is undone, so the hooks Python uses and the markers the page shows always agree.
 
     Example:
         >>> ExplorerWidget(GradExplorer(model, x))     # doctest: +SKIP
@@ -73,31 +84,26 @@ class ExplorerWidget(
         self.collapse: set[str] = set()
         self._selected: str | None = None
         self.selected_module: str | None = None
-        self.export_dir = Path(export_dir)  # default folder of export_svg/csv/json (Python API)
         self.view: GradGraph | None = None
         self.last_error: str | None = None
         self.last_exception: BaseException | None = None
-        self.runs = 0
-        self.baseline: tuple[Any, GradGraph | None] | None = None  # compare mode's run A
-        self.recent: list[tuple[Any, GradGraph]] = []  # runs shown, newest last
+        self.runs = 0  # runs this widget has drawn
+        self._shown: GradReport | None = None  # the run drawn now
         self.guard = ActionGuard(self._failed, self._queued)
-        self._quiet = False  # set while Python writes a control's value (no observer action)
-
         self.pane = GraphPane(height=height)
         self.readout = W.HTML(readout_html([], None, {}))
-        self.notes = W.HTML(layout=W.Layout(display="none"))  # compare summary, ranks
         first_error = self._first_run()
-        # the first figure goes into the constructor: plotly's front end applies trace and
-        # layout messages only once its module has loaded, so data added before that is lost
         first = figure_dict(explorer.report, chart_mode) if first_error is None else {}
-        self.chart = go.FigureWidget(first)
-        self.chart.layout.update(width=CHART_WIDTH, autosize=False)
-        self._clickable: Any = None
-        self._build_toolbar(hook_kind, chart_mode)
-        g = self.guard.wrap
-        self.pane.on_node_click(g(self.click_node))
-        self.pane.on_toggle_scope(g(self.toggle_scope))
-        self.pane.on_layout_error(g(self._layout_failed))
+        self.chart_view = ChartView(first, chart_mode, self.guard, self.select_param, self._pick)
+        self.compare_view = CompareView()
+        self.controls = self._toolbar(hook_kind, chart_mode, first_error is None)
+        self.settings = SettingsActions(
+            explorer, self.controls, self._set_status, self._fail, self._ran
+        )
+        self.exports = ExportActions(
+            explorer, self.pane, self.guard, Path(export_dir), self._set_status, self._fail
+        )
+        self._wire()
         super().__init__([self.toolbar, self.notes, self._body(), self.readout])
         self.add_class("gv-explorer")
         self.toolbar.add_class("gv-toolbar")
@@ -105,6 +111,78 @@ class ExplorerWidget(
             self.guard.call(self.refresh)
         else:
             self._fail(first_error)
+        self._following = explorer.on_change(self._explorer_changed)
+
+    # ---- the parts, as the widget's public attributes ----------------------------------------
+    @property
+    def chart(self) -> Any:
+        """The norms chart (a plotly FigureWidget)."""
+        return self.chart_view.figure
+
+    @property
+    def notes(self) -> W.HTML:
+        """The line under the toolbar: compare summary, per-rank gaps."""
+        return self.compare_view.notes
+
+    @property
+    def toolbar(self) -> W.VBox:
+        return self.controls.box
+
+    @property
+    def baseline(self) -> tuple[GradReport, GradGraph | None] | None:
+        """Compare mode's run A (None outside compare mode)."""
+        return self.compare_view.baseline
+
+    @property
+    def export_dir(self) -> Path:
+        """Default folder of export_svg / export_csv / export_json (the Python API)."""
+        return self.exports.export_dir
+
+    @export_dir.setter
+    def export_dir(self, folder: str | Path) -> None:
+        self.exports.export_dir = Path(folder)
+
+    @property
+    def status_text(self) -> str:
+        return self.pane.status_text
+
+    # ---- building ---------------------------------------------------------------------------
+    def _toolbar(self, hook_kind: str, chart_mode: str, ran: bool) -> Toolbar:
+        ex = self.explorer
+        current = device_in_force(ex)
+        devices = list(dict.fromkeys([current, *ex.available_devices()]))
+        depth = "full" if self.depth is None else self.depth
+        deepest = ex.graph.max_depth if ran else 1
+        return Toolbar(
+            self.guard, devices, current, hook_kind, chart_mode, ex.thresholds,
+            depth_options(deepest), depth,
+        )  # fmt: skip
+
+    def _wire(self) -> None:
+        """Each control to its action (the toolbar runs them through the guard). Actions are
+        looked up when they run, so a method replaced on the instance is the one called."""
+        c = self.controls
+        c.on_click(c.run_button, lambda: self.rerun())
+        c.on_click(c.clear_button, lambda: self.clear_hooks())
+        c.on_click(c.apply_modifier, lambda: self.apply_modifier_to_selected())
+        downloads = (
+            lambda: self.download_svg(),
+            lambda: self.download_csv(),
+            lambda: self.download_json(),
+        )
+        for button, action in zip(c.export_buttons, downloads):
+            c.on_click(button, action)
+        c.on_change(c.device_box, lambda new: self.set_device(new))
+        c.on_change(c.mode_box, lambda _: self._update_chart())
+        c.on_change(c.vanishing_box, lambda _: self.set_thresholds())
+        c.on_change(c.exploding_box, lambda _: self.set_thresholds())
+        c.on_change(c.depth_box, lambda new: self._set_depth(new))
+        c.on_change(c.kind_box, lambda _: self._update_readout())
+        c.on_change(c.compare_button, lambda on: self._compare_toggled(on))
+        g = self.guard.wrap
+        self.pane.on_node_click(g(lambda node_id: self.click_node(node_id)))
+        self.pane.on_toggle_scope(g(lambda module: self.toggle_scope(module)))
+        self.pane.on_layout_error(g(lambda message: self._layout_failed(message)))
 
     def _body(self) -> W.HBox:
         """The graph and the chart side by side. The chart has a fixed width (plotly cannot
@@ -130,24 +208,107 @@ class ExplorerWidget(
         """Use the explorer's newest run if still current, or run once; the error text if that
         fails."""
         if not self.explorer.stale:
-            self.runs = 1
             return None
         try:
             self.explorer.run()
         except Exception as e:  # noqa: BLE001 - shown in the status line
             self.last_exception = e
             return error_text(e)
-        self.runs = 1
         return None
 
-    # ---- toolbar -----------------------------------------------------------------------------
-    def _device_in_force(self) -> str:
-        return self.explorer.device or str(self.explorer.model_device)
+    def close(self) -> None:
+        """Close the widget; the explorer stops telling it its changes."""
+        following = getattr(self, "_following", None)  # None: closed before it was built
+        if following is not None:
+            following.remove()
+            # ipywidgets (and anywidget, for the pane and the chart) keep open widgets alive,
+            # and through their callbacks they would keep this one
+            self.chart_view.close()
+            for part in _descendants(self):
+                part.close()
+        super().close()
+
+    # ---- following the explorer --------------------------------------------------------------
+    def _explorer_changed(self, what: str) -> None:
+        """The explorer's notice: its hooks, modifiers, thresholds or newest run changed (from
+        code, or another widget). A change this widget makes draws its result when it ends."""
+        if not self.settings.acting:
+            self.guard.call(self.follow, what)
+
+    def follow(self, what: str = "") -> None:
+        """Show the explorer's state now: a new newest run is drawn whole; hooks, modifiers or
+        thresholds changed since it show as markers, in the toolbar and in the status line."""
+        ex = self.explorer
+        if ex.closed:
+            self._fail("this explorer was closed; create a new GradExplorer to explore again")
+            return
+        self.controls.show_settings(device_in_force(ex), ex.thresholds)
+        newest = ex.history[-1] if ex.history else None
+        if newest is not None and newest is not self._shown:
+            self.last_error = None
+            self.refresh()
+        elif self.view is not None:
+            self._mark_hooks(self.view)
+            self._update_readout()
+            if ex.stale:
+                th = ex.thresholds
+                now = (
+                    f"thresholds vanishing < {th.vanishing:g}, exploding > {th.exploding:g}"
+                    if what == "thresholds"
+                    else plan_text(ex.hooks, ex.modifiers)
+                )
+                self._set_status(
+                    f"{now}; changed since the newest run: press Run (or call ex.run()) to see "
+                    "the effect",
+                    "info",
+                )
+            else:
+                self._show_summary()
+
+    def _mark_hooks(self, view: GradGraph) -> None:
+        """The hook markers of the plan in force on the nodes drawn (no new layout)."""
+        hooked = hooked_ids(view, self.explorer.hooks, self.explorer.modifiers)
+        self.pane.nodes = {i: {**n, "hooked": i in hooked} for i, n in self.pane.nodes.items()}
 
     # ---- actions (also callable from Python and tests) -------------------------------------
     def rerun(self) -> bool:
         """Forward + backward again; on failure the error shows and the last good view stays."""
-        return self._apply(None, "")
+        return self.settings.apply(None, "")
+
+    def set_device(self, device: str) -> None:
+        """Run on `device`; if that fails, the device in force stays (and the menu shows it)."""
+        self.settings.set_device(device)
+
+    def set_thresholds(self) -> None:
+        """Classify with the thresholds the toolbar shows (a rejected pair reverts)."""
+        self.settings.set_thresholds()
+
+    def clear_hooks(self) -> None:
+        self.settings.clear_hooks()
+
+    def apply_modifier_to_selected(self) -> None:
+        self.settings.apply_modifier(self.selected_module)
+
+    def download_svg(self) -> None:
+        self.exports.download_svg()
+
+    def download_csv(self) -> None:
+        self.exports.download_csv()
+
+    def download_json(self) -> None:
+        self.exports.download_json()
+
+    def export_svg(self, folder: str | Path | None = None, done: Any = None) -> None:
+        """Save the graph as laid out in the browser to folder/graph.svg (on the server)."""
+        self.exports.export_svg(folder, done)
+
+    def export_csv(self, folder: str | Path | None = None) -> Path:
+        """Write folder/grad_norms.csv on the server."""
+        return self.exports.export_csv(folder)
+
+    def export_json(self, folder: str | Path | None = None) -> Path:
+        """Write folder/grad_report.json on the server."""
+        return self.exports.export_json(folder)
 
     def click_node(self, node_id: str) -> None:
         """Toggle the chosen kind of hook on the clicked node's module (or node), re-run."""
@@ -155,7 +316,7 @@ class ExplorerWidget(
             self.selected = node_id
             self.pane.highlight = []  # a new selection ends the bar-click dimming
         node = find_node(node_id, self.view, self.explorer.graph)
-        kind = self.controls.kind_box.value
+        kind = self.controls.kind
         if node is None:
             self._fail(f"node {node_id!r} is not in the current graph; re-run to refresh")
             return
@@ -184,7 +345,7 @@ class ExplorerWidget(
             state["on"] = self.explorer.toggle_hook(target, kind)
 
         where = target or "(root)"
-        if self._apply(toggle, f"{kind} hook at {where}"):
+        if self.settings.apply(toggle, f"{kind} hook at {where}"):
             verb = "on" if state["on"] else "off"
             self._set_status(
                 f"{kind} hook {verb} at {where}; " + self.explorer.report.summary(), "info"
@@ -204,38 +365,135 @@ class ExplorerWidget(
             self.expand.discard(module)
         self.refresh()
 
+    # ---- compare mode (its state is the compare view's) ----------------------------------------
+    def compare(self, baseline: Baseline = None) -> None:
+        """Enter compare mode with `baseline` as A and the newest run as B.
+
+        `baseline`: None (the current run: re-run after a change to see B differ), a
+        GradReport (its norms; edges then stay uncoloured: a report has no graph), another
+        GradExplorer (its newest run), a (report, graph) pair, or an int indexing the runs this
+        widget has shown (`-2`: the run before the newest).
+
+        Example:
+            >>> w.compare(); net.gate.bias.data.fill_(1.0); w.rerun()   # doctest: +SKIP
+        """
+        self.guard.call(self._switch, baseline, True)
+
+    def end_compare(self) -> None:
+        """Leave compare mode: the normal chart, edge colours and legend come back."""
+        self.guard.call(self._switch, None, False)
+
+    def _compare_toggled(self, on: bool) -> None:
+        self._switch(None, on)  # already under the guard (a control's observer)
+
+    def _switch(self, baseline: Baseline, on: bool) -> None:
+        """Enter (`on`) or leave compare mode; on failure the mode in force stays (the toggle
+        shows it) and the guard shows the error."""
+        cv, ex = self.compare_view, self.explorer
+        before = cv.baseline
+        try:
+            cv.baseline = cv.resolve(baseline, ex.report, ex.graph) if on else None
+            self.controls.set_quietly(self.controls.compare_button, on)
+            self.refresh()
+        except Exception:
+            cv.baseline = before
+            self.controls.set_quietly(self.controls.compare_button, before is not None)
+            with contextlib.suppress(Exception):  # best effort: the view of the mode in force
+                self.refresh()
+            raise
+
+    # ---- selection (the widget owns it; the page shows it as a class) -------------------------
+    @property
+    def selected(self) -> str | None:
+        """The selected node id (Python owns it; the page shows it as a class)."""
+        return self._selected
+
+    @selected.setter
+    def selected(self, node_id: str | None) -> None:
+        self._selected = node_id
+        self.pane.selected = node_id or ""
+
+    def select_param(self, name: str) -> str | None:
+        """Select the graph node showing parameter `name` (its own node or its folded module)."""
+        try:
+            record = self.explorer.report.param(name)
+        except KeyError as e:
+            self._fail(str(e))
+            return None
+        node_id = node_showing(self.view, ids.param_id(name))
+        self._reveal(node_id, record.module)
+        if node_id is None:
+            self._set_status(f"{name} has no node in the graph: {record.none_reason}", "warning")
+        self._update_chart()
+        self._update_readout()
+        return node_id
+
+    def _pick(self, module: str) -> None:
+        """A bar of the per-module chart was clicked."""
+        self._reveal(node_showing_module(self.view, module), module)
+        self._update_chart()
+
+    def _reveal(self, node_id: str | None, module: str) -> None:
+        """Select `module` for the chart and readout; highlight and centre its node if drawn."""
+        self.selected_module = module
+        with self.pane.hold_sync():
+            self.pane.highlight = [node_id] if node_id else []
+            self._selected = node_id
+            if node_id:
+                self.pane.selected = node_id
+
     # ---- state -> widgets -------------------------------------------------------------------
     def refresh(self) -> None:
-        """Rebuild the graph view, the chart and the readout from the newest run."""
-        report = self.explorer.report
-        self._remember(report, self.explorer.graph)
+        """Rebuild the graph view, the chart and the readout from the newest run. Everything is
+        built before anything is shown: a failure leaves the last good view."""
+        ex, cv = self.explorer, self.compare_view
+        report, graph = ex.report, ex.graph
         # parameters the gradient never reached are drawn as ghosts where they live
-        graph = add_ghosts(self.explorer.graph, report.none_reasons)
+        full = add_ghosts(graph, report.none_reasons)
         depth = (
-            graph.auto_depth(self.max_nodes)
+            full.auto_depth(self.max_nodes)
             if self.depth == "auto"
             else (self.depth if isinstance(self.depth, int) else None)
         )
-        view = graph.view(depth, self.expand, self.collapse)
-        hooked = hooked_ids(view, self.explorer.hooks, self.explorer.modifiers)
+        view = full.view(depth, self.expand, self.collapse)
+        hooked = hooked_ids(view, ex.hooks, ex.modifiers)
         # selection and hook markers are classes the page applies (node info, `selected`):
         # the DOT carries neither, so they never need a new layout
-        colors = self._edge_colors(view, depth, self.expand, self.collapse)
-        drawn = render_dot(view, edge_colors=colors)
-        drawn_ids = drawn.node_ids
-        info = {n.id: node_info(n, n.id in hooked) for n in view.nodes if n.id in drawn_ids}
-        self.view = view
-        self.pane.set_graph(drawn.dot, info, self._legend(), keys=drawn.keys)
-        self._update_chart()
-        self._update_readout()
-        self._update_notes()
-        self.controls.loss_label.value = loss_line_html(
-            report, len(drawn_ids), drawn_count(graph), depth
+        drawn = render_dot(
+            view, edge_colors=cv.edge_colors(view, depth, self.expand, self.collapse)
         )
-        self._set_status(report.summary(), "warning" if report.findings else "info")
+        info = {n.id: node_info(n, n.id in hooked) for n in view.nodes if n.id in drawn.node_ids}
+        mode = self.controls.mode
+        figure = self.chart_view.figure_for(report, mode, self.selected_module, cv.baseline_report)
+        legend, notes = cv.legend(), cv.notes_html(report)
+        loss = loss_line_html(report, len(drawn.node_ids), drawn_count(full), depth)
+        # built: show it
+        cv.remember(report, graph)
+        if report is not self._shown:
+            self._shown = report
+            self.runs += 1
+        self.view = view
+        self.pane.set_graph(drawn.dot, info, legend, keys=drawn.keys)
+        self.chart_view.show(figure, mode)
+        self._update_readout()
+        cv.show_notes(notes)
+        self.controls.loss_label.value = loss
+        self._show_summary()
+
+    def _ran(self) -> None:
+        """A change of this widget ran: draw the new run."""
+        self.last_error = None
+        self.refresh()
+
+    def _update_chart(self) -> None:
+        report, mode = self.explorer.report, self.controls.mode
+        baseline = self.compare_view.baseline_report
+        self.chart_view.show(
+            self.chart_view.figure_for(report, mode, self.selected_module, baseline), mode
+        )
 
     def _update_readout(self) -> None:
-        target = self.selected if self.controls.kind_box.value == "tensor" else self.selected_module
+        target = self.selected if self.controls.kind == "tensor" else self.selected_module
         self.readout.value = readout_html(
             self.explorer.events, target, self.explorer.hook_mechanisms
         )
@@ -245,6 +503,10 @@ class ExplorerWidget(
         self.expand.clear()
         self.collapse.clear()
         self.refresh()
+
+    def _show_summary(self) -> None:
+        report = self.explorer.report
+        self._set_status(report.summary(), "warning" if report.findings else "info")
 
     def _set_status(self, text: str, level: str) -> None:
         self.pane.set_status(text, level)
@@ -270,9 +532,13 @@ class ExplorerWidget(
             )
             self.refresh()
 
-    @property
-    def status_text(self) -> str:
-        return self.pane.status_text
+
+def _descendants(box: W.Box) -> list[W.Widget]:
+    """Every widget inside `box`, depth first (boxes included)."""
+    out: list[W.Widget] = []
+    for child in box.children:
+        out += [child, *(_descendants(child) if isinstance(child, W.Box) else [])]
+    return out
 
 
 def compare_with(explorer: Session, baseline: Any = None, **options: Any) -> ExplorerWidget:

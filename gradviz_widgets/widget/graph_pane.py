@@ -160,6 +160,15 @@ class GraphPane(anywidget.AnyWidget):
         """Register ``callback(message)`` for layouts that failed in the browser."""
         self._layout_error.register_callback(callback, remove=remove)
 
+    def close(self) -> None:
+        """Close the pane and drop its callbacks: anywidget keeps a pane whose `_esm` is a
+        file alive, and through the callbacks it would keep whoever registered them."""
+        for name in ("_node_click", "_toggle_scope", "_layout_error", "_svg_requests"):
+            held = getattr(self, name, None)  # None: closed before __init__ ended
+            if held is not None:
+                (held.callbacks if isinstance(held, CallbackDispatcher) else held).clear()
+        super().close()
+
     def _on_frontend_msg(self, _widget: Any, content: Any, buffers: list[Any]) -> None:
         """Dispatch a custom message from the browser to the registered callbacks."""
         if not isinstance(content, dict):

@@ -7,14 +7,21 @@ the two packages goes one way (explorer -> widget, lazily, at `show()`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..graph.grad_graph import GradGraph
 from ..report.grad_report import GradReport
+from ..vocabulary import Thresholds
 
 
 class Session(Protocol):
-    """The parts of a GradExplorer the widget uses."""
+    """The parts of a GradExplorer the widget uses. The session owns every setting a run
+    depends on and the newest run; the widget shows them and follows them (`on_change`)."""
+
+    history: list[GradReport]
+    closed: bool
+    thresholds: Thresholds
 
     @property
     def report(self) -> GradReport: ...
@@ -35,14 +42,22 @@ class Session(Protocol):
     def events(self) -> Any: ...
 
     @property
-    def hooks(self) -> Any: ...
+    def hooks(self) -> list[tuple[str, str]]: ...
 
     @property
-    def modifiers(self) -> Any: ...
+    def modifiers(self) -> dict[str, str]: ...
 
     @property
     def hook_mechanisms(self) -> Any: ...
 
+    def available_devices(self) -> list[str]: ...
+
     def run(self, *args: Any, **kwargs: Any) -> Any: ...
 
     def toggle_hook(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def set_modifier(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def clear_hooks(self) -> Any: ...
+
+    def on_change(self, callback: Callable[[str], Any]) -> Any: ...

@@ -76,7 +76,7 @@ def test_bad_baseline_shows_in_the_status_line(dead_explorer, monkeypatch):
     assert "baseline must be" in w.status_text and w.baseline is None
     assert len(w.chart.data) == 1 and w.controls.compare_button.value is False
     # a failure while drawing compare mode: the normal mode stays in force, toggle included
-    monkeypatch.setattr(w, "_legend", lambda: 1 / 0)
+    monkeypatch.setattr(w.compare_view, "legend", lambda: 1 / 0)
     w.controls.compare_button.value = True
     assert "ZeroDivisionError" in w.status_text and w.baseline is None
     assert w.controls.compare_button.value is False
@@ -89,7 +89,7 @@ def test_compare_bar_click_selects_the_parameter(dead_explorer):
     class Points:
         point_inds = [0]
 
-    w._bar_clicked(w.chart.data[0], Points(), None)
+    w.chart_view.bar_clicked(w.chart.data[0], Points(), None)
     assert w.selected == "param:main1.weight" == w.pane.selected
 
 
