@@ -17,11 +17,11 @@ from gradviz_widgets import (
     render,  # the old names, still importable from the package
     vocabulary,
 )
+from gradviz_widgets.errors import GradExplorerError
 from gradviz_widgets.graph.grad_graph import GradGraph
 from gradviz_widgets.graph.nodes import GradEdge, GradNode
 from gradviz_widgets.render import chart, page_chart
 from gradviz_widgets.render.page import views
-from gradviz_widgets.errors import GradExplorerError
 from gradviz_widgets.vocabulary import (
     SEVERITY,
     STATUSES,
