@@ -27,9 +27,12 @@ def dressed(p: torch.Tensor, alias: torch.Tensor) -> tuple[torch.Tensor, bool]:
     if cls is not nn.Parameter and issubclass(cls, nn.Parameter) and _plain(cls):
         alias = torch.Tensor._make_subclass(cls, alias, alias.requires_grad)
         carried = True
-    extra = {k: v for k, v in vars(p).items() if k not in _NOT_COPIED}
+    # what the alias has already stays: a __torch_dispatch__ wrapper's detach() made its own
+    # inner tensors, which must not be replaced by the parameter's
+    own = vars(alias)
+    extra = {k: v for k, v in vars(p).items() if k not in _NOT_COPIED and k not in own}
     if extra:
-        vars(alias).update(extra)
+        own.update(extra)
         # private markers (transformers' `_is_hf_initialized`) are carried, not worth a mention
         carried = carried or any(not k.startswith("_") for k in extra)
     return alias, carried

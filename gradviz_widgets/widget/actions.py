@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..errors import GradExplorerError
 from ..hooks.modifiers import Modifier
 from ..report.export import report_csv, report_json
 from ..vocabulary import Thresholds
@@ -62,7 +63,7 @@ class SettingsActions:
         c = self.controls
         try:
             new = Thresholds(c.vanishing_box.value, c.exploding_box.value)
-        except ValueError as e:
+        except GradExplorerError as e:
             self._sync_controls()  # a rejected input reverts to the value in force
             th = self.explorer.thresholds
             self._fail(f"{e}; kept vanishing < {th.vanishing:g}, exploding > {th.exploding:g}", e)
