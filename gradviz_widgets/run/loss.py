@@ -15,10 +15,11 @@ OWN_LOSS = "the model's own loss"
 
 
 def own_loss(output: Any) -> tuple[str, torch.Tensor] | None:
-    """(name, tensor) of the floating-point loss `output` carries, or None.
+    """(name, tensor) of the floating-point loss `output` carries, or None (also when that
+    loss needs no grad: a detached copy kept for logging is no loss to differentiate).
 
     Example:
-        >>> own_loss({"loss": torch.tensor(2.0), "logits": torch.ones(3)})[0]
+        >>> own_loss({"loss": torch.tensor(2.0, requires_grad=True), "logits": torch.ones(3)})[0]
         'output.loss'
         >>> own_loss(torch.ones(3)) is None
         True
@@ -32,7 +33,7 @@ def own_loss(output: Any) -> tuple[str, torch.Tensor] | None:
             value = getattr(output, "loss", None)
         except Exception:  # noqa: BLE001  (a property that raises: no loss of its own)
             return None
-    if isinstance(value, torch.Tensor) and value.is_floating_point():
+    if isinstance(value, torch.Tensor) and value.is_floating_point() and value.requires_grad:
         return "output.loss", value
     return None
 

@@ -350,3 +350,21 @@ def test_a_loss_class_instead_of_an_instance_says_to_pass_an_instance() -> None:
 def test_bad_thresholds_raise_gradexplorererror(kwargs) -> None:
     with pytest.raises(GradExplorerError, match="(?i)thresholds"):
         Thresholds(**kwargs)
+
+
+class LoggedLoss(nn.Module):
+    """Keeps a detached loss for logging next to its logits: no loss to differentiate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        logits = self.fc(x)
+        return {"logits": logits, "loss": logits.detach().pow(2).mean()}
+
+
+def test_a_detached_loss_in_the_output_is_not_the_loss() -> None:
+    report = GradExplorer(LoggedLoss(), torch.randn(2, 4)).run()
+    assert report.loss_description == "sum of output.logits"
+    assert not any("no loss_fn given" in f for f in report.findings)
