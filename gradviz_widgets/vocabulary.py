@@ -12,11 +12,14 @@ from __future__ import annotations
 import dataclasses
 import html
 import math
+import numbers
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+
+from .errors import GradExplorerError
 
 # The status rules, in one place: the statuses, their orders of severity, their words
 # (STYLES) and the classifier of a norm (classify / classify_codes). Everything else (the
@@ -58,8 +61,14 @@ class Thresholds:
     exploding: float = 1e4
 
     def __post_init__(self) -> None:
+        for name in ("vanishing", "exploding"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
+                raise GradExplorerError(
+                    f"Thresholds({name}=...) must be a number, got {type(value).__name__} {value!r}"
+                )
         if not (0 <= self.vanishing < self.exploding):
-            raise ValueError(
+            raise GradExplorerError(
                 f"thresholds must satisfy 0 <= vanishing < exploding, got "
                 f"vanishing={self.vanishing}, exploding={self.exploding}"
             )

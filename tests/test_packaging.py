@@ -116,3 +116,57 @@ def test_export_extra_holds_only_what_export_uses(tmp_path: pathlib.Path) -> Non
     )
     assert done.stdout.strip() == "ok", done.stderr[-2000:]
     assert (tmp_path / "p.html").stat().st_size > 100_000
+
+
+#: names that need a Python newer than the declared floor, module -> attributes (3.11+)
+_NEWER = {
+    "typing": {"Self", "LiteralString", "Never", "assert_never", "reveal_type", "Required"},
+    "datetime": {"UTC"},
+    "enum": {"StrEnum", "verify"},
+    "asyncio": {"TaskGroup", "timeout"},
+}
+
+
+def _declared_floor() -> tuple[int, int]:
+    text = (ROOT / "pyproject.toml").read_text()
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("requires-python")]
+    major, minor = line.split(">=")[1].strip().strip('"').split(".")[:2]
+    return int(major), int(minor)
+
+
+def test_requires_python_is_the_floor_the_code_runs_on() -> None:
+    """`requires-python` says 3.10 (the code uses zip(strict=True), `X | Y` in isinstance,
+    dataclass(slots=...)); no module uses syntax or a standard-library name newer than that."""
+    import ast
+
+    floor = _declared_floor()
+    assert floor == (3, 10)
+    problems, strict_zips = [], 0
+    for path in sorted((ROOT / "gradviz_widgets").rglob("*.py")):
+        source = path.read_text()
+        tree = ast.parse(source, feature_version=floor)  # 3.11+ syntax (except*) fails here
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import) and any(a.name == "tomllib" for a in node.names):
+                problems.append(f"{path.name}: import tomllib (3.11)")
+            if isinstance(node, ast.ImportFrom) and node.module in _NEWER:
+                newer = {a.name for a in node.names} & _NEWER[node.module]
+                problems += [f"{path.name}: from {node.module} import {n}" for n in newer]
+            if isinstance(node, ast.ImportFrom) and node.module == "tomllib":
+                problems.append(f"{path.name}: from tomllib (3.11)")
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.attr in _NEWER.get(node.value.id, ())
+            ):
+                problems.append(f"{path.name}: {node.value.id}.{node.attr}")
+            if isinstance(node, ast.Name) and node.id in ("ExceptionGroup", "BaseExceptionGroup"):
+                problems.append(f"{path.name}: {node.id} (3.11)")
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "zip"
+                and any(k.arg == "strict" for k in node.keywords)
+            ):
+                strict_zips += 1
+    assert not problems, problems
+    assert strict_zips and floor >= (3, 10)  # zip(strict=True) is 3.10+: the floor is real

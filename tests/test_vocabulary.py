@@ -16,6 +16,7 @@ from gradviz_widgets import (
     render,  # the old names, still importable from the package
     vocabulary,
 )
+from gradviz_widgets.errors import GradExplorerError
 from gradviz_widgets.graph.grad_graph import GradGraph
 from gradviz_widgets.graph.nodes import GradEdge, GradNode
 from gradviz_widgets.render import chart, page_chart
@@ -71,7 +72,7 @@ def test_classify(norm, max_abs, status) -> None:
 
 
 def test_thresholds_refuse_a_bad_order() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(GradExplorerError, match="vanishing < exploding"):
         Thresholds(vanishing=1.0, exploding=0.5)
 
 

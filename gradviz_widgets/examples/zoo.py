@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Callable, Literal
+from collections.abc import Callable, Iterable
+from typing import Literal
 
 import torch
 from torch import nn

@@ -10,6 +10,7 @@ so the parameter's gradient equals what a plain `loss.backward()` would put in `
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -17,6 +18,7 @@ from .. import ids
 from ..errors import GradExplorerError
 from ..trace.walk import RawGraph
 from .model_state import StandIns
+from .reentrant import SeenLeaves
 
 #: torch.utils.checkpoint(use_reentrant=True): refuses torch.autograd.grad
 REENTRANT_CHECKPOINT = "CheckpointFunctionBackward"
@@ -27,14 +29,17 @@ def gradients(
     wanted: Sequence[torch.Tensor],
     reentrant: bool,
     protect: Sequence[torch.Tensor] = (),
+    checkpoints: Sequence[Any] = (),
 ) -> tuple:
     """d loss / d each of `wanted` (None where unused). `protect`: tensors whose `.grad` must
-    come out as it went in (the model's Parameters, which reentrant backward may write)."""
+    come out as it went in (the model's Parameters, which reentrant backward may write);
+    `checkpoints`: the reentrant checkpoints' autograd nodes (any leaf their recomputation
+    meets gets its `.grad` back too)."""
     if not wanted:
         return ()
     try:
         if reentrant:
-            return _grads_by_backward(loss, wanted, protect)
+            return _grads_by_backward(loss, wanted, protect, checkpoints)
         return torch.autograd.grad(loss, list(wanted), allow_unused=True)
     except GradExplorerError:
         raise
@@ -46,7 +51,10 @@ def gradients(
 
 
 def _grads_by_backward(
-    loss: torch.Tensor, wanted: Sequence[torch.Tensor], protect: Sequence[torch.Tensor]
+    loss: torch.Tensor,
+    wanted: Sequence[torch.Tensor],
+    protect: Sequence[torch.Tensor],
+    checkpoints: Sequence[Any],
 ) -> tuple:
     """`.backward()` for graphs that refuse `.grad()` (reentrant checkpoint).
 
@@ -57,12 +65,15 @@ def _grads_by_backward(
     """
     everyone = list({id(t): t for t in [*wanted, *protect]}.values())
     saved = [t.grad for t in everyone]
+    seen = SeenLeaves()  # any other leaf the recomputation meets (a tensor a closure holds)
     try:
         for t in everyone:
             t.grad = None
-        loss.backward()
+        with seen.during(checkpoints):
+            loss.backward()
         return tuple(t.grad for t in wanted)
     finally:
+        seen.restore()
         for t, g in zip(everyone, saved):
             t.grad = g
 

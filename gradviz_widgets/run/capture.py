@@ -6,8 +6,9 @@ buffers are swapped into the model, as `torch.func.functional_call` does, for th
 them too), so `.grad`, BatchNorm running stats, `requires_grad` and the device of the real
 tensors are never touched (run/model_state.py puts every object back by identity). Gradients come
 from `torch.autograd.grad`, not `.backward()` (except under reentrant checkpointing, which
-refuses `.grad()`; see run/backward.py). The global RNG and generators the model owns are forked and
-re-seeded per run, so runs with dropout are reproducible and the user's RNG streams unchanged.
+refuses `.grad()`; see run/backward.py). The global RNGs (torch, numpy, Python `random`) are forked
+and re-seeded per run, and generators the model owns set back (run/rng.py), so runs with dropout
+are reproducible and the user's RNG streams unchanged.
 A run records a graph even when called under `torch.no_grad()` / `inference_mode()`.
 The stages of a run (prepare -> forward -> trace -> backward -> read_back -> report) are in
 run/stages.py; the settings travel as one RunSettings.
@@ -28,7 +29,8 @@ from ..vocabulary import Thresholds
 from .checks import check_model, unwrap_compiled
 from .devices import resolve_device
 from .inputs import CallArgs
-from .model_state import ModelIndex, forked_rng, no_cyclic_gc, swapped
+from .model_state import ModelIndex, no_cyclic_gc, swapped
+from .rng import forked_rng
 from .settings import RunSettings
 from .stages import backward, forward, prepare, read_back, release, report, trace
 from .state import Capture, RunHooks, Subject

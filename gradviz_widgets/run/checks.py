@@ -151,6 +151,11 @@ def check_flag(name: str, value: Any) -> bool:
 
 
 def check_loss_args(loss_fn: Any, target: Any) -> None:
+    if isinstance(loss_fn, type) and issubclass(loss_fn, nn.Module):
+        raise GradExplorerError(
+            f"loss_fn is the class {loss_fn.__name__}, not a loss: pass an instance, "
+            f"loss_fn={loss_fn.__name__}() (with its arguments, e.g. reduction='mean')"
+        )
     if loss_fn is not None and not callable(loss_fn):
         raise GradExplorerError(
             f"loss_fn must be callable (e.g. nn.CrossEntropyLoss()), got {type(loss_fn).__name__}"

@@ -10,6 +10,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ..errors import GradExplorerError
+from .loss import own_loss_scalar
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,8 +103,8 @@ def make_loss(
 ) -> tuple[torch.Tensor, str]:
     """The scalar to differentiate and a sentence saying which loss that is.
 
-    Without `loss_fn`: a scalar tensor output is the loss; otherwise the sum of every
-    floating-point output that requires grad.
+    Without `loss_fn`: the loss the model returned itself (`output.loss`, run/loss.py), else a
+    scalar tensor output, else the sum of every floating-point output that requires grad.
 
     Example:
         >>> loss, how = make_loss(torch.ones(3, requires_grad=True) * 2, None, None)
@@ -141,9 +142,12 @@ def make_loss(
 
 
 def _default_loss(output: Any) -> tuple[torch.Tensor, str]:
-    """The sum of every floating-point output that requires grad (a scalar output as is).
-    Outputs of different dtypes are summed in float64 (float32 on MPS): casting a large float32
-    sum to a float16 first output would read inf and blame the forward pass."""
+    """The model's own loss; else the sum of every floating-point output that requires grad (a
+    scalar output as is). Outputs of different dtypes are summed in float64 (float32 on MPS):
+    casting a large float32 sum to a float16 first output would read inf and blame the forward."""
+    own = own_loss_scalar(output)
+    if own is not None:
+        return _require_grad(own[0], own[1], output), own[1]
     tensors = output_tensors(output)
     complex_out = [n for n, t in tensors if t.is_complex() and t.requires_grad]
     if complex_out:

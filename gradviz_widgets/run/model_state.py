@@ -11,8 +11,9 @@ Besides parameters and buffers a forward can leave traces in:
 - plain tensor attributes (legacy `weight_norm` / `spectral_norm` recompute `module.weight` in a
   forward pre-hook; models that cache an activation on `self`) and Python scalars (a forward's
   `self.calls += 1`): put back, new ones removed;
-- `torch.Generator` objects kept as module attributes (a model's own dropout generator): their
-  state is saved and set back, so runs neither advance nor depend on the user's stream;
+- generators kept as module attributes (a model's own dropout `torch.Generator`, a numpy
+  `Generator` / `RandomState`, a `random.Random`; run/rng.py): their state is saved and set
+  back, so runs neither advance nor depend on the user's stream;
 - `torch.nn.utils.parametrize.cached()`: its cache is emptied for the run (a cached weight made
   from the real parameters would hide them from the run) and restored afterwards.
 """
@@ -24,12 +25,15 @@ import contextlib
 import dataclasses
 import functools
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch import nn
 from torch.nn.utils import parametrize
+
+from .param_attrs import dressed
+from .rng import owned_state
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -105,6 +109,8 @@ class StandIns:
     buffers: dict[int, torch.Tensor]
     #: parameters the forward wrote into in place through their alias (set when the run ends)
     written: list[str] = dataclasses.field(default_factory=list)
+    #: parameters whose stand-in carries their class and Python attributes (run/param_attrs.py)
+    dressed: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def real_params(self) -> dict[str, torch.Tensor]:
@@ -123,6 +129,7 @@ def make_stand_ins(
     index = index or ModelIndex.of(model)
     params: dict[str, torch.Tensor] = {}
     real: dict[int, tuple[str, torch.Tensor]] = {}
+    dressed_names = []
     # modules that write into their weight during forward get a copy, not an alias
     renormed = {
         id(m.weight)
@@ -135,10 +142,15 @@ def make_stand_ins(
             if p.device == device and id(p) not in renormed and name not in copied
             else p.detach().to(device, copy=True)
         )
-        params[name] = alias.requires_grad_(p.requires_grad)
+        alias.requires_grad_(p.requires_grad)
+        if type(p) is not nn.Parameter or vars(p):  # more than data: class, attributes
+            alias, carried = dressed(p, alias)
+            if carried:
+                dressed_names.append(name)
+        params[name] = alias
         real[id(p)] = (name, p)
     buffers = {id(b): b.detach().to(device, copy=True) for b in index.buffers()}
-    return StandIns(params, real, buffers)
+    return StandIns(params, real, buffers, dressed=dressed_names)
 
 
 def aliased_storages(stand_ins: StandIns) -> dict[int, str]:
@@ -165,8 +177,8 @@ def canonical_names(model: nn.Module) -> dict[str, str]:
 _RESTORED = (torch.Tensor, int, float, bool, str, type(None))
 
 
-#: the usual types of module attributes, none of them a torch.Generator (a check against
-#: Generator runs Python per value: ~20 per module)
+#: the usual types of module attributes, none of them a generator (a check against the
+#: generator types runs Python per value: ~20 per module)
 _NOT_GENERATORS = frozenset({dict, collections.OrderedDict, bool, int, float, str, type(None), set})
 
 
@@ -174,7 +186,7 @@ _NOT_GENERATORS = frozenset({dict, collections.OrderedDict, bool, int, float, st
 class _Saved:
     slots: list[tuple[dict, str, Any]]  # (module dict, key, object it held)
     attrs: list[tuple[nn.Module, dict[str, Any]]]  # plain tensor and scalar attributes
-    generators: list[tuple[torch.Generator, torch.Tensor]]
+    generators: list[Callable[[], None]]  # each sets one owned generator back
     cache: dict
 
 
@@ -212,11 +224,9 @@ def _save(index: ModelIndex) -> _Saved:
             slots += [(d, k, v) for k, v in d.items() if v is not None]
         state = vars(module)
         attrs.append((module, {k: v for k, v in state.items() if isinstance(v, _RESTORED)}))
-        generators += [
-            (g, g.get_state())
-            for g in state.values()
-            if type(g) not in _NOT_GENERATORS and isinstance(g, torch.Generator)
-        ]
+        for value in state.values():
+            if type(value) not in _NOT_GENERATORS and (put_back := owned_state(value)):
+                generators.append(put_back)
     return _Saved(slots, attrs, generators, dict(parametrize._cache))
 
 
@@ -228,20 +238,10 @@ def _restore(saved: _Saved) -> None:
         for k in [k for k, v in state.items() if isinstance(v, _RESTORED) and k not in values]:
             del state[k]  # left on the module by the run (a tensor made from stand-ins)
         state.update(values)
-    for g, g_state in saved.generators:
-        g.set_state(g_state)
+    for put_back in saved.generators:
+        put_back()
     parametrize._cache.clear()
     parametrize._cache.update(saved.cache)
-
-
-@contextlib.contextmanager
-def forked_rng(device: torch.device, seed: int | None) -> Iterator[None]:
-    """The global RNG (CPU and the run's CUDA device) forked, and seeded when `seed` is given."""
-    cuda = [device.index or 0] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda, device_type="cuda"):
-        if seed is not None:
-            torch.manual_seed(seed)
-        yield
 
 
 @contextlib.contextmanager

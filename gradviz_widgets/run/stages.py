@@ -19,8 +19,12 @@ from ..trace.attribution import ScopeTracker
 from ..trace.walk import HOOK_NODE_MARK, instrument, leaf_names, walk
 from .backward import REENTRANT_CHECKPOINT, direct_use_note, gradients, summed, wanted_leaves
 from .freeze import build_report, freeze_graph
-from .inputs import CallArgs, make_loss
-from .model_state import ModelIndex, aliased_storages, make_stand_ins
+from .grad_calls import GradCalls
+from .inputs import CallArgs, make_loss, output_tensors
+from .loss import own_loss_note
+from .model_state import ModelIndex, StandIns, aliased_storages, make_stand_ins
+from .param_attrs import stand_in_hint
+from .reentrant import tensor_attributes
 from .settings import RunSettings
 from .state import Capture, RunHooks, RunState, Subject
 
@@ -42,12 +46,16 @@ def prepare(
             f"the forward writes into {', '.join(sorted(copied))} in place (e.g. a "
             "weight constraint); the run used a copy, so the model was not changed"
         )
+    given = CallArgs.from_sample(subject.sample_input)
+    call = given.prepared(device)
+    replaced = {id(t): c for (_, t), (_, c) in zip(given.leaves(), call.leaves())}
+    replaced.update((key, stand_ins.params[name]) for key, (name, _) in stand_ins.real.items())
     return RunState(
         model,
         subject.runner,
         settings,
         device,
-        CallArgs.from_sample(subject.sample_input).prepared(device),
+        call,
         stand_ins,
         _to_device(settings.target, device),
         tracker,
@@ -56,6 +64,7 @@ def prepare(
         started,
         notes,
         index,
+        replaced,
     )
 
 
@@ -68,11 +77,15 @@ def forward(state: RunState) -> None:
     state.names = names
     tracker = state.tracker
     with tracker.tracking(), _watching_checkpoints() as cut_off:
-        output = _call(state.runner, state.call)
+        output = _call(state.runner, state.call, state.stand_ins)
         tracker.claim(output)  # a custom Function's output at the root is the root's
         tracker.in_loss = True
-        loss, state.how = make_loss(output, state.settings.loss_fn, state.target)
+        with GradCalls(state.replaced):  # autograd.grad inside loss_fn over the user's tensors
+            loss, state.how = make_loss(output, state.settings.loss_fn, state.target)
         state.loss = _leaf_loss(loss, names, state.how)
+    if state.settings.loss_fn is None:
+        differentiable = [n for n, t in output_tensors(output) if t.requires_grad]
+        state.notes += own_loss_note(state.how, differentiable)
     state.cut_off = bool(cut_off)
 
 
@@ -92,9 +105,13 @@ def backward(state: RunState) -> None:
     """Gradients of every wanted leaf (the user's `.grad` untouched), the loss queued."""
     assert state.loss is not None and state.raw is not None
     wanted = wanted_leaves(state.raw, state.stand_ins)
-    reentrant = any(n.op == REENTRANT_CHECKPOINT for n in state.raw.nodes.values())
+    checkpoints = [n.fn for n in state.raw.nodes.values() if n.op == REENTRANT_CHECKPOINT]
     real = [p for _, p in state.stand_ins.real.values() if p.requires_grad]
-    parts = gradients(state.loss, [t for _, t in wanted], reentrant, protect=real)
+    if checkpoints:  # their own backward writes .grad of user tensors that are no parameters
+        real += tensor_attributes(state.index)
+    leaves = [t for _, t in wanted]
+    parts = gradients(state.loss, leaves, bool(checkpoints), real, checkpoints)
+    del checkpoints
     state.notes += direct_use_note(wanted, parts, state.stand_ins)
     state.grads = summed([i for i, _ in wanted], parts)
     del parts
@@ -193,7 +210,7 @@ def _to_device(value: Any, device: torch.device) -> Any:
     )
 
 
-def _call(model: nn.Module, call: CallArgs) -> Any:
+def _call(model: nn.Module, call: CallArgs, stand_ins: StandIns) -> Any:
     try:
         return model(*call.args, **call.kwargs)
     except GradExplorerError:
@@ -204,4 +221,5 @@ def _call(model: nn.Module, call: CallArgs) -> Any:
             f"Inputs given: {call.describe()}. Check that sample_input has the shapes and dtypes "
             "forward expects (a tuple is passed as several positional arguments, a dict as "
             "keyword arguments). The model was not changed."
+            + stand_in_hint(stand_ins.dressed, stand_ins.real_params)
         ) from e

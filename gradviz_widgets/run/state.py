@@ -76,6 +76,8 @@ class RunState:
     started: float
     notes: list[str]
     index: ModelIndex  # the module tree, walked once (every stage reads it from here)
+    #: id(user tensor) -> the run's tensor standing in for it (parameters, sample input)
+    replaced: dict[int, torch.Tensor] = dataclasses.field(default_factory=dict)
     # forward
     names: dict[int, tuple[str, str]] = dataclasses.field(default_factory=dict)
     loss: torch.Tensor | None = None

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..errors import GradExplorerError
 from ..hooks.modifiers import Modifier
 from ..report.export import report_csv, report_json
 from ..vocabulary import Thresholds
@@ -73,7 +74,7 @@ class SettingsActions:
         c, ex = self._toolbar, self._explorer
         try:
             new = Thresholds(c.vanishing_box.value, c.exploding_box.value)
-        except ValueError as e:
+        except GradExplorerError as e:
             c.show_settings(device_in_force(ex), ex.thresholds)  # reverts to the pair in force
             th = ex.thresholds
             self._fail(f"{e}; kept vanishing < {th.vanishing:g}, exploding > {th.exploding:g}", e)

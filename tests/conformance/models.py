@@ -34,6 +34,9 @@ class Case:
     twin: Callable[[], nn.Module] | None = None
     #: a context both the reference and the explorer run inside (e.g. parametrize.cached)
     context: Callable[[], Any] = nullcontext
+    #: the reference calls the model with the sample itself, not a copy (a loss_fn that takes
+    #: gradients with respect to the user's input tensor)
+    input_as_is: bool = False
 
 
 CASES: dict[str, Callable[[], Case]] = {}

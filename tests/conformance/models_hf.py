@@ -123,3 +123,34 @@ def _t5():
         _ids(2),
         "T5: encoder/decoder share one embedding; relative attention bias; dropout train",
     )
+
+
+# ---- the model's own loss (labels=, no loss_fn): the loss is output.loss -------------------------
+@case("hf_gpt2_labels_own_loss")
+def _gpt2_labels():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=32, n_layer=2, n_head=2)
+    model = GPT2LMHeadModel(cfg).train()
+    sample = {"input_ids": _ids(), "labels": _ids()}
+    return Case(model, sample, None, None, "GPT-2 called with labels=, no loss_fn: output.loss")
+
+
+@case("hf_bert_classifier_labels_own_loss")
+def _bert_classifier_labels():
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    cfg = BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=16,
+        num_labels=3,
+    )
+    model = BertForSequenceClassification(cfg).train()
+    sample = {"input_ids": _ids(), "labels": torch.tensor([0, 2])}
+    return Case(model, sample, None, None, "BERT classifier with labels=, dropout train")

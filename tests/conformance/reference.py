@@ -3,13 +3,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
+import random
 
+import numpy as np
 import torch
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
 from .models import Case
+
+
+@contextlib.contextmanager
+def every_rng_seeded(seed: int):
+    """torch's, numpy's and Python's global RNG seeded as the explorer seeds them; numpy and
+    Python put back afterwards (torch's is forked by the caller)."""
+    np_state, py_state = np.random.get_state(), random.getstate()
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(np_state)
+        random.setstate(py_state)
 
 
 def call(model, sample):
@@ -56,15 +74,22 @@ def reference(c: Case, seed: int = 0) -> tuple[dict, float]:
         ),
         c.sample,
     )
+    if c.input_as_is:
+        sample = c.sample
+        held = [(t, t.grad) for t in tree_flatten(c.sample)[0] if isinstance(t, torch.Tensor)]
     loss_fn = c.twin_loss_fn(twin) if c.twin_loss_fn else c.loss_fn
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
+    with torch.random.fork_rng(), every_rng_seeded(seed):
         out = call(twin, sample)
-        if loss_fn is None:
+        if loss_fn is None and getattr(out, "loss", None) is not None:
+            loss = out.loss  # what `model(**batch, labels=y).loss.backward()` differentiates
+        elif loss_fn is None:
             loss = out if out.numel() == 1 else out.sum()
         else:
             loss = loss_fn(out) if c.target is None else loss_fn(out, c.target)
         loss.backward()
+    if c.input_as_is:
+        for t, g in held:
+            t.grad = g
     grads = {
         n: None if p.grad is None else grad_norm_and_zero(p.grad)
         for n, p in twin.named_parameters()

@@ -2,8 +2,9 @@
 
 Extends tests/model_state.py: parameter classes, NaN-safe bitwise values (dense, sparse and
 complex), plain tensor attributes (legacy weight_norm / spectral_norm keep `weight` there),
-every hook dict, global module hooks, torch / numpy / python RNG states, torch.Generators owned
-by the model and torch.nn.utils.parametrize's cache.
+every hook dict, global module hooks, torch / numpy / python RNG states, generators owned by the
+model (torch, numpy, Python), Python attributes of parameters and torch.nn.utils.parametrize's
+cache.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ def bits(t: torch.Tensor | None):
 
 
 def _tensor_attrs(m: nn.Module) -> dict:
+    """Plain tensor attributes: object, value, version and (for leaves) `.grad`."""
     return {
-        k: (v, bits(v), getattr(v, "_version", None))
+        k: (v, bits(v), getattr(v, "_version", None), bits(v.grad) if v.is_leaf else None)
         for k, v in vars(m).items()
         if isinstance(v, torch.Tensor)
     }
@@ -60,6 +62,24 @@ def _plain_attrs(m: nn.Module) -> dict:
     return {k: repr(v) for k, v in vars(m).items() if isinstance(v, _PLAIN)}
 
 
+def _attrs_of(p: torch.Tensor) -> tuple:
+    """A parameter's Python attributes (`p.scale_hint`, a subclass's state): plain values by
+    repr, tensors bitwise, anything else by identity."""
+    return tuple(
+        sorted(
+            (
+                k,
+                repr(v)
+                if isinstance(v, _PLAIN)
+                else bits(v)
+                if isinstance(v, torch.Tensor)
+                else id(v),
+            )
+            for k, v in vars(p).items()
+        )
+    )
+
+
 def _global_flags() -> tuple:
     return (
         torch.is_grad_enabled(),
@@ -70,12 +90,25 @@ def _global_flags() -> tuple:
     )
 
 
+def _generator_state(g) -> object:
+    """The state of a generator a module owns (torch, numpy new and legacy, Python), or None."""
+    if isinstance(g, torch.Generator):
+        return bits(g.get_state())
+    if isinstance(g, np.random.Generator):
+        return repr(g.bit_generator.state)
+    if isinstance(g, np.random.RandomState):
+        return repr(g.get_state())
+    if isinstance(g, random.Random):
+        return g.getstate()
+    return None
+
+
 def _generators(model: nn.Module) -> dict:
     return {
-        f"{n}.{k}": (g, bits(g.get_state()))
+        f"{n}.{k}": (g, state)
         for n, m in model.named_modules()
         for k, g in vars(m).items()
-        if isinstance(g, torch.Generator)
+        if (state := _generator_state(g)) is not None
     }
 
 
@@ -85,7 +118,7 @@ def snapshot(model: nn.Module) -> dict:
     modules = list(model.named_modules(remove_duplicate=False))
     return {
         "params": {
-            n: (p, type(p), bits(p), p._version, p.requires_grad, p.device, p.dtype)
+            n: (p, type(p), bits(p), p._version, p.requires_grad, p.device, p.dtype, _attrs_of(p))
             for n, p in params
         },
         "grads": {n: (p.grad, bits(p.grad)) for n, p in model.named_parameters()},
@@ -114,7 +147,7 @@ def snapshot(model: nn.Module) -> dict:
 
 
 FIELDS = {
-    "parameter": ("class", "value", "_version", "requires_grad", "device", "dtype"),
+    "parameter": ("class", "value", "_version", "requires_grad", "device", "dtype", "attributes"),
     "buffer": ("value", "_version", "device", "dtype"),
 }
 

@@ -15,7 +15,7 @@ import torch
 
 from gradviz_widgets import GradExplorer
 
-from . import models_hf, models_more, models_special  # noqa: F401  (they register cases)
+from . import models_calls, models_hf, models_more, models_special  # noqa: F401  (they register cases)
 from .models import CASES, Case
 from .reference import expected_status, reference
 from .state import diff, optimizer_problems, snapshot
