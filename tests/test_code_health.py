@@ -264,9 +264,7 @@ def test_functions_stay_short() -> None:
 
 #: classes whose annotations name attributes their own code never assigns: a mixin re-declaring
 #: its host's state (issue 22). None in widget/; each one left is named with its reason.
-REDECLARING = {
-    "explorer.hook_methods.HookControls": "GradExplorer's hook methods, still a mixin of it"
-}
+REDECLARING: dict[str, str] = {}
 #: bases whose class-level annotations are fields (assigned by the generated __init__)
 FIELD_BASES = {"NamedTuple", "Protocol", "TypedDict", "Enum", "IntEnum", "StrEnum"}
 
@@ -327,15 +325,17 @@ def test_no_class_declares_attributes_it_never_assigns() -> None:
 
 
 def test_the_explorer_widget_is_one_class_composed_of_parts() -> None:
-    """No class of widget/ is built from other classes of the package (mixins): ExplorerWidget
-    is one class in one file, holding its parts as attributes."""
+    """No class of widget/ or explorer/ is built from other classes of the package (mixins):
+    ExplorerWidget and GradExplorer are each one class in one file, ExplorerWidget holding its
+    parts as attributes."""
     classes = _classes()
     ours = {name.rsplit(".", 1)[1] for name in classes}
     mixed = {
         name: sorted(_base_names(cls) & ours)
         for name, cls in classes.items()
-        if name.startswith("widget.") and _base_names(cls) & ours
+        if name.startswith(("widget.", "explorer.")) and _base_names(cls) & ours
     }
-    assert not mixed, f"widget classes built from package classes (mixins): {mixed}"
+    assert not mixed, f"widget/explorer classes built from package classes (mixins): {mixed}"
+    assert not classes["explorer.session.GradExplorer"].bases
     widget = classes["widget.explorer_widget.ExplorerWidget"]
     assert [ast.unparse(b) for b in widget.bases] == ["W.VBox"]

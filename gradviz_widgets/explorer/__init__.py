@@ -1,2 +1,2 @@
-"""GradExplorer, the session object a user holds (`session`): run, toggle hooks (`hook_methods`),
-switch device, keep history, export the newest run (`exports`), show the widget."""
+"""GradExplorer, the session object a user holds (`session`, one class in one file): run,
+toggle hooks and modifiers, switch device, keep history, export the newest run, show the widget."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -13,9 +15,11 @@ from ..distributed.ddp import gathers_ranks, with_ranks
 from ..errors import GradExplorerError
 from ..graph.grad_graph import GradGraph
 from ..hooks.clash import HookFacts
-from ..hooks.modifiers import mark_modified
+from ..hooks.config import DEFAULT_KIND, check_hook, modifier_kind
+from ..hooks.events import HookEvent, HookRecord
+from ..hooks.modifiers import Modifier, mark_modified
 from ..hooks.plan import HookPlan
-from ..hooks.run import with_fallback
+from ..hooks.run import FALLBACK, FULL, with_fallback
 from ..report.grad_report import GradReport
 from ..run.capture import run
 from ..run.checks import (
@@ -30,12 +34,10 @@ from ..run.devices import available_devices, model_device, resolve_device
 from ..run.settings import RunSettings
 from ..run.state import Capture
 from ..vocabulary import Thresholds
-from .exports import Exports
-from .hook_methods import HookControls
 from .listeners import ChangeHandle, ChangeListeners, Listener
 
 
-class GradExplorer(HookControls, Exports):
+class GradExplorer:
     """Explore the gradients of `model` on `sample_input` without changing the model.
 
     Example:
@@ -208,6 +210,157 @@ class GradExplorer(HookControls, Exports):
     def available_devices() -> list[str]:
         return available_devices()
 
+    # ---- hooks and modifiers: the plan is replaced (never changed) on each call ----------
+    def toggle_hook(self, target: str, kind: str | None = None) -> bool:
+        """Flip a hook on a module path (kind: forward_pre | forward | backward, default backward)
+        or a graph node id (kind: tensor). Returns whether it is on now."""
+        self._check_open()
+        kind = kind or _default_kind(target)
+        self._check_node(target, kind)
+        on = (target, kind) not in self._plan.on
+        check_hook(self._paths, target, kind)
+        self._plan = self._plan.with_hook(target, kind, on)
+        self._changed("hooks")
+        return on
+
+    def set_hook(self, target: str, kind: str | None = None, on: bool = True) -> bool:
+        """Turn a hook on or off explicitly."""
+        self._check_open()
+        kind = kind or _default_kind(target)
+        if on:
+            self._check_node(target, kind)
+        check_hook(self._paths, target, kind)
+        self._plan = self._plan.with_hook(target, kind, on)
+        self._changed("hooks")
+        return on
+
+    def _check_node(self, target: str, kind: str) -> None:
+        """A tensor hook's node must be an op node of the newest graph (when one exists)."""
+        if kind != "tensor" or self._last is None or "#" not in target:
+            return  # other mistakes are named by check_hook
+        graph = self._last.graph
+        if target not in graph or graph.node(target).kind != "op":
+            close = difflib.get_close_matches(
+                target, [n.id for n in graph.nodes if n.kind == "op"], n=5
+            )
+            raise GradExplorerError(
+                f"no op node {target!r} in the newest graph; tensor hooks go on op nodes "
+                f"(parameter gradients are in the report). Did you mean {close}?"
+            )
+
+    def set_modifier(
+        self,
+        target: str,
+        *,
+        clip_norm: float | None = None,
+        clip_value: float | None = None,
+        scale: float | None = None,
+    ) -> None:
+        """Modify the gradient flowing back through `target` in explorer runs (one of the three);
+        call with none of them to remove it. The report marks the gradients this changed."""
+        given = {
+            k: v
+            for k, v in {"clip_norm": clip_norm, "clip_value": clip_value, "scale": scale}.items()
+            if v is not None
+        }
+        if len(given) > 1:
+            raise GradExplorerError(f"give one modifier at a time, got {sorted(given)}")
+        try:
+            modifier = Modifier(*next(iter(given.items()))) if given else None
+        except ValueError as e:
+            raise GradExplorerError(str(e)) from e
+        check_hook(self._paths, target, modifier_kind(target))
+        self._plan = self._plan.with_modifier(target, modifier)
+        self._changed("hooks")
+
+    def clear_hooks(self) -> None:
+        """Turn every hook and modifier off."""
+        self._plan = self._plan.cleared()
+        self._changed("hooks")
+
+    @property
+    def hooks(self) -> list[tuple[str, str]]:
+        """(target, kind) for each hook that is on."""
+        return self._plan.active
+
+    @property
+    def hook_plan(self) -> HookPlan:
+        """The hooks and modifiers that are on, as one immutable value (runs never change it)."""
+        return self._plan
+
+    @property
+    def _hooks(self) -> HookPlan:
+        # widget_controller.Settings reads `_hooks.modifiers`; modifier_objects is the public way
+        return self._plan
+
+    @property
+    def modifier_objects(self) -> dict[str, Modifier]:
+        """target -> the Modifier on it (immutable values; set them back with set_modifier)."""
+        return dict(self._plan.modifiers)
+
+    @property
+    def modifiers(self) -> dict[str, str]:
+        """target -> description of the modifier on it."""
+        return {t: m.describe() for t, m in self._plan.modifiers.items()}
+
+    @property
+    def hook_record(self) -> HookRecord:
+        """What the newest run's hooks registered, learned and recorded."""
+        last = self._last.hooks if self._last is not None else None
+        return last if last is not None else HookRecord(facts=self._learned)
+
+    @property
+    def events(self) -> list[HookEvent]:
+        """What the hooks saw in the newest run, one record per firing."""
+        return list(self.hook_record.events)
+
+    @property
+    def hook_mechanisms(self) -> dict[str, str]:
+        """target -> how its backward hook is implemented (full backward hook or the fallback)."""
+        # the fallback applies to every backward hook once one of them clashes with an
+        # in-place op (torch does not say which module's output was modified)
+        fallback = self._learned.fallback
+        return {t: FALLBACK if t in fallback else FULL for t in self._plan.backward_targets()}
+
+    @property
+    def hook_seconds(self) -> float:
+        """Wall time spent inside our hooks in the newest run (compare with report.duration_s)."""
+        return self.hook_record.seconds
+
+    # ---- exports of the newest run (DOT, SVG, HTML page, CSV, JSON) ---------------------
+    def to_dot(self, depth: int | None = None, **options: Any) -> str:
+        """DOT text of the newest graph, folded to `depth` module levels (None: everything)."""
+        from ..render.dot import to_dot
+
+        graph = self.graph if depth is None else self.graph.view(depth)
+        return to_dot(graph, **options)
+
+    def export_svg(self, path: str | Path, depth: int | None = None) -> Path:
+        """Write the graph as SVG with the system `dot` (the widget's button needs no binary)."""
+        from ..render.dot import svg_with_dot
+
+        return _write(path, svg_with_dot(self.to_dot(depth)))
+
+    def export_html(self, path: str | Path, title: str | None = None) -> Path:
+        """Write one self-contained interactive page of the newest run (graph with pan/zoom,
+        tooltips, search and fold levels; chart linked to it; findings), offline over file://."""
+        from ..render.page import page_html
+
+        name = title or f"{type(self.model).__name__}: gradient flow"
+        return _write(path, page_html(self.graph, self.report, name))
+
+    def export_csv(self, path: str | Path) -> Path:
+        """Write the per-parameter norms table as CSV."""
+        from ..report.export import report_csv
+
+        return _write(path, report_csv(self.report))
+
+    def export_json(self, path: str | Path) -> Path:
+        """Write the report and the graph (nodes, edges, norms, statuses) as JSON."""
+        from ..report.export import report_json
+
+        return _write(path, report_json(self.report, self.graph))
+
     # ---- lifetime ------------------------------------------------------------------------------
     def close(self) -> None:
         """Turn everything off and drop the results. Hooks exist only during runs, so nothing of
@@ -255,3 +408,14 @@ class GradExplorer(HookControls, Exports):
         return (
             f"GradExplorer({name}, device={self.device or 'model device'}, hooks={len(self.hooks)})"
         )
+
+
+def _default_kind(target: str) -> str:
+    return "tensor" if "#" in target else DEFAULT_KIND
+
+
+def _write(path: str | Path, text: str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
