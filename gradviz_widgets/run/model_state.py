@@ -240,8 +240,19 @@ def forked_rng(device: torch.device, seed: int | None) -> Iterator[None]:
     cuda = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda, device_type="cuda"):
         if seed is not None:
-            torch.manual_seed(seed)
+            _seed_forked(device, seed)
         yield
+
+
+def _seed_forked(device: torch.device, seed: int) -> None:
+    """Seed the generators `forked_rng` forked, and only those: `torch.manual_seed` also seeds
+    every other accelerator's (not forked: the user's stream would change) and, before CUDA is
+    initialised, records a stack trace for its lazy call (~9 ms per run)."""
+    torch.default_generator.manual_seed(seed)
+    if device.type == "cuda":
+        torch.cuda.default_generators[device.index or 0].manual_seed(seed)
+    elif device.type != "cpu":
+        torch.manual_seed(seed)  # the run's other accelerator (as before)
 
 
 @contextlib.contextmanager
