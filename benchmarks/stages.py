@@ -111,7 +111,10 @@ MODELS: dict[str, Callable[[], Built]] = {
 }
 
 
-def _steps(net: nn.Module, x: Any, loss: Loss) -> dict[str, Callable[[], dict[str, float]]]:
+Sample = dict[str, dict[str, float]]  # "wall" / "cpu" -> "total" and each stage -> seconds
+
+
+def _steps(net: nn.Module, x: Any, loss: Loss) -> dict[str, Callable[[], Sample]]:
     """One callable per mode, each returning its seconds ("total" and, for runs, per stage)."""
     from gradviz_widgets import GradExplorer
     from gradviz_widgets.run.timing import stage_times
@@ -119,17 +122,20 @@ def _steps(net: nn.Module, x: Any, loss: Loss) -> dict[str, Callable[[], dict[st
     params = [p for p in net.parameters() if p.requires_grad]
     to_loss = loss or (lambda out: out.sum())
 
-    def bare() -> dict[str, float]:
+    def bare() -> dict[str, dict[str, float]]:
         for p in params:
             p.grad = None
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = to_loss(net(x))
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         out.backward()
-        t2 = time.perf_counter()
-        return {"total": t2 - t0, "forward": t1 - t0, "backward": t2 - t1}
+        t2, c2 = time.perf_counter(), time.process_time()
+        return {
+            "wall": {"total": t2 - t0, "forward": t1 - t0, "backward": t2 - t1},
+            "cpu": {"total": c2 - c0, "forward": c1 - c0, "backward": c2 - c1},
+        }
 
-    def explorer_step(**kw: Any) -> Callable[[], dict[str, float]]:
+    def explorer_step(**kw: Any) -> Callable[[], Sample]:
         return _timed_run(GradExplorer(net, x, loss_fn=loss, **kw), stage_times)
 
     hooked = GradExplorer(net, x, loss_fn=loss)
@@ -144,13 +150,13 @@ def _steps(net: nn.Module, x: Any, loss: Loss) -> dict[str, Callable[[], dict[st
     }
 
 
-def _timed_run(ex: Any, stage_times: Any) -> Callable[[], dict[str, float]]:
-    def step() -> dict[str, float]:
+def _timed_run(ex: Any, stage_times: Any) -> Callable[[], Sample]:
+    def step() -> Sample:
         with stage_times() as clock:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             ex.run()
-            total = time.perf_counter() - t0
-        return {"total": total, **clock.seconds}
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        return {"wall": {"total": wall, **clock.seconds}, "cpu": {"total": cpu, **clock.cpu}}
 
     return step
 
@@ -162,34 +168,38 @@ def stage_row(name: str, repeats: int, modes: tuple[str, ...] = MODES) -> dict[s
     steps = _steps(net, x, loss)
     for mode in modes:  # warm-up
         steps[mode]()
-    samples: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
+    samples: dict[str, list[Sample]] = {m: [] for m in modes}
     load = os.getloadavg()[0]
     for r in range(repeats):
         for mode in modes[r % len(modes) :] + modes[: r % len(modes)]:
             gc.collect()
             samples[mode].append(steps[mode]())
-    med = {
-        m: {k: median([s.get(k, 0.0) for s in samples[m]]) * 1e3 for k in samples[m][0]}
-        for m in modes
-    }
+
+    def med(mode: str, clock: str) -> dict[str, float]:
+        keys = {k for s in samples[mode] for k in s[clock]}
+        return {k: median([s[clock].get(k, 0.0) for s in samples[mode]]) * 1e3 for k in keys}
+
+    def paired(mode: str, clock: str) -> float:
+        pairs = zip(samples[mode], samples["bare"])
+        return median([a[clock]["total"] / b[clock]["total"] for a, b in pairs])
+
     return {
         "description": description,
         "params": sum(p.numel() for p in net.parameters()),
         "repeats": repeats,
         "load": [load, os.getloadavg()[0]],
-        "ms": med,
-        "paired_run_ratio": median(
-            [r["total"] / b["total"] for r, b in zip(samples["run"], samples["bare"])]
-        ),
-        "paired_hooks_ratio": median(
-            [r["total"] / b["total"] for r, b in zip(samples["hooks"], samples["bare"])]
-        ),
+        "ms": {m: med(m, "wall") for m in modes},
+        "cpu_ms": {m: med(m, "cpu") for m in modes},
+        "paired_run_ratio": paired("run", "wall"),
+        "paired_hooks_ratio": paired("hooks", "wall"),
+        "cpu_run_ratio": paired("run", "cpu"),
+        "cpu_hooks_ratio": paired("hooks", "cpu"),
     }
 
 
-def breakdown(row: dict[str, Any]) -> dict[str, float]:
-    """The table's columns (ms) from one row's medians."""
-    bare, run, free = row["ms"]["bare"], row["ms"]["run"], row["ms"]["noflow"]
+def breakdown(row: dict[str, Any], clock: str = "cpu_ms") -> dict[str, float]:
+    """The table's columns (ms of process CPU time, or of wall time with "ms") from one row."""
+    bare, run, free = row[clock]["bare"], row[clock]["run"], row[clock]["noflow"]
     g = run.get
     parts = {
         "attribution": g("forward", 0) - bare["forward"],
@@ -235,25 +245,36 @@ def markdown_section(stages: dict[str, Any]) -> list[str]:
         "backward - the backward of a `track_flow=False` run; *autograd.grad vs backward* = "
         "that flow-free backward - the bare backward; *stand-in swap* = preparing the "
         "stand-ins + swapping them in and out (RNG fork and hooks included); *other* = "
-        "what the stages do not cover. Ratios: medians of the per-repeat ratios."
+        "what the stages do not cover. Ratios: medians of the per-repeat ratios of wall time "
+        "(*CPU x*: of process CPU time)."
+    )
+    L.append("")
+    L.append(
+        "| model | load | bare | ex.run() | **ratio** | CPU x | hooks on every module | "
+        "**ratio** | CPU x |"
+    )
+    L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for name, r in rows.items():
+        ms, load = r["ms"], " / ".join(f"{v:.1f}" for v in r["load"])
+        L.append(
+            f"| {name} | {load} | {_ms(ms['bare']['total'])} | {_ms(ms['run']['total'])} | "
+            f"**{r['paired_run_ratio']:.2f}x** | {r['cpu_run_ratio']:.2f}x | "
+            f"{_ms(ms['hooks']['total'])} | **{r['paired_hooks_ratio']:.2f}x** | "
+            f"{r['cpu_hooks_ratio']:.2f}x |"
+        )
+    L.append("")
+    L.append(
+        "What `ex.run()` spends on top of the bare step, in process CPU ms (one thread: the "
+        "work itself, not the waits for a core on a shared machine):"
     )
     L.append("")
     heads = " | ".join(h for _, h in COLUMNS)
-    L.append(
-        f"| model | load | bare | ex.run() | **ratio** | {heads} | hooks on every module | "
-        "**ratio** |"
-    )
-    L.append("|---|--:|--:|--:|--:|" + "--:|" * len(COLUMNS) + "--:|--:|")
+    L.append(f"| model | bare | ex.run() | {heads} |")
+    L.append("|---|--:|--:|" + "--:|" * len(COLUMNS))
     for name, r in rows.items():
-        parts = breakdown(r)
-        ms = r["ms"]
+        parts, cpu = breakdown(r), r["cpu_ms"]
         cells = " | ".join(_ms(parts[k]) for k, _ in COLUMNS)
-        load = " / ".join(f"{v:.1f}" for v in r["load"])
-        L.append(
-            f"| {name} | {load} | {_ms(ms['bare']['total'])} | {_ms(ms['run']['total'])} | "
-            f"**{r['paired_run_ratio']:.2f}x** | {cells} | {_ms(ms['hooks']['total'])} | "
-            f"**{r['paired_hooks_ratio']:.2f}x** |"
-        )
+        L.append(f"| {name} | {_ms(cpu['bare']['total'])} | {_ms(cpu['run']['total'])} | {cells} |")
     L.append("")
     L += [
         f"- {name}: {r['description']}, {r['params'] / 1e6:.2f}M parameters"

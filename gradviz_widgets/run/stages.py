@@ -85,7 +85,8 @@ def trace(state: RunState) -> None:
     tracker.release()
     if state.settings.track_flow:
         modified = state.hooks.modifiers if state.hooks else ()
-        timed("flow_hooks", instrument, state.raw, state.batch, modified)
+        whole = not any(n.op == REENTRANT_CHECKPOINT for n in state.raw.nodes.values())
+        timed("flow_hooks", instrument, state.raw, state.batch, modified, whole)
     if state.hooks:
         timed("hook_nodes", state.hooks.on_graph, state.raw, state.batch)
 

@@ -1,8 +1,9 @@
 """Opt-in wall time of each stage of a run, for the benchmarks ("Where the time goes").
 
 Off by default: a stage call then costs one global read more than calling the stage itself.
-Inside `stage_times()`, every run in this process adds the seconds of each named stage to the
-clock it yields (several runs add up; `runs` counts them).
+Inside `stage_times()`, every run in this process adds the wall seconds of each named stage to
+the clock it yields, and the process CPU seconds beside them (steadier on shared cores; several
+runs add up; `runs` counts them).
 
 Example:
     >>> from torch import nn
@@ -41,14 +42,16 @@ STAGES: tuple[str, ...] = (
 
 
 class StageClock:
-    """Seconds per stage, summed over the runs timed."""
+    """Wall and process CPU seconds per stage, summed over the runs timed."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
         self.runs = 0
 
-    def add(self, name: str, seconds: float) -> None:
+    def add(self, name: str, seconds: float, cpu: float) -> None:
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+        self.cpu[name] = self.cpu.get(name, 0.0) + cpu
 
 
 _active: StageClock | None = None
@@ -70,11 +73,11 @@ def timed(name: str, fn: Callable[..., T], *args: Any) -> T:
     clock = _active
     if clock is None:
         return fn(*args)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         return fn(*args)
     finally:
-        clock.add(name, time.perf_counter() - t0)
+        clock.add(name, time.perf_counter() - t0, time.process_time() - c0)
 
 
 @contextlib.contextmanager
@@ -85,18 +88,18 @@ def timed_block(enter: str, leave: str, cm: contextlib.AbstractContextManager) -
         with cm:
             yield
         return
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     cm.__enter__()
-    clock.add(enter, time.perf_counter() - t0)
+    clock.add(enter, time.perf_counter() - t0, time.process_time() - c0)
     try:
         yield
     except BaseException as e:
         if not cm.__exit__(type(e), e, e.__traceback__):
             raise
     else:
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         cm.__exit__(None, None, None)
-        clock.add(leave, time.perf_counter() - t1)
+        clock.add(leave, time.perf_counter() - t1, time.process_time() - c1)
 
 
 def count_run() -> None:
