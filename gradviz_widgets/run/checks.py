@@ -6,7 +6,6 @@ what to do instead; nothing here changes the model.
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 import operator
@@ -107,10 +106,15 @@ def _is_dtensor(t: torch.Tensor) -> bool:
     return "DTensor" in _kinds(type(t))
 
 
-@functools.cache
+_KINDS: dict[type, frozenset[str]] = {}
+
+
 def _kinds(cls: type) -> frozenset[str]:
     """The class names in `cls`'s MRO (once per class: a 1,000-module model is checked per run)."""
-    return frozenset(c.__name__ for c in cls.__mro__)
+    kinds = _KINDS.get(cls)
+    if kinds is None:
+        kinds = _KINDS[cls] = frozenset(c.__name__ for c in cls.__mro__)
+    return kinds
 
 
 def check_seed(seed: Any) -> int | None:
