@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.accuracy import markdown_sections
+from benchmarks.stages import markdown_section
 
 HERE = Path(__file__).resolve().parent
 
@@ -76,6 +77,7 @@ def markdown(result: dict[str, Any]) -> str:
             f"{fmt_ms(r['norms_loop_ms'])} ({r['norms_loop_syncs']}) | {r['repeats_done']} |"
         )
     L.append("")
+    L.extend(markdown_section(result.get("stages") or {}))
     L.append("## Graph and layout")
     L.append("")
     L.append(

@@ -50,6 +50,8 @@ from benchmarks.common import MODES, ROOT, to_dot_function  # noqa: E402
 from benchmarks.graphs import native_layout, time_dot, torchviz_time, wasm_layout  # noqa: E402
 from benchmarks.memory_runs import memory, memory_columns  # noqa: E402
 from benchmarks.report_md import analysis_text, markdown  # noqa: E402
+from benchmarks.stages import MODELS as STAGE_MODELS  # noqa: E402
+from benchmarks.stages import run_stages  # noqa: E402
 from benchmarks.targets import COLUMNS, STATUS_COLUMNS, evaluate_targets  # noqa: E402
 from benchmarks.timing import time_modes  # noqa: E402
 from benchmarks.util import log  # noqa: E402
@@ -220,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{args.chain_layers}-layer Linear chain: bare vs ex.run()")
     chain = chain_row(args.chain_layers, args.device, args.repeats)
     log(f"  bare {chain['bare_ms']:.1f} ms, run x{chain['run_ratio']:.2f}")
+    stage_names = ["seed"] if args.smoke else list(STAGE_MODELS)
+    stages = run_stages(stage_names, args.repeats, "the same command")
     if not args.no_memory:
         log("memory: fresh child process per " + ("mode" if args.smoke else "model and mode"))
         mem = memory(
@@ -279,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": targets,
         "norm_accuracy": accuracy,
         "chain": chain,
+        "stages": stages,
         "errors": errors,
         "analysis": analysis_text() if args.size == "full" else "",
     }

@@ -87,3 +87,18 @@ def test_markdown_table(smoke) -> None:
         "run_to_svg_full_resnet50",
         "mem_ratio",
     }
+
+
+def test_where_the_time_goes(smoke) -> None:
+    result, text = smoke
+    row = result["stages"]["models"]["seed"]
+    for clock in ("ms", "cpu_ms"):
+        assert set(row[clock]) == {"bare", "run", "noflow", "hooks"}
+        run = row[clock]["run"]
+        assert {"prepare", "forward", "walk", "flow_hooks", "backward", "norms", "freeze"} <= set(
+            run
+        )
+        assert "flow_hooks" not in row[clock]["noflow"]  # track_flow=False registers none
+    assert row["paired_run_ratio"] > 0 and row["cpu_run_ratio"] > 0
+    assert len(row["load"]) == 2
+    assert "## Where the time goes" in text and "| seed |" in text.split("## Graph")[0]

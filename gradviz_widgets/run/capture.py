@@ -17,7 +17,7 @@ run/stages.py; the settings travel as one RunSettings.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -33,7 +33,8 @@ from .model_state import ModelIndex, no_cyclic_gc, swapped
 from .rng import forked_rng
 from .settings import RunSettings
 from .stages import backward, forward, prepare, read_back, release, report, trace
-from .state import Capture, RunHooks, Subject
+from .state import Capture, RunHooks, RunState, Subject
+from .timing import count_run, timed, timed_block
 
 
 def capture(
@@ -113,22 +114,32 @@ def _run_once(
     subject: Subject, settings: RunSettings, hooks: RunHooks | None, copied: frozenset[str]
 ) -> Capture:
     """One run through the stages; everything of the model is back in place when it ends."""
-    state = prepare(subject, settings, hooks, copied)
+    count_run()
+    state = timed("prepare", prepare, subject, settings, hooks, copied)
     model = subject.model
     hook_ctx = hooks.attached(model, state.batch) if hooks else contextlib.nullcontext()
     try:
-        with (
-            forked_rng(state.device, settings.seed),
-            hook_ctx,
-            swapped(model, state.stand_ins, state.index),
-        ):
-            forward(state)
+        with timed_block("swap_in", "swap_out", _in_place(state, hook_ctx, model)):
+            timed("forward", forward, state)
             trace(state)
-            backward(state)
-        read_back(state)
+            timed("backward", backward, state)
+        timed("norms", read_back, state)
     finally:
-        release(state)
-    return report(state)
+        timed("release", release, state)
+    return timed("freeze", report, state)
+
+
+@contextlib.contextmanager
+def _in_place(
+    state: RunState, hook_ctx: contextlib.AbstractContextManager, model: nn.Module
+) -> Iterator[None]:
+    """The RNG forked, the hooks attached and the stand-ins swapped in, for forward + backward."""
+    with (
+        forked_rng(state.device, state.settings.seed),
+        hook_ctx,
+        swapped(model, state.stand_ins, state.index),
+    ):
+        yield
 
 
 def _check_something_trainable(index: ModelIndex, sample_input: Any) -> None:

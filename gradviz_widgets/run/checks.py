@@ -13,12 +13,14 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.modules.lazy import LazyModuleMixin
 
 from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
 
 _SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed accepts
 _SHARDED = ("FSDPModule", "FullyShardedDataParallel")  # FSDP2 (fully_shard), FSDP1
+_SHARDED_SET = frozenset(_SHARDED)
 _WRAPPERS = ("DistributedDataParallel", "DataParallel")
 
 
@@ -58,7 +60,7 @@ def check_model(model: nn.Module) -> None:
     for path, module in model.named_modules():
         where = f"module {path!r}" if path else "the model"
         kind = type(module).__name__
-        if any(c.__name__ in _SHARDED for c in type(module).__mro__):
+        if _kinds(type(module)) & _SHARDED_SET:
             raise GradExplorerError(
                 f"{where} is sharded with FSDP ({kind}): each rank holds only a shard of each "
                 "parameter, so per-parameter gradient norms cannot be measured here. Explore an "
@@ -79,8 +81,6 @@ def check_model(model: nn.Module) -> None:
                 f"whose {path!r} is the original module ({path}._orig_mod), or compile the "
                 "whole model instead (the explorer then runs compiled._orig_mod)."
             )
-        from torch.nn.modules.lazy import LazyModuleMixin
-
         if isinstance(module, LazyModuleMixin) and module.has_uninitialized_params():  # type: ignore[misc]
             raise GradExplorerError(
                 f"{where} ({kind}) has uninitialised lazy parameters. Call the model once on a "
@@ -103,7 +103,18 @@ def check_model(model: nn.Module) -> None:
 
 
 def _is_dtensor(t: torch.Tensor) -> bool:
-    return any(c.__name__ == "DTensor" for c in type(t).__mro__)
+    return "DTensor" in _kinds(type(t))
+
+
+_KINDS: dict[type, frozenset[str]] = {}
+
+
+def _kinds(cls: type) -> frozenset[str]:
+    """The class names in `cls`'s MRO (once per class: a 1,000-module model is checked per run)."""
+    kinds = _KINDS.get(cls)
+    if kinds is None:
+        kinds = _KINDS[cls] = frozenset(c.__name__ for c in cls.__mro__)
+    return kinds
 
 
 def check_seed(seed: Any) -> int | None:

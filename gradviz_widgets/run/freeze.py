@@ -73,6 +73,8 @@ def freeze_graph(state: RunState) -> GradGraph:
     for e in raw.edges:
         if e.slot is not None:
             norm, gmax = NormBatch.pair(values, e.slot)
+        elif e.leaf is not None:  # a leaf's only edge: the leaf's gradient, measured once
+            norm, gmax = leaf_by_id.get(e.leaf) or (None, None)
         elif e.dst.startswith(ids.ACC) or e.dst == ids.OUTPUT:
             leaf = raw.nodes[e.src].kind != "op"
             norm, gmax = (leaf_by_id.get(e.src) or (None, None)) if leaf else (1.0, 1.0)

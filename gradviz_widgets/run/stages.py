@@ -27,6 +27,7 @@ from .param_attrs import stand_in_hint
 from .reentrant import tensor_attributes
 from .settings import RunSettings
 from .state import Capture, RunHooks, RunState, Subject
+from .timing import timed
 
 
 def prepare(
@@ -92,13 +93,15 @@ def forward(state: RunState) -> None:
 def trace(state: RunState) -> None:
     """The raw graph from the loss (stable ids), flow hooks on its nodes, the hooks' node hooks."""
     assert state.loss is not None
-    state.raw = walk(state.loss, state.tracker.owner, state.names, state.tracker.calls)
-    state.tracker.release()
+    tracker = state.tracker
+    state.raw = timed("walk", walk, state.loss, tracker.owner, state.names, tracker.calls)
+    tracker.release()
     if state.settings.track_flow:
         modified = state.hooks.modifiers if state.hooks else ()
-        instrument(state.raw, state.batch, modified=modified)
+        whole = not any(n.op == REENTRANT_CHECKPOINT for n in state.raw.nodes.values())
+        timed("flow_hooks", instrument, state.raw, state.batch, modified, whole)
     if state.hooks:
-        state.hooks.on_graph(state.raw, state.batch)
+        timed("hook_nodes", state.hooks.on_graph, state.raw, state.batch)
 
 
 def backward(state: RunState) -> None:

@@ -53,6 +53,7 @@ class RawEdge:
     slot: int | None = None  # NormBatch slot of the gradient that flowed dst -> src
     index: int | None = None  # position in the consumer's next_functions
     via: tuple[Any, int] | None = None  # (hook node, its input) the gradient passed through
+    leaf: str | None = None  # the leaf whose whole gradient this edge carried (not measured twice)
 
 
 @dataclasses.dataclass
@@ -228,12 +229,17 @@ def _is_hook_node(fn: Any) -> bool:
     return bool(metadata) and HOOK_NODE_MARK in metadata  # type: ignore[operator]
 
 
-def instrument(graph: RawGraph, batch: NormBatch, modified: Collection[str] = ()) -> None:
+def instrument(
+    graph: RawGraph, batch: NormBatch, modified: Collection[str] = (), leaves_whole: bool = True
+) -> None:
     """Hook every op node so its incoming and outgoing gradients are measured (no host sync).
 
     A node whose output feeds exactly one consumer received exactly what that consumer sent
     along their edge, so its inflow reuses the edge's number instead of measuring the same
-    tensor twice, unless a modifier on the node (`modified`) changes it in between.
+    tensor twice, unless a modifier on the node (`modified`) changes it in between. Likewise an
+    edge from a leaf's AccumulateGrad to its only consumer carries that leaf's whole gradient,
+    which the run reads back anyway: with `leaves_whole` (no reentrant checkpoint adds to it
+    during backward) and no modifier, it is marked `leaf` and takes the leaf's number.
     The hooks live on the autograd nodes of this run only; they vanish with the graph.
     """
     leaving: dict[str, list[RawEdge]] = {}
@@ -246,6 +252,7 @@ def instrument(graph: RawGraph, batch: NormBatch, modified: Collection[str] = ()
         in_edges.setdefault(e.dst, []).append(e)
         if e.via is not None:
             sharing[(id(e.via[0]), e.via[1])] += 1
+    carried = _carried(graph, leaving) if leaves_whole and not modified else {}
     order = [0]
     through: dict[Any, list[RawEdge]] = {}
     for node in graph.nodes.values():
@@ -253,7 +260,9 @@ def instrument(graph: RawGraph, batch: NormBatch, modified: Collection[str] = ()
             continue
         direct = []
         for e in in_edges.get(node.id, []):
-            if e.via is not None and sharing[(id(e.via[0]), e.via[1])] == 1:
+            if id(e) in carried:
+                e.leaf = carried[id(e)]
+            elif e.via is not None and sharing[(id(e.via[0]), e.via[1])] == 1:
                 through.setdefault(e.via[0], []).append(e)
             else:
                 direct.append(e)
@@ -264,6 +273,22 @@ def instrument(graph: RawGraph, batch: NormBatch, modified: Collection[str] = ()
         node.fn.register_hook(_flow_hook(node, direct, batch, order, same))
     for hook_fn, edges in through.items():
         hook_fn.register_hook(_through_hook(edges, batch))
+
+
+def _carried(graph: RawGraph, leaving: Mapping[str, list[RawEdge]]) -> dict[int, str]:
+    """id(edge) -> leaf id for each edge that is a leaf's only way in: from its AccumulateGrad
+    to its one consumer, the leaf met once in the graph and its tensor without hooks (so what
+    the edge carries is exactly the gradient autograd.grad returns for it)."""
+    seen = Counter(leaf.id for leaf in graph.leaves)
+    out: dict[int, str] = {}
+    for leaf in graph.leaves:
+        t = leaf.tensor
+        if seen[leaf.id] != 1 or t is None or t._backward_hooks:
+            continue
+        edges = leaving.get(acc_id(leaf.id), ())
+        if len(edges) == 1 and edges[0].via is None:
+            out[id(edges[0])] = leaf.id
+    return out
 
 
 def _flow_hook(
