@@ -32,7 +32,8 @@ class SpikeRule:
     """How spikes are found: `factor` x the rolling baseline (over ~`window` steps) and `z`
     standard deviations of the log above it, after `warmup` values; an event ends after `gap`
     calm steps (or `span` steps after it started); `lead` steps before it are searched for who
-    left first. The loss (`watch.log_loss`) spikes at `loss_factor` x its baseline."""
+    left first. The loss (`watch.log_loss`) spikes at `loss_factor` x its baseline (over
+    window / 5 steps: it falls all along)."""
 
     window: int = 50
     factor: float = 4.0

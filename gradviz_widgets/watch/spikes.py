@@ -98,7 +98,9 @@ class SpikeFinder:
         self.rule = rule
         self.norms = NormSeries(rule)
         self.ratios = Baselines(rule)
-        self.loss = Baselines(dataclasses.replace(rule, factor=rule.loss_factor))
+        # the loss falls steadily for most of a run: a shorter window lags it less
+        fast = dataclasses.replace(rule, factor=rule.loss_factor, window=max(2, rule.window // 5))
+        self.loss = Baselines(fast)
         keep = rule.lead + rule.span + rule.gap + 2
         self._recent: collections.deque = collections.deque(maxlen=keep)
         self._loss_scores: dict[int, float] = {}
@@ -109,6 +111,8 @@ class SpikeFinder:
         self.names: list[str] = []
         #: finished events, oldest first
         self.found: list[Spike] = []
+        #: events opened since last asked: (step, the series that spiked there)
+        self.opened: list[tuple[int, list[str]]] = []
 
     # ---- input ---------------------------------------------------------------------------
     def add_steps(
@@ -127,7 +131,7 @@ class SpikeFinder:
             rscore, rspike = self.ratios.step(self._ratios(dnorm[r], pnorm[r]))
             self._recent.append((step, score, rscore))
             self._last_step = step
-            self._mark(step, bool(spike.any() or rspike.any()))
+            self._mark(step, spike | rspike)
             done += self._take_losses(functools.partial(_before, step - 1))
             done += self._maybe_end(step)
         return done
@@ -166,6 +170,7 @@ class SpikeFinder:
                     event["last"] = max(event["last"], step)
                 elif event is None and step - self._last_spike > self.rule.gap:
                     self._event = {"start": step, "last": step, "loss_step": step}
+                    self.opened.append((step, ["loss"]))
                 self._last_spike = max(self._last_spike, step)
         if len(self._loss_scores) > 4 * self.rule.span + self.rule.lead:
             for s in sorted(self._loss_scores)[: -2 * self.rule.span]:
@@ -173,11 +178,15 @@ class SpikeFinder:
         return done
 
     # ---- events --------------------------------------------------------------------------
-    def _mark(self, step: int, spiking: bool) -> None:
-        if not spiking:
+    def _mark(self, step: int, spiked: np.ndarray) -> None:
+        if not spiked.any():
             return
         if self._event is None and step - self._last_spike > self.rule.gap:
             self._event = {"start": step, "last": step, "loss_step": None}
+            labels = self.names + self.norms.modules
+            self.opened.append(
+                (step, [labels[i] for i in np.nonzero(spiked)[0] if i < len(labels)])
+            )
         elif self._event is not None:
             self._event["last"] = step
         self._last_spike = step
@@ -288,7 +297,11 @@ def describe(
     table.sort(key=lambda r: (r["first_step"], -r["score"], r["depth"]))
     params = [r["name"] for r in table if r["kind"] == "param"]
     mods = [r["name"] for r in table if r["kind"] == "module"]
-    sentence = _sentence(event, table, peak[:n], rule)
+    inside = steps >= start  # the depth comparison: the event's own steps
+    during = np.fmax(norm[inside, :n], ratio[inside, :n]) if inside.any() else norm[:0, :n]
+    with np.errstate(all="ignore"):
+        highs = np.nanmax(np.where(np.isfinite(during), during, -np.inf), axis=0)
+    sentence = _sentence(event, table, highs if len(during) else np.full(n, np.nan), rule)
     return Spike(
         start, max(event["last"], start), params, mods, sentence, event["loss_step"], table
     )
@@ -351,7 +364,8 @@ def _sentence(event: dict[str, Any], table: list[dict], peaks: np.ndarray, rule:
 
 
 def _depth_words(peaks: np.ndarray, rule: SpikeRule) -> str:
-    """Lower (first half by registration order) against upper layers: mean rise ratio."""
+    """Lower (first half by registration order) against upper layers: the ratio of the largest
+    rise (value / baseline) in each half during the event."""
     finite = np.where(np.isfinite(peaks), np.maximum(peaks, 0.0), np.nan)
     half = len(finite) // 2
     if half < 1:
@@ -359,7 +373,7 @@ def _depth_words(peaks: np.ndarray, rule: SpikeRule) -> str:
     lower, upper = finite[:half], finite[half:]
     if np.isnan(lower).all() or np.isnan(upper).all():
         return ""
-    ratio = rule.factor ** (float(np.nanmean(lower)) - float(np.nanmean(upper)))
+    ratio = rule.factor ** (float(np.nanmax(lower)) - float(np.nanmax(upper)))
     if ratio >= 2:
         return f"; lower layers {ratio:.2g}x more than upper"
     if ratio <= 0.5:

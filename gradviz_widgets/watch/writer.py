@@ -226,13 +226,21 @@ class Writer(threading.Thread):
             self._record_spikes(self._spiked(ended))
 
     def _spiked(self, ended: list[Spike]) -> list[tuple[int, str, Any]]:
-        """Ended spike events: queued for the store; their `spike` anomaly rows."""
+        """Spike anomaly rows: an event's as soon as it opens (the series that spiked at its
+        step), replaced by the ranked parameters when it ends (then stored whole)."""
+        assert self.spikes is not None
         with self._lock:
             self._new_spikes += ended
-        return [(s.step, SPIKE, list(s.params)) for s in ended]
+            opened, self.spikes.opened = self.spikes.opened, []
+            done = {s.step for s in ended}
+            self.anomaly_rows = [
+                r for r in self.anomaly_rows if not (r[1] == SPIKE and r[0] in done)
+            ]
+        rows = [(s, SPIKE, p) for s, p in opened if s not in done]
+        return rows + [(s.step, SPIKE, list(s.params) or ["loss"]) for s in ended]
 
     def _record_spikes(self, rows: list[tuple[int, str, Any]]) -> None:
-        """Anomaly rows of spikes ended outside a batch of steps (a loss, the end)."""
+        """Anomaly rows of spikes outside a batch of steps (a loss, the end)."""
         if rows:
             with self._lock:
                 self.anomaly_rows = sorted(self.anomaly_rows + rows, key=_step_of)
