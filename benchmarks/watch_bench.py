@@ -319,7 +319,11 @@ def report(device: str, rows: list[dict], store: dict | None) -> str:
         "",
         "Ratios against the step with the watch's hooks disabled, interleaved in the same "
         "rounds as the table above. The view's messages go through a comm that serialises them "
-        "with a jupyter_client Session, as a kernel does (benchmarks/watch_live.py); no browser.",
+        "with a jupyter_client Session, as a kernel does (benchmarks/watch_live.py); no browser. "
+        "A ratio below 1.000x is not a speed-up: the view's cost is then smaller than the "
+        "block-to-block noise of the step itself (a few percent on this machine, more for the "
+        "larger models whose steps share the cores with the writer thread), so read it as "
+        '"no measurable cost", not as a gain.',
     ]
     if store:
         lines += [

@@ -1,6 +1,6 @@
 """The one vocabulary of gradient health: statuses, thresholds, styles and number text.
 
-No torch here: the data and presentation side (graph, report, render, chart, export, readout)
+No torch here (numpy only, for the classifier on arrays): the data and presentation side (graph, report, render, chart, export, readout)
 builds on this module, so a saved report can be re-rendered without torch. Every place that
 shows a status (DOT nodes and edges, the chart, the static page, the legend, tooltips and the
 watch view) takes its colour, dash, pattern and words from `STYLES`, and every place that shows
@@ -16,12 +16,28 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-#: every status, in the order of their codes (watch/ stores indices into this tuple)
+import numpy as np
+
+# The status rules, in one place: the statuses, their orders of severity, their words
+# (STYLES) and the classifier of a norm (classify / classify_codes). Everything else (the
+# watch's history and anomalies, the pages and the JS, which gets them in its data) derives
+# from these; tests/test_status_rules.py checks that no other module keeps a copy.
+
+#: every status, in the order of their codes (watch/ stores indices into this tuple: the
+#: SQLite `status` column and the JSON exports keep these names and codes)
 STATUSES = ("none", "zero", "vanishing", "healthy", "exploding", "nonfinite")
-#: most severe first: the status of several things shown as one (merged edges, ×N groups)
+#: most severe first, in one graph: the status of several things shown as one (merged edges,
+#: ×N groups); None is the absence of flow there and ranks last
 SEVERITY = ("nonfinite", "exploding", "zero", "vanishing", "healthy", "none")
+#: most severe first over a training run (GradWatch's buckets of steps, its anomalies): a None
+#: is an event there (a parameter stopped getting a gradient) and ranks above vanishing
+SEVERITY_OVER_TIME = ("nonfinite", "exploding", "zero", "none", "vanishing", "healthy")
+#: the statuses that are anomalies of a run, most alarming first (all but healthy)
+ALARMS = tuple(s for s in SEVERITY_OVER_TIME if s != "healthy")
 #: what leaves a folded module along several edges: one healthy path makes the flow healthy
 FLOW_STRENGTH = ("nonfinite", "exploding", "healthy", "vanishing", "zero")
+#: statuses whose norm has no place on a log scale: drawn in their own colour
+OFF_SCALE = ("none", "zero", "nonfinite")
 #: the order of legend entries
 LEGEND_ORDER = ("healthy", "vanishing", "exploding", "nonfinite", "zero", "none")
 
@@ -60,6 +76,27 @@ class Thresholds:
         return {k: v for k, v in both.items() if 0 < v < math.inf}
 
 
+def _rules(norm: Any, max_abs: Any, th: Thresholds, nonfinite: Any) -> tuple[tuple[str, Any], ...]:
+    """The classifier's tests, first match wins (then "healthy"), on floats or arrays alike
+    (`nonfinite` tells NaN/Inf for either). A NaN `max_abs` is unknown (FSDP2 shards; None
+    for one value), not a NaN gradient."""
+    return (
+        ("nonfinite", nonfinite(norm, max_abs)),
+        ("zero", max_abs == 0.0),
+        ("vanishing", norm < th.vanishing),
+        ("exploding", norm > th.exploding),
+    )
+
+
+def _nonfinite(norm: float, max_abs: float) -> bool:
+    return not math.isfinite(norm) or math.isinf(max_abs)
+
+
+def _nonfinite_array(norm: np.ndarray, max_abs: np.ndarray) -> np.ndarray:
+    out: np.ndarray = ~np.isfinite(norm) | np.isinf(max_abs)
+    return out
+
+
 def classify(norm: float | None, max_abs: float | None, thresholds: Thresholds) -> str:
     """One of STATUSES for a gradient with this L2 norm and largest absolute element.
 
@@ -71,15 +108,24 @@ def classify(norm: float | None, max_abs: float | None, thresholds: Thresholds) 
     """
     if norm is None:
         return "none"
-    if not math.isfinite(norm) or (max_abs is not None and not math.isfinite(max_abs)):
-        return "nonfinite"
-    if max_abs == 0.0:
-        return "zero"
-    if norm < thresholds.vanishing:
-        return "vanishing"
-    if norm > thresholds.exploding:
-        return "exploding"
-    return "healthy"
+    known = math.nan if max_abs is None else float(max_abs)
+    hits = _rules(float(norm), known, thresholds, _nonfinite)
+    return next((s for s, hit in hits if hit), "healthy")
+
+
+def classify_codes(norm: np.ndarray, max_abs: np.ndarray, thresholds: Thresholds) -> np.ndarray:
+    """`classify` on arrays of norms and largest elements: codes (indices into STATUSES).
+
+    Example:
+        >>> [STATUSES[i] for i in classify_codes(np.array([np.nan, 0.0, 1e-9, 1e5, 1.0]),
+        ...                                       np.array([1.0, 0.0, 1e-9, 1e4, 0.5]), Thresholds())]
+        ['nonfinite', 'zero', 'vanishing', 'exploding', 'healthy']
+    """
+    out = np.full(np.shape(norm), STATUSES.index("healthy"), dtype=np.uint8)
+    with np.errstate(invalid="ignore"):
+        for status, hit in reversed(_rules(norm, max_abs, thresholds, _nonfinite_array)):
+            out[hit] = STATUSES.index(status)  # earlier rules win: written last
+    return out
 
 
 def worst(statuses: Iterable[str]) -> str:
@@ -133,7 +179,7 @@ class StatusStyle:
 
     `dash` is a Graphviz style list, `svg_dash` the SVG stroke attributes of the static
     page's bars, `pattern` the Plotly bar pattern; `label` is the short legend text and
-    `words` the phrase read out by screen readers.
+    `words` the phrase read out by screen readers, `short` the text of a change badge.
     """
 
     status: str
@@ -144,6 +190,11 @@ class StatusStyle:
     label: str
     words: str
     svg_dash: str = ""
+    short: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.short:
+            object.__setattr__(self, "short", self.status)
 
     def as_tuple(self) -> tuple[str, str, str, str]:
         """(fill, line, dash, label): the shape of the old `render.STATUS_STYLE` values."""
@@ -169,6 +220,7 @@ STYLES: dict[str, StatusStyle] = {
             "NaN / Inf",
             "NaN or Inf gradient",
             ' stroke-dasharray="6 2" stroke-width="2"',
+            "NaN/Inf",
         ),
         StatusStyle(
             "zero",
@@ -179,6 +231,7 @@ STYLES: dict[str, StatusStyle] = {
             "exactly 0.0",
             "gradient exactly zero",
             ' stroke-dasharray="1 2"',
+            "0.0",
         ),
         StatusStyle(
             "none",
@@ -189,6 +242,7 @@ STYLES: dict[str, StatusStyle] = {
             "no gradient (None)",
             "no gradient",
             ' stroke-dasharray="3 2"',
+            "None",
         ),
     )
 }

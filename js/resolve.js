@@ -47,18 +47,9 @@ export function clusterModuleFor(title, gid, keys) {
 }
 
 /**
- * Status words for node info that carries no `status_text` (hand-written info, or a Python
- * side older than render.node_texts). A copy of vocabulary.STYLES[...].words: the test
- * tests/test_vocabulary.py fails when they differ.
- */
-const STATUS_WORDS = /** @type {Record<string, string>} */ ({
-  healthy: "healthy", vanishing: "vanishing gradient", exploding: "exploding gradient",
-  nonfinite: "NaN or Inf gradient", zero: "gradient exactly zero", none: "no gradient",
-});
-
-/**
  * Accessible name of a node: first label line, status in words (`status_text`, sent by Python
- * from vocabulary.STYLES; else STATUS_WORDS), module, hook state.
+ * from vocabulary.STYLES, the one place of the words; hand-written node info without it: the
+ * status name), module, hook state.
  * @param {string} id
  * @param {{label?: string, status?: string, status_text?: string, module?: string,
  *   hooked?: boolean} | undefined} info
@@ -67,7 +58,7 @@ export function nodeAriaLabel(id, info) {
   const i = info ?? {};
   const parts = [String(i.label || id).split("\n")[0] || id];
   if (i.status_text) parts.push(String(i.status_text));
-  else if (i.status) parts.push(own(STATUS_WORDS, i.status) ? STATUS_WORDS[i.status] : String(i.status));
+  else if (i.status) parts.push(String(i.status));
   if (i.module) parts.push(`module ${i.module}`);
   if (i.hooked) parts.push("hooked");
   return parts.join(", ");

@@ -7,7 +7,8 @@
 # Environment: GRADVIZ_DEMO_DIR   the working copy (default .demo; delete a copy to refresh it)
 #              GRADVIZ_DEMO_PORT  serve on exactly this port (default: 8888 or the next free one)
 # Runs as root too (fresh containers and VMs): passes --allow-root then. With no display it
-# opens no browser; open the printed http://127.0.0.1:PORT/lab?token=... URL yourself.
+# opens no browser; open the printed http://127.0.0.1:PORT/lab/tree/quickstart.ipynb?token=...
+# URL yourself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -30,4 +31,7 @@ if [ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && [ "$(uname -s)" != Darwin ]; the
 fi
 echo "working copy: $workdir (the tracked notebooks/ stay as committed)" >&2
 cd "$workdir"
-exec "$repo/.venv/bin/jupyter" lab quickstart.ipynb ${args[@]+"${args[@]}"} "$@"
+# default_url, not a file argument: the printed URL then names the notebook too (with a file
+# argument JupyterLab prints /lab, which opens the launcher when typed in by hand)
+exec "$repo/.venv/bin/jupyter" lab --LabApp.default_url=/lab/tree/quickstart.ipynb \
+  ${args[@]+"${args[@]}"} "$@"

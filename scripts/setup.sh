@@ -28,12 +28,17 @@ command -v npm >/dev/null 2>&1 || { echo "error: Node.js + npm are needed to bui
 PIP=".venv/bin/python -m pip"
 stamp=.venv/.gradviz-setup
 bundle=gradviz_widgets/static/graph_pane.js
+# every file js/build.mjs writes: one missing means a rebuild
+built=(graph_pane.js page_host.js graph_pane.css watch_page.js watch_page.css marimo_mirror.js
+  marimo_mirror.css explorer_page.css)
+missing=""
+for f in "${built[@]}"; do [ -f "gradviz_widgets/static/$f" ] || missing=1; done
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   $PIP install -q --upgrade pip >/dev/null
   $PIP install -q "torch==2.13.0" numpy
   $PIP install -q "torch==2.13.0" -e ".[test]"
   touch "$stamp"
-elif [ ! -f "$bundle" ] || [ -n "$(find js -type f -newer "$bundle" -print -quit)" ] ||
+elif [ -n "$missing" ] || [ -n "$(find js -type f -newer "$bundle" -print -quit)" ] ||
      ! compgen -G ".venv/lib/python*/site-packages/gradviz_widgets-*.dist-info" >/dev/null; then
   # the JS sources changed (or the package is gone): rebuild the bundle through the build hook,
   # which uses the same test (anything in js/ newer than the bundle)

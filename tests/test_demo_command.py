@@ -219,6 +219,10 @@ def test_demo_command_serves_the_working_copy(tmp_path):
                 status = get_json(f"{api}/status?token={token}")
             except OSError:
                 time.sleep(0.5)
+        # the URL it prints names the quickstart (not the launcher), and the root redirects there
+        printed = log.read_text(errors="replace")
+        url = f"http://127.0.0.1:{port}/lab/tree/quickstart.ipynb?token="
+        assert url in printed, printed[-3000:]
         # the server's root is the working copy (the quickstart is there, the repository is not)
         listing = get_json(f"{api}/contents?token={token}")
         names = {c["name"] for c in listing["content"]}

@@ -43,6 +43,7 @@ def test_sdist_ships_bundle_and_wheel_from_it_needs_no_node(tmp_path: pathlib.Pa
         top = names[0].split("/")[0]
         assert f"{top}/{BUNDLE}" in names
         assert not any("/node_modules/" in n for n in names)
+        assert f"{top}/LICENSE" in names
         tar.extractall(tmp_path / "src", filter="data")
     # a PATH with python but without node / npm
     bare = tmp_path / "bin"
@@ -60,6 +61,27 @@ def test_sdist_ships_bundle_and_wheel_from_it_needs_no_node(tmp_path: pathlib.Pa
         assert (
             "export function pageModel" in zf.read("gradviz_widgets/static/page_host.js").decode()
         )  # export_html works from a wheel
+        # the license file ships and matches the declared license
+        meta = zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+        assert "License: MIT" in meta
+        (lic,) = [n for n in zf.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        assert zf.read(lic).decode().startswith("MIT License")
+        # the offline watch page and the marimo mirror, built from js/ (not Python strings)
+        built = {
+            name: zf.read(f"gradviz_widgets/static/{name}").decode()
+            for name in (
+                "watch_page.js",
+                "watch_page.css",
+                "marimo_mirror.js",
+                "marimo_mirror.css",
+                "explorer_page.css",
+            )
+        }
+        assert "watch-data" in built["watch_page.js"] and "#heat" in built["watch_page.css"]
+        assert "export{" in built["marimo_mirror.js"].replace(" ", "")
+        assert (
+            ".gvm-button" in built["marimo_mirror.css"] and "#chart" in built["explorer_page.css"]
+        )
         # every module of every subpackage ships (graph/, render/, watch/, ...)
         sources = {
             p.relative_to(ROOT).as_posix()
@@ -67,3 +89,30 @@ def test_sdist_ships_bundle_and_wheel_from_it_needs_no_node(tmp_path: pathlib.Pa
             if "__pycache__" not in p.parts
         }
         assert sources <= set(zf.namelist()), sorted(sources - set(zf.namelist()))
+
+
+def test_export_extra_holds_only_what_export_uses(tmp_path: pathlib.Path) -> None:
+    """`[export]` promises what the exports need: they all run with nothing beyond the base
+    install (graphviz's Python package blocked), so the extra lists nothing."""
+    tomllib = pytest.importorskip("tomllib")
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert extras["export"] == []
+    code = (
+        "import sys; sys.modules['graphviz'] = None\n"
+        "from gradviz_widgets import GradExplorer\n"
+        "from gradviz_widgets.examples import dead_branch_example\n"
+        "from torch import nn\n"
+        "net, x, y = dead_branch_example()\n"
+        "ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)\n"
+        f"d = {str(tmp_path)!r}\n"
+        "ex.export_html(d + '/p.html'); ex.export_csv(d + '/n.csv'); ex.export_json(d + '/r.json')\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
+    assert (tmp_path / "p.html").stat().st_size > 100_000

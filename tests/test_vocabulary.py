@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -100,12 +99,14 @@ def test_format_norm(value, text) -> None:
     assert format_norm(value) == text
 
 
-def test_js_status_words_match_the_vocabulary() -> None:
-    source = (JS / "resolve.js").read_text(encoding="utf-8")
-    table = re.search(r"STATUS_WORDS = .*?\*/ \(\{(.*?)\}\)", source, re.S)
-    assert table is not None
-    words = dict(re.findall(r'(\w+): "([^"]*)"', table.group(1)))
-    assert words == {k: s.words for k, s in STYLES.items()}
+def test_every_node_sends_its_status_words_to_the_js() -> None:
+    """The pane's JS keeps no copy of the words (tests/test_status_rules.py): each node's
+    info carries them, for every status."""
+    from gradviz_widgets.render.dot import node_texts
+
+    for status, s in STYLES.items():
+        node = GradNode(id="n", op="MulBackward0", kind="op", module="", label="n", status=status)
+        assert node_texts(node)["status_text"] == s.words
 
 
 def test_static_page_chart_uses_the_styles() -> None:

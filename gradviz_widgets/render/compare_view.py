@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..report.compare import compare_rows, norm_ratio
-from ..vocabulary import format_norm, html_text
+from ..vocabulary import STYLES, format_norm, html_text
 
 #: (upper bound of log10(B/A), colour, legend label), smallest ratios first
 RATIO_SCALE: tuple[tuple[float, str, str], ...] = (
@@ -29,8 +29,9 @@ RATIO_SCALE: tuple[tuple[float, str, str], ...] = (
 ONLY_B = "#c8c8c8"  # an edge of B that A's graph does not have
 NO_RATIO = "#cc79a7"  # None or NaN/Inf on a side: no ratio
 
-#: how a status reads in a change badge ("0.0 -> healthy")
-SHORT = {"zero": "0.0", "none": "None", "nonfinite": "NaN/Inf", "absent": "absent"}
+#: how a status reads in a change badge ("0.0 -> healthy"): vocabulary's short words, and
+#: "absent" (a node one run does not have)
+SHORT = {s.status: s.short for s in STYLES.values()} | {"absent": "absent"}
 
 
 def ratio_color(ratio: float) -> str:

@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..frontend import script_text, static_text
 from ..graph.ghosts import add_ghosts
 from ..graph.grad_graph import GradGraph
 from ..ids import param_id
@@ -33,8 +34,6 @@ from .page_chart import chart_svg
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 BUNDLE = _PACKAGE / "static" / "graph_pane.js"
-#: the page's host script: copied next to the bundle by js/build.mjs (js/page_host.js in a checkout)
-_HOSTS = (_PACKAGE / "static" / "page_host.js", _PACKAGE.parent / "js" / "page_host.js")
 
 
 def views(graph: GradGraph) -> list[dict[str, Any]]:
@@ -84,16 +83,11 @@ def page_html(graph: GradGraph, report: GradReport, title: str = "Gradient flow"
         findings=findings or "<li>all gradients healthy</li>",
         chart=chart_svg(bar_rows(report), report.thresholds),
         state=_script_json(state),
-        bundle=_script_text(BUNDLE.read_text(encoding="utf-8")),
-        script=_host_script(),
+        bundle=script_text(BUNDLE.read_text(encoding="utf-8")),
+        # the host script (js/page_host.js) and the stylesheet, copied next to the bundle
+        script=script_text(static_text("page_host.js")),
+        style=static_text("explorer_page.css"),
     )
-
-
-def _host_script() -> str:
-    for path in _HOSTS:
-        if path.is_file():
-            return _script_text(path.read_text(encoding="utf-8"))
-    raise FileNotFoundError(f"page_host.js not found in {[str(p) for p in _HOSTS]}")
 
 
 def _script_json(value: Any) -> str:
@@ -101,29 +95,11 @@ def _script_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=True).replace("</", "<\\/")
 
 
-def _script_text(js: str) -> str:
-    if "</script" in js.lower():
-        js = js.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
-    return js
-
-
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
-<style>
-body {{ font: 14px system-ui, sans-serif; margin: 0; color: #222; }}
-header {{ padding: 8px 16px; border-bottom: 1px solid #ddd; }}
-header h1 {{ font-size: 18px; margin: 0 0 4px; }}
-main {{ display: flex; flex-wrap: wrap; gap: 12px; padding: 8px 16px; }}
-#graph {{ flex: 3 1 560px; min-width: 0; }}
-#side {{ flex: 2 1 360px; min-width: 0; }}
-#chart {{ max-height: 70vh; overflow: auto; border: 1px solid #eee; }}
-#chart .bar {{ cursor: pointer; }}
-#chart .bar:hover rect.hit, #chart .bar:focus rect.hit {{ fill: rgba(0,0,0,0.06); }}
-#detail {{ min-height: 3em; white-space: pre-wrap; font: 12px ui-monospace, monospace; }}
-label {{ margin-right: 8px; }}
-</style></head>
+<style>{style}</style></head>
 <body>
 <header><h1>{title}</h1><div id="summary">{summary}</div>
 <label for="depth">Fold</label><select id="depth"></select>

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..graph.grad_graph import GradGraph
 from ..ids import OUTPUT, acc_id, owner_path, param_id
+from ..vocabulary import OFF_SCALE
 from .grad_report import ParamRecord
 
 #: share of exactly-zero gradient elements from which a parameter is called "mostly dead"
@@ -171,7 +172,7 @@ def findings(
     sparse = [
         p
         for p in params
-        if p.status not in ("zero", "none", "nonfinite")
+        if p.status not in OFF_SCALE
         and p.zero_fraction is not None
         and p.zero_fraction >= MOSTLY_DEAD
     ]

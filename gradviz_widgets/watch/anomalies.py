@@ -17,10 +17,16 @@ from torch import nn
 from torch.utils._pytree import tree_map
 
 from ..errors import GradExplorerError
-from ..vocabulary import STATUSES
+from ..vocabulary import ALARMS, STATUSES
 
-#: what counts as an anomaly, most alarming first (plus "rank_divergence", watch/ranks.py)
-KINDS = ("nonfinite", "exploding", "zero", "none", "vanishing")
+#: the statuses that are anomalies, most alarming first (vocabulary.ALARMS)
+KINDS = ALARMS
+#: the anomaly kinds that are no status (found by the watch only): gradients on some ranks
+#: only, or norms that differ across ranks (watch/ranks.py)
+RANK_DIVERGENCE = "rank_divergence"
+#: a value that left its rolling baseline (watch/spikes.py)
+SPIKE = "spike"
+WATCH_KINDS = (RANK_DIVERGENCE, SPIKE)
 _CODES = np.array([STATUSES.index(k) for k in KINDS])
 _NONE = KINDS.index("none")
 
@@ -63,7 +69,7 @@ def cpu_copy(value: Any) -> Any:
 
 @dataclasses.dataclass
 class Anomaly:
-    """The first step where `params` turned `kind` (one of KINDS, or "rank_divergence":
+    """The first step where `params` turned `kind` (one of KINDS, or of WATCH_KINDS: "rank_divergence",
     gradients produced on some ranks only, or norms that differ across ranks; `detail` says
     which ranks). `ranks`: the ranks whose records hold it (a run opened from disk).
 

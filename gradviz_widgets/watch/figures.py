@@ -8,11 +8,10 @@ import math
 import numpy as np
 
 from ..render.chart import distinct, plotly_text
-from ..vocabulary import STATUSES, STYLES, Thresholds, format_norm, style
+from ..vocabulary import OFF_SCALE, STATUSES, STYLES, Thresholds, format_norm, style
 from .history import Overview
 from .store import ParamInfo
 
-SPECIAL = ("none", "zero", "nonfinite")
 MAX_LINES = 6
 #: the symbol on NaN/Inf cells: they differ from exploding ones by more than their colour
 NONFINITE_MARK = "✕"
@@ -99,7 +98,7 @@ def heatmap_figure(
             "hovertemplate": "%{y}<br>steps from %{x}<br>log10 ‖g‖ = %{z:.2f}<extra></extra>",
         }
     ]
-    data += [_special_trace(s, x, names, status) for s in SPECIAL]
+    data += [_special_trace(s, x, names, status) for s in OFF_SCALE]
     data.append(nonfinite_marks(x, names, status))
     layout = {
         "title": {

@@ -1,7 +1,7 @@
 """The flight recorder's training-thread side: which steps get a flight record, within what budget.
 
 At the step pre-hook (before the optimizer applies the gradients) the step's statistics are
-classified exactly as the writer thread will classify them (`writer.classify_many` with the
+classified exactly as the writer thread will classify them (`vocabulary.classify_codes` with the
 watch's Thresholds; a trainable parameter without a gradient is "none"). Every step that holds a
 parameter's first step of an anomaly kind (KINDS) — exactly the steps the writer lists as
 anomalies — gets one FlightRecord while the budget lasts: the arguments of the model's latest
@@ -23,11 +23,10 @@ from torch import nn
 from torch.utils._pytree import tree_leaves
 
 from ..errors import GradExplorerError
-from ..vocabulary import STATUSES, Thresholds, classify
+from ..vocabulary import STATUSES, Thresholds, classify, classify_codes
 from .anomalies import KINDS, FlightRecord, cpu_copy
 from .baselines import SpikeProbe, SpikeRule
 from .spikes import CALM, SPIKE
-from .writer import classify_many
 
 MB = 2**20
 #: the smallest default budget; the default is this or three copies of the model's state
@@ -138,7 +137,7 @@ class Flights:
             stats = stats.detach().double().cpu().numpy()
         hits: list[tuple[int, int]] = []  # (parameter, kind column)
         if not _all_healthy(stats, self.thresholds):  # the usual step: ~5 us, not ~25
-            codes = classify_many(stats[:, 0], stats[:, 1], self.thresholds)
+            codes = classify_codes(stats[:, 0], stats[:, 1], self.thresholds)
             rows = list(ids) if len(ids) == len(codes) else list(range(len(codes)))
             hits += [(i, _COLUMN[c]) for i, c in zip(rows, codes.tolist()) if c in _COLUMN]
         if missing:
@@ -246,7 +245,7 @@ class Flights:
 
 
 def _all_healthy(stats: np.ndarray, th: Thresholds) -> bool:
-    """Whether `classify_many` would find every row healthy, from the columns' extremes: each
+    """Whether `classify_codes` would find every row healthy, from the columns' extremes: each
     rule bounds one column (or is a NaN/Inf, which min and max carry), so a row that breaks a
     rule makes an extreme break it, and `classify` of the extremes is not healthy."""
     if not len(stats):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..vocabulary import STATUSES
+from ..vocabulary import SEVERITY_OVER_TIME, STATUSES
 from .events import REASONS, Event, reason_codes
 from .steptable import step_columns
 from .store import FLOATS, Chunk, ParamInfo
@@ -20,11 +20,12 @@ from .store import FLOATS, Chunk, ParamInfo
 if TYPE_CHECKING:
     import pandas as pd
 
-#: how alarming a status is when several share a bucket (higher wins)
-# Over time a None is an event (a parameter stopped getting a gradient), so it ranks above
-# vanishing here; in one graph (vocabulary.SEVERITY) None is the absence of flow and ranks last.
-SEVERITY = {"healthy": 0, "vanishing": 1, "none": 2, "zero": 3, "exploding": 4, "nonfinite": 5}
-SEVERITY_RANK = np.array([SEVERITY[s] for s in STATUSES] + [-1])  # index len(STATUSES): no data
+#: how alarming a status is when several share a bucket (higher wins), by status code:
+#: vocabulary.SEVERITY_OVER_TIME (a None ranks above vanishing over time); index
+#: len(STATUSES) is a bucket without data
+SEVERITY_RANK = np.array(
+    [len(SEVERITY_OVER_TIME) - 1 - SEVERITY_OVER_TIME.index(s) for s in STATUSES] + [-1]
+)
 EMPTY = len(STATUSES)
 #: history() columns; the last three are step-wide (watch/steptable.py)
 COLUMNS = [

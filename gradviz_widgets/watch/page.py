@@ -5,8 +5,8 @@ x buckets of steps (canvas; each bucket keeps its smallest and largest norm and 
 alarming status, history.py's min/max rule), a log-scale line chart of a few parameters (the
 most alarming first; pick others in the list or by clicking a heat-map row), the vanishing and
 exploding lines, and the anomalies (first step each parameter turned NaN/Inf, zero, None,
-exploding or vanishing). Numbers are formatted here; the small script (page_script.py) only
-draws. No request leaves the page.
+exploding or vanishing). Numbers are formatted here; the page's script and stylesheet
+(js/watch_page.js, js/watch_page.css, built into static/) only draw. No request leaves the page.
 
 Example:
     >>> import tempfile, torch
@@ -35,12 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from ..vocabulary import SELECTED_COLOR, STATUSES, STYLES, format_norm
+from ..frontend import script_text, static_text
+from ..vocabulary import OFF_SCALE, SELECTED_COLOR, STATUSES, STYLES, format_norm
 from .figures import NONFINITE_MARK, default_selection, module_order
 from .history import Overview
 from .page_data import merge_buckets, view_data
-from .page_script import SCRIPT
-from .page_style import STYLE
 from .store import DB_NAME, ParamInfo
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -73,9 +72,9 @@ def watch_page_html(source: Any, *, max_steps: int = MAX_STEPS, title: str | Non
     data["title"] = title or f"GradWatch: {data['name']}"
     return _TEMPLATE.format(
         title=html.escape(_CONTROL.sub(" ", data["title"])),
-        style=STYLE,
+        style=static_text("watch_page.css"),
         data=script_json(data),
-        script=SCRIPT.replace("</", "<\\/"),
+        script=script_text(static_text("watch_page.js")),
     )
 
 
@@ -121,6 +120,7 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
         "thresholds": [th.lines().get("vanishing"), th.lines().get("exploding")],
         "threshold_text": [format_norm(th.vanishing), format_norm(th.exploding)],
         "statuses": list(STATUSES),
+        "plain": list(OFF_SCALE),  # drawn in their own colour, not on the norm scale
         "colors": {s: [STYLES[s].fill, STYLES[s].line] for s in STATUSES},
         "labels": {s: STYLES[s].label for s in STATUSES},
         "marks": {"nonfinite": NONFINITE_MARK},  # drawn on NaN/Inf cells, and in the legend

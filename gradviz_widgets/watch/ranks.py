@@ -32,13 +32,14 @@ import torch.distributed as dist
 from torch import nn
 
 from ..distributed.ddp import unwrap
+from .anomalies import RANK_DIVERGENCE
 
 #: relative spread of the ranks' norms taken as divergence (DDP's averaged gradients are equal
 #: on every rank, bit for bit with gloo and NCCL; the check's own rounding is ~1e-8)
 NORM_RTOL = 1e-6
 #: rank bits are exact in float64 up to this world size (above it: counts, ranks not named)
 MAX_BITS = 53
-KIND = "rank_divergence"
+KIND = RANK_DIVERGENCE
 
 
 @dataclasses.dataclass

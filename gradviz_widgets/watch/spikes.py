@@ -23,13 +23,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import GradExplorerError
+from .anomalies import SPIKE
 from .baselines import LEFT, Baselines, NormSeries, SpikeRule, module_groups, module_norms
 
 if TYPE_CHECKING:
     import pandas as pd
 
-#: the anomaly kind of a spike event (found from baselines, not from statuses)
-SPIKE = "spike"
 #: flight-record kinds: a spike's first recorded step, and a calm step kept to compare with
 CALM = "calm"
 ROW_KEYS = ("name", "kind", "signal", "depth", "first_step", "lead", "rise", "score")

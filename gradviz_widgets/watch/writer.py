@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..vocabulary import STATUSES, Thresholds
+from ..vocabulary import STATUSES, Thresholds, classify_codes
 from .anomalies import Tracker
 from .baselines import SpikeRule
 from .events import Event, quiet
@@ -183,7 +183,7 @@ class Writer(threading.Thread):
         with np.errstate(invalid="ignore", divide="ignore"):
             zf = np.where(numel > 0, 1.0 - cols[2] / np.maximum(numel, 1), 0.0)
         cols[2] = np.where(measured, zf, np.nan)
-        status[measured] = classify_many(cols[0][measured], cols[1][measured], self.thresholds)
+        status[measured] = classify_codes(cols[0][measured], cols[1][measured], self.thresholds)
         steps = np.array([r.step for r in records], dtype=np.int64)
         if self._quiet is None:
             self._quiet = quiet(self.events, names)
@@ -350,26 +350,6 @@ class _Discard(MemoryStore):
 
     def add_spikes(self, spikes: list[tuple[int, str]]) -> None:
         pass
-
-
-def classify_many(norm: np.ndarray, max_abs: np.ndarray, th: Thresholds) -> np.ndarray:
-    """`stats.classify` on arrays: indices into STATUSES (same order of precedence).
-
-    Example:
-        >>> [STATUSES[i] for i in classify_many(np.array([np.nan, 0.0, 1e-9, 1e5, 1.0]),
-        ...                                      np.array([1.0, 0.0, 1e-9, 1e4, 0.5]), Thresholds())]
-        ['nonfinite', 'zero', 'vanishing', 'exploding', 'healthy']
-    """
-    out = np.full(norm.shape, STATUSES.index("healthy"), dtype=np.uint8)
-    with np.errstate(invalid="ignore"):
-        for name, hit in (
-            ("exploding", norm > th.exploding),
-            ("vanishing", norm < th.vanishing),
-            ("zero", max_abs == 0.0),
-            ("nonfinite", ~np.isfinite(norm) | np.isinf(max_abs)),  # NaN max: unknown (FSDP2)
-        ):
-            out[hit] = STATUSES.index(name)  # later rules win, as earlier returns in classify
-    return out
 
 
 def _step_of(row: tuple[int, str, Any]) -> int:

@@ -32,14 +32,15 @@ test("node and cluster elements resolve through the key map, whatever the names"
   assert.equal(own({}, "constructor"), false);
 });
 
-test("accessible names say label, status in words, module, hook state", () => {
-  assert.equal(nodeAriaLabel("x", { label: "AddmmBackward0\n‖g‖ 1", status: "nonfinite", module: "m", hooked: true }),
+test("accessible names say label, status in Python's words, module, hook state", () => {
+  // status_text: the words Python sends (render.node_texts, from vocabulary.STYLES)
+  assert.equal(nodeAriaLabel("x", { label: "AddmmBackward0\n‖g‖ 1", status: "nonfinite", status_text: "NaN or Inf gradient", module: "m", hooked: true }),
     "AddmmBackward0, NaN or Inf gradient, module m, hooked");
-  assert.equal(nodeAriaLabel("x", { label: "a", status: "exploding" }), "a, exploding gradient");
+  assert.equal(nodeAriaLabel("a", { status: "zero", status_text: "all zeros" }), "a, all zeros");
+  // hand-written info without words: the status name, still told apart
+  assert.equal(nodeAriaLabel("x", { label: "a", status: "exploding" }), "a, exploding");
   assert.equal(nodeAriaLabel("id-only", undefined), "id-only");
   assert.notEqual(nodeAriaLabel("a", { status: "exploding" }), nodeAriaLabel("a", { status: "nonfinite" }));
-  // the words Python sends win over the page's fallback copy
-  assert.equal(nodeAriaLabel("a", { status: "zero", status_text: "all zeros" }), "a, all zeros");
 });
 
 test("status line: local error, then layout busy, then a queued-click note, then Python", () => {

@@ -9,6 +9,7 @@ from harness import LabPage, is_allowed, wait_until
 
 NOTEBOOK_CELLS = [
     r'''import json
+from gradviz_widgets.vocabulary import STYLES
 from gradviz_widgets.widget.graph_pane import GraphPane
 
 DOT = r"""digraph backward {
@@ -30,7 +31,9 @@ DOT = r"""digraph backward {
 def info(label, op, module, kind, status, norm, shape, hooked=False, collapsible=""):
     return {"label": label, "op": op, "module": module, "kind": kind, "status": status,
             "grad_norm": norm, "shape": shape, "hooked": hooked, "expandable": "",
-            "collapsible": collapsible}
+            "collapsible": collapsible,
+            # the words Python sends with each node (render.node_texts); the JS keeps no copy
+            "status_text": STYLES[status].words if status in STYLES else status}
 
 
 NODES = {

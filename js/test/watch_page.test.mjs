@@ -1,0 +1,121 @@
+// The offline watch page's data handling (watch_data.js) and the built page script: cells
+// packed as gradviz_widgets/watch/page_data.py packs them (zigzag deltas per row, uint32 byte
+// planes, then uint8 statuses, zlib, base64) come back as the same codes.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { deflateSync } from "node:zlib";
+import {
+  cellText, cellValue, colorAt, colorStops, loadView, normRange, plainRuns, rgb, series, ticks, undelta, withRow,
+} from "../watch_data.js";
+
+const STATUSES = ["none", "zero", "vanishing", "healthy", "exploding", "nonfinite"];
+const code = (/** @type {string} */ s) => STATUSES.indexOf(s);
+
+/** page_data.deltas + pack, in JS: rows of hi/lo codes, offsets and statuses -> base64. */
+function pack(/** @type {number[][][]} */ u32s, /** @type {number[][]} */ status) {
+  const n = status.flat().length, planes = [];
+  for (const a of u32s) {
+    const flat = a.flat();
+    for (let byte = 0; byte < 4; byte++) planes.push(...flat.map((v) => (v >>> (8 * byte)) & 255));
+  }
+  const raw = Uint8Array.from([...planes, ...status.flat()]);
+  assert.equal(raw.length, 17 * n);
+  return deflateSync(raw).toString("base64");
+}
+const zigzag = (/** @type {number[][]} */ rows) => rows.map((r) => r.map((c, i) => {
+  const d = c - (i ? r[i - 1] : 0);
+  return d >= 0 ? 2 * d : -2 * d - 1;
+}));
+
+const TABLE = ["1e-09", "0.5", "2", "7e+04"];
+const HI = [[2, 3, 0], [4, 0, 1]], LO = [[1, 2, 0], [4, 0, 1]];
+const HI_OFF = [[3, 0, 0], [1, 0, 70000]], LO_OFF = [[0, 1, 0], [1, 0, 70000]];
+const STATUS = [[code("vanishing"), code("healthy"), code("none")], [code("exploding"), code("nonfinite"), 6]];
+const VIEW = { label: "", first: 10, width: 4, buckets: 3, table: TABLE,
+  cells: pack([zigzag(HI), zigzag(LO), HI_OFF, LO_OFF], STATUS) };
+const DATA = {
+  statuses: STATUSES, plain: ["none", "zero", "nonfinite"], names: ["a.weight", "b.bias"],
+  modules: ["a", ""], shapes: ["3 x 2", "2"], thresholds: [1e-7, 1e4], threshold_text: ["1e-07", "1e+04"],
+  colors: { vanishing: ["#d6e9f8", "#0072b2"], healthy: ["#d5f0e6", "#009e73"], exploding: ["#fbe5c8", "#e69f00"],
+    none: ["#ffffff", "#9a9a9a"], zero: ["#e6e6e6", "#000000"], nonfinite: ["#f6cdb8", "#d55e00"] },
+  labels: { vanishing: "vanishing", healthy: "healthy", exploding: "exploding", none: "no gradient (None)",
+    zero: "exactly 0.0", nonfinite: "NaN / Inf" },
+};
+
+test("packed cells come back as the codes, offsets and statuses Python packed", async () => {
+  const V = await loadView(VIEW, 2, DATA.thresholds);
+  assert.deepEqual(Array.from(V.hi), HI.flat());
+  assert.deepEqual(Array.from(V.lo), LO.flat());
+  assert.deepEqual(Array.from(V.hiOff), HI_OFF.flat());  // a large offset survives the 4 planes
+  assert.deepEqual(Array.from(V.loOff), LO_OFF.flat());
+  assert.deepEqual(Array.from(V.status), STATUS.flat());
+  assert.deepEqual(V.vals, [1e-9, 0.5, 2, 7e4]);
+  // the scale spans every norm and one decade around each threshold line
+  assert.deepEqual([V.zmin, V.zmax], [-9, 5]);
+});
+
+test("zigzag deltas decode down and up along each row, not across rows", () => {
+  assert.deepEqual(Array.from(undelta(Uint32Array.from([10, 2, 3, 4, 1]), 1, 5)), [5, 6, 4, 6, 5]);
+  assert.deepEqual(Array.from(undelta(Uint32Array.from([2, 2, 4, 1]), 2, 2)), [1, 2, 2, 1]);
+});
+
+test("the range falls back to 1e-9 … 1e2 without norms or lines, and skips lines turned off", () => {
+  assert.deepEqual(normRange([], [null, null]), { zmin: -9, zmax: 2 });
+  assert.deepEqual(normRange([0.3], [null, 1e4]), { zmin: 0, zmax: 5 });
+});
+
+test("the colour scale: vanishing below its line, healthy between, exploding above", async () => {
+  const V = await loadView(VIEW, 2, DATA.thresholds);
+  const S = colorStops(DATA, V);
+  const at = (/** @type {number} */ norm) => colorAt(S, (Math.log10(norm) - V.zmin) / (V.zmax - V.zmin));
+  assert.deepEqual(S[0], [0, "#0072b2"]);
+  assert.deepEqual(at(1e-9), rgb("#0072b2"));  // the bottom of the scale: the vanishing line colour
+  assert.deepEqual(at(1e5), rgb("#e69f00"));
+  const mid = at(1);
+  assert.ok(mid.every((c, k) => c >= Math.min(rgb("#d5f0e6")[k], rgb("#009e73")[k])
+    && c <= Math.max(rgb("#d5f0e6")[k], rgb("#009e73")[k])), `healthy colours only: ${mid}`);
+  // a check turned off (null) moves its stop to the end of the scale
+  const off = colorStops({ ...DATA, thresholds: [null, null] }, V);
+  assert.equal(off[1][0], 0);
+  assert.equal(off[3][0], 1);
+});
+
+test("a vanishing cell is coloured by its smallest norm, others by their largest", async () => {
+  const V = await loadView(VIEW, 2, DATA.thresholds);
+  assert.equal(cellValue(STATUSES, V, 0), 1);  // vanishing: lo
+  assert.equal(cellValue(STATUSES, V, 1), 3);  // healthy: hi
+  assert.equal(cellValue(STATUSES, V, 2), 0);  // nothing recorded
+});
+
+test("the hover text of a cell names the parameter, the steps and Python's norm text", async () => {
+  const V = await loadView(VIEW, 2, DATA.thresholds);
+  assert.equal(cellText(DATA, V, 0, 0),
+    "a.weight\na · 3 x 2\nsteps 10–13\nstatus: vanishing\nmax ‖g‖ = 0.5 at step 13\nmin ‖g‖ = 1e-09 at step 10");
+  assert.equal(cellText(DATA, V, 1, 2).split("\n").slice(1, 4).join("|"), "(top level) · 2|steps 18–21|no record");
+});
+
+test("a line's points are in step order, one per step", async () => {
+  const V = await loadView(VIEW, 2, DATA.thresholds);
+  assert.deepEqual(series(V, 0), [[10, 0], [13, 1], [14, 2], [15, 1]]);
+  assert.deepEqual(series(V, 1), [[11, 3], [70018, 0]]);  // hi and lo at the same step: one point
+});
+
+test("bands: runs of None / 0.0 / NaN buckets, by status", () => {
+  const V = /** @type {any} */ ({ B: 5, status: Uint8Array.from([0, 0, 5, 3, 1]) });
+  assert.deepEqual(plainRuns(DATA, V, 0), [[0, 1, "none"], [2, 2, "nonfinite"], [4, 4, "zero"]]);
+});
+
+test("ticks are round numbers inside the range; a clicked row comes first", () => {
+  assert.deepEqual(ticks(0, 100, 5), [0, 20, 40, 60, 80, 100]);
+  assert.deepEqual(ticks(3, 9, 8), [3, 4, 5, 6, 7, 8, 9]);
+  assert.deepEqual(withRow([1, 2, 3], 3, 3), [3, 1, 2]);
+  assert.deepEqual(withRow([1, 2, 3], 7, 3), [7, 1, 2]);
+});
+
+test("the built page script is one module without imports, requests or a copy of the statuses", () => {
+  const built = readFileSync(fileURLToPath(new URL("../../gradviz_widgets/static/watch_page.js", import.meta.url)), "utf8");
+  assert.doesNotMatch(built, /\bimport\b|\bexport\b|fetch\(|https?:\/\/(?!www\.w3\.org)/);
+  assert.doesNotMatch(built, /"vanishing gradient"|"NaN \/ Inf"|"exactly 0\.0"/);
+});

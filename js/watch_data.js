@@ -1,0 +1,189 @@
+// @ts-check
+/**
+ * The numbers of the offline watch page (gradviz_widgets/watch/page.py), without the DOM:
+ * unpacking the cells Python packed (watch/page_data.py), the colour scale, and the text of a
+ * cell. Every number shown was formatted by Python (page_data.norm_table); statuses, their
+ * colours and labels come from the page's data (vocabulary.py), never from a copy here.
+ */
+
+/**
+ * @typedef {{statuses: string[], plain: string[], names: string[], modules: string[],
+ *   shapes: string[], thresholds: (number|null)[], threshold_text: string[],
+ *   colors: Record<string, string[]>, labels: Record<string, string>}} PageData
+ * @typedef {{label: string, first: number, width: number, buckets: number, table: string[],
+ *   cells: string}} PackedView
+ * @typedef {{label: string, first: number, width: number, table: string[], B: number,
+ *   vals: number[], logs: number[], zmin: number, zmax: number, hi: Uint32Array,
+ *   lo: Uint32Array, hiOff: Uint32Array, loOff: Uint32Array, status: Uint8Array,
+ *   rowH?: number}} View
+ */
+
+/** [r, g, b] of "#rrggbb". @param {string} hex @returns {number[]} */
+export function rgb(hex) {
+  return [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+}
+
+/** The bytes of zlib-compressed, base64-encoded data. @param {string} b64 */
+export async function inflate(b64) {
+  const bin = atob(b64), bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  const s = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+  return new Uint8Array(await new Response(s).arrayBuffer());
+}
+
+/**
+ * The k-th of the uint32 arrays of `n` values each, stored as 4 byte planes.
+ * @param {Uint8Array} bytes @param {number} n @param {number} k
+ */
+export function uint32Plane(bytes, n, k) {
+  const out = new Uint32Array(n), o = 4 * n * k;
+  for (let i = 0; i < n; i++) {
+    out[i] = (bytes[o + i] | (bytes[o + n + i] << 8) | (bytes[o + 2 * n + i] << 16) | (bytes[o + 3 * n + i] << 24)) >>> 0;
+  }
+  return out;
+}
+
+/**
+ * Zigzag deltas along each of `rows` rows of `cols` back to codes (in place).
+ * @param {Uint32Array} z @param {number} rows @param {number} cols
+ */
+export function undelta(z, rows, cols) {
+  for (let r = 0; r < rows; r++) {
+    let c = 0;
+    for (let b = 0; b < cols; b++) { const i = r * cols + b; c += (z[i] >>> 1) ^ -(z[i] & 1); z[i] = c; }
+  }
+  return z;
+}
+
+/**
+ * The decades the colour scale spans: every norm and every threshold line (a check turned off
+ * is null and has no line), one decade of room around the lines; -9 … 2 when there is nothing.
+ * @param {number[]} logs log10 of the norms @param {(number|null)[]} thresholds
+ */
+export function normRange(logs, thresholds) {
+  let zmin = Infinity, zmax = -Infinity;
+  for (const t of thresholds) {
+    if (t !== null) { zmin = Math.min(zmin, Math.floor(Math.log10(t)) - 1); zmax = Math.max(zmax, Math.ceil(Math.log10(t)) + 1); }
+  }
+  for (const l of logs) { zmin = Math.min(zmin, Math.floor(l)); zmax = Math.max(zmax, Math.ceil(l)); }
+  if (!isFinite(zmin)) { zmin = -9; zmax = 2; }
+  return { zmin, zmax };
+}
+
+/**
+ * One view's drawing, unpacked: hi/lo codes (1 + index into `table`, 0: none), their step
+ * offsets in the bucket, and the status code of each (parameter, bucket) cell.
+ * @param {PackedView} view @param {number} P parameters @param {(number|null)[]} thresholds
+ * @returns {Promise<View>}
+ */
+export async function loadView(view, P, thresholds) {
+  const bytes = await inflate(view.cells), B = view.buckets, n = P * B;
+  const vals = view.table.map(Number);
+  const logs = vals.map((v) => Math.log10(v));
+  return { ...view, B, vals, logs, ...normRange(logs, thresholds),
+    hi: undelta(uint32Plane(bytes, n, 0), P, B), lo: undelta(uint32Plane(bytes, n, 1), P, B),
+    hiOff: uint32Plane(bytes, n, 2), loOff: uint32Plane(bytes, n, 3), status: bytes.slice(16 * n, 17 * n) };
+}
+
+/**
+ * Colour stops of the heat map, [position 0..1, colour]: the vanishing colours below the
+ * vanishing line, healthy between the lines, exploding above.
+ * @param {PageData} D @param {{zmin: number, zmax: number}} V
+ * @returns {[number, string][]}
+ */
+export function colorStops(D, V) {
+  const C = D.colors, span = Math.max(V.zmax - V.zmin, 1e-9);
+  const at = (/** @type {number} */ l) => Math.min(Math.max((l - V.zmin) / span, 0), 1);
+  const [tv, te] = D.thresholds;
+  const van = tv === null ? 0 : at(Math.log10(tv)), exp = te === null ? 1 : Math.max(at(Math.log10(te)), van);
+  return [[0, C.vanishing[1]], [van, C.vanishing[0]], [van, C.healthy[0]], [exp, C.healthy[1]],
+    [exp, C.exploding[0]], [1, C.exploding[1]]];
+}
+
+/** [r, g, b] at position `t` of the stops. @param {[number, string][]} S @param {number} t */
+export function colorAt(S, t) {
+  for (let i = 1; i < S.length; i++) {
+    if (t <= S[i][0]) {
+      const [t0, c0] = S[i - 1], [t1, c1] = S[i], f = t1 > t0 ? (t - t0) / (t1 - t0) : 1;
+      const a = rgb(c0), b = rgb(c1);
+      return a.map((x, k) => Math.round(x + (b[k] - x) * f));
+    }
+  }
+  return rgb(S[S.length - 1][1]);
+}
+
+/**
+ * The norm code a cell is coloured by: its smallest where it dipped to vanishing, else its
+ * largest. @param {string[]} statuses @param {View} V @param {number} i
+ */
+export function cellValue(statuses, V, i) {
+  const s = statuses[V.status[i]];
+  return s === "vanishing" && V.lo[i] ? V.lo[i] : V.hi[i] || V.lo[i];
+}
+
+/** About `n` round tick values from `lo` to `hi`. @param {number} lo @param {number} hi @param {number} n */
+export function ticks(lo, hi, n) {
+  const raw = (hi - lo) / n, p = 10 ** Math.floor(Math.log10(Math.max(raw, 1)));
+  const step = [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw) || p * 10;
+  const out = [];
+  for (let t = Math.ceil(lo / step) * step; t <= hi; t += step) out.push(t);
+  return out;
+}
+
+/**
+ * The hover text of cell (row r, bucket b).
+ * @param {PageData} D @param {View} V @param {number} r @param {number} b
+ */
+export function cellText(D, V, r, b) {
+  const i = r * V.B + b, s0 = V.first + b * V.width, s = D.statuses[V.status[i]];
+  const steps = V.width > 1 ? `steps ${s0}–${s0 + V.width - 1}` : `step ${s0}`;
+  const lines = [D.names[r], `${D.modules[r] || "(top level)"} · ${D.shapes[r]}`, steps];
+  lines.push(s === undefined ? "no record" : `status: ${D.labels[s]}`);
+  if (V.hi[i]) lines.push(`max ‖g‖ = ${V.table[V.hi[i] - 1]} at step ${s0 + V.hiOff[i]}`);
+  if (V.lo[i] && V.width > 1) lines.push(`min ‖g‖ = ${V.table[V.lo[i] - 1]} at step ${s0 + V.loOff[i]}`);
+  return lines.join("\n");
+}
+
+/**
+ * The points of row `r`'s line, [step, index into the table], in step order, one per step.
+ * @param {View} V @param {number} r @returns {[number, number][]}
+ */
+export function series(V, r) {
+  /** @type {[number, number][]} */
+  const pts = [];
+  for (let b = 0; b < V.B; b++) {
+    const i = r * V.B + b, s0 = V.first + b * V.width;
+    if (V.lo[i]) pts.push([s0 + V.loOff[i], V.lo[i] - 1]);
+    if (V.hi[i]) pts.push([s0 + V.hiOff[i], V.hi[i] - 1]);
+  }
+  pts.sort((a, b) => a[0] - b[0]);
+  return pts.filter((p, k) => k === 0 || p[0] !== pts[k - 1][0]);
+}
+
+/**
+ * Runs of buckets of row `r` whose status has no norm to draw (None, 0.0, NaN/Inf: `plain`),
+ * as [first bucket, last bucket, status]: the bands under the lines.
+ * @param {PageData} D @param {View} V @param {number} r @returns {[number, number, string][]}
+ */
+export function plainRuns(D, V, r) {
+  const plain = new Set(D.plain);
+  /** @type {[number, number, string][]} */
+  const out = [];
+  for (let b = 0; b < V.B; b++) {
+    const s = D.statuses[V.status[r * V.B + b]];
+    if (!plain.has(s)) continue;
+    let e = b;
+    while (e + 1 < V.B && D.statuses[V.status[r * V.B + e + 1]] === s) e++;
+    out.push([b, e, s]);
+    b = e;
+  }
+  return out;
+}
+
+/**
+ * The selection after a click on row `r`: it comes first, at most `max` lines.
+ * @param {number[]} selected @param {number} r @param {number} max
+ */
+export function withRow(selected, r, max) {
+  return [r, ...selected.filter((x) => x !== r)].slice(0, max);
+}
