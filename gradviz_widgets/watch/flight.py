@@ -24,9 +24,9 @@ from torch.utils._pytree import tree_leaves
 
 from ..errors import GradExplorerError
 from ..vocabulary import STATUSES, Thresholds, classify, classify_codes
-from .anomalies import KINDS, FlightRecord, cpu_copy
+from .anomalies import KINDS, SPIKE, FlightRecord, cpu_copy
 from .baselines import SpikeProbe, SpikeRule
-from .spikes import CALM, SPIKE
+from .spikes import CALM
 
 MB = 2**20
 #: the smallest default budget; the default is this or three copies of the model's state

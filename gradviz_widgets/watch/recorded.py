@@ -12,12 +12,12 @@ from torch import nn
 
 from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
-from .anomalies import Anomaly, FlightRecord, replay
+from .anomalies import SPIKE, Anomaly, FlightRecord, replay
 from .events import Event
 from .flight_book import FlightBook
 from .history import Overview, history_frame
 from .runs import RunInfo, choose, rank_folders, run_name
-from .spikes import SPIKE, Spike, open_spike
+from .spikes import Spike, open_spike
 from .store import SQLiteStore
 
 if TYPE_CHECKING:

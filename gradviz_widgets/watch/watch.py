@@ -15,7 +15,7 @@ from torch import nn
 
 from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
-from .anomalies import Anomaly, replay
+from .anomalies import SPIKE, Anomaly, replay
 from .arguments import check_arguments, warn_idle_optimizers
 from .baselines import SpikeRule, check_spikes
 from .flight import Flights
@@ -25,7 +25,7 @@ from .ranks import Exchange, rank_setup, release
 from .recorded import WATCHED as _WATCHED
 from .recorded import HistoryViews, RecordedRun
 from .runs import RunInfo, run_name, start_run
-from .spikes import SPIKE, Spike, open_spike
+from .spikes import Spike, open_spike
 from .store import MemoryStore, SQLiteStore
 
 if TYPE_CHECKING:

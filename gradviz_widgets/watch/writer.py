@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 
 from ..vocabulary import STATUSES, Thresholds, classify_codes
-from .anomalies import Tracker
+from .anomalies import SPIKE, Tracker
 from .baselines import SpikeRule
 from .events import Event, quiet
 from .history import Overview
 from .ranks import Exchange
-from .spikes import SPIKE, Spike, SpikeFinder
+from .spikes import Spike, SpikeFinder
 from .steps import StepRecord, step_info
 from .store import Chunk, MemoryStore, ParamInfo
 

@@ -222,3 +222,34 @@ def test_loss_from_the_lightning_callback(tmp_path: Path) -> None:
     # jump shows in the next step's gradients, and in its loss, which the callback passed on
     assert spike.step == 41 and spike.loss_step == 41
     assert "at the loss's own step" in spike.sentence
+
+
+def spike_run(path: Path, steps: int = 40, at: int = 30) -> GradWatch:
+    """A small MLP whose batch at step `at` is corrupted (inputs x30): a spike led by 0.weight."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(8, 16),
+        torch.nn.Tanh(),
+        torch.nn.Linear(16, 16),
+        torch.nn.Tanh(),
+        torch.nn.Linear(16, 1),
+    )
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    watch = GradWatch(net, optimizer=opt, path=path)
+    g = torch.Generator().manual_seed(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for step in range(steps):
+            x = torch.randn(32, 8, generator=g) * (30.0 if step == at else 1.0)
+            loss = (net(x) - x[:, :1].sin()).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return watch
+
+
+def test_corrupted_batch_is_found_and_led_by_the_first_layer(tmp_path: Path) -> None:
+    watch = spike_run(tmp_path)
+    (spike,) = watch.spikes
+    assert spike.step == 30 and spike.params[0] == "0.weight", spike
+    watch.close()
