@@ -100,29 +100,36 @@ class Baselines:
     def step(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(score, spike) of one step's values (NaN, Inf, 0: no score, not learnt)."""
         self.grow(len(values))
-        n = len(values)
+        n, rule = len(values), self.rule
         mean, var, count, last = self.mean[:n], self.var[:n], self.count[:n], self.last[:n]
         with np.errstate(divide="ignore", invalid="ignore"):
             x = np.log(values)
-        ok = np.isfinite(x)
-        dev = np.where(ok, x - mean, 0.0)
-        sd = np.sqrt(var)
-        warm = ok & (count >= self.rule.warmup)
-        score = np.where(warm, dev / self._log_f, np.nan)
-        spike = warm & (dev >= self._log_f) & (dev >= self.rule.z * sd)
-        # learning: a plain running mean until warm, then winsorised EWM; the spread is that
-        # of step-to-step changes (a trend, as in early training, is not noise)
-        grown = count >= self.rule.warmup
-        alpha = np.where(grown, self._alpha, 1.0 / (count + 1.0))
-        clip = np.where(grown, np.maximum(3 * sd, self._log_f / 4), np.inf)
-        a = np.where(ok, alpha, 0.0)
-        d = np.where(ok, np.clip(dev, -clip, clip), 0.0)
-        jump = np.where(ok & np.isfinite(last), np.clip(x - np.nan_to_num(last), -clip, clip), 0.0)
-        b = np.where(ok & np.isfinite(last), np.maximum(alpha, self._alpha), 0.0)
-        self.mean[:n] = mean + a * d
-        self.var[:n] = (1 - b) * var + b * jump * jump / 2
-        self.last[:n] = np.where(ok, x, last)
-        self.count[:n] = count + ok
+            ok = np.isfinite(x)
+            dev = x - mean
+            sd = np.sqrt(var)
+            grown = count >= rule.warmup
+            score = np.where(grown & ok, dev / self._log_f, np.nan)
+            spike = (score >= 1.0) & (dev >= rule.z * sd)
+            # learning: a plain running mean until warm, then winsorised EWM; the spread is
+            # that of step-to-step changes (a trend, as in early training, is not noise)
+            alpha = np.where(grown, self._alpha, 1.0 / (count + 1.0))
+            clip = np.where(grown, np.maximum(3 * sd, self._log_f / 4), np.inf)
+            jump = np.clip(x - last, -clip, clip)  # NaN on the first value: no spread yet
+            d = np.clip(dev, -clip, clip)
+        if ok.all():
+            mean += alpha * d
+            b = np.maximum(alpha, self._alpha)
+            fresh = np.isnan(jump)
+            var[:] = np.where(fresh, var, (1 - b) * var + b * jump * jump / 2)
+            last[:] = x
+            count += 1
+        else:
+            mean[ok] += (alpha * d)[ok]
+            b = np.maximum(alpha, self._alpha)
+            upd = ok & ~np.isnan(jump)
+            var[upd] = ((1 - b) * var + b * jump * jump / 2)[upd]
+            last[ok] = x[ok]
+            count[ok] += 1
         return score, spike
 
 
