@@ -372,7 +372,10 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     rows = overhead(args.device, args.quick, args.rounds, args.models)
     store = None if args.skip_store else store_scale()
-    args.out.write_text(report(args.device, rows, store), encoding="utf-8")
+    from .watch_spikes_cost import section
+
+    text = report(args.device, rows, store) + section()
+    args.out.write_text(text, encoding="utf-8")
     print(f"wrote {args.out}")
 
 

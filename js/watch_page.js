@@ -59,17 +59,39 @@ class WatchPage {
       }
     }
     ctx.putImageData(img, 0, 0);
+    const lead = this.spikeLeads(ctx, k);
     const labels = $("heat-labels");
     labels.replaceChildren();
     labels.hidden = rowH < 10;  // too many rows to label: the hover names them
-    if (rowH >= 10) for (const name of D.names) {
+    if (rowH >= 10) D.names.forEach((/** @type {string} */ name, /** @type {number} */ r) => {
       const d = document.createElement("div");
-      d.textContent = name; d.title = name; d.style.height = d.style.lineHeight = `${rowH}px`;
+      d.textContent = name; d.title = lead.has(r) ? `${name}\n${lead.get(r)}` : name;
+      d.style.height = d.style.lineHeight = `${rowH}px`;
+      if (lead.has(r)) d.className = "spike-lead";
       labels.append(d);
-    }
+    });
     V.rowH = rowH;
     this.drawLegend(S);
     this.drawAxis();
+  }
+
+  /** Outline the cells of each spike's first movers (rows) over the spike's buckets.
+   * @param {any} ctx @param {number} k @returns {Map<number, string>} row -> sentence */
+  spikeLeads(ctx, k) {
+    const { D, V } = this, lead = new Map();
+    let marks = 0;
+    ctx.strokeStyle = D.kinds.spike ? D.kinds.spike[0] : "#d62728"; ctx.lineWidth = Math.max(1, k / 3);
+    for (const [step, end, rows, text] of D.spikes || []) {
+      const b0 = Math.floor((step - V.first) / V.width), b1 = Math.floor((end - V.first) / V.width);
+      if (b1 < 0 || b0 >= V.B) continue;
+      for (const r of rows) {
+        ctx.strokeRect(Math.max(b0, 0) * k, r * k, (Math.min(b1, V.B - 1) - Math.max(b0, 0) + 1) * k, k);
+        if (!lead.has(r)) lead.set(r, text);
+        marks++;
+      }
+    }
+    $("heat").dataset.spikeMarks = String(marks);
+    return lead;
   }
 
   drawAxis() {
@@ -82,7 +104,13 @@ class WatchPage {
       svg.append(el("line", { x1: x(t), x2: x(t), y1: 12, y2: 18, stroke: "#888" }));
       svg.append(el("text", { x: x(t), y: 30, "text-anchor": x(t) > x0 + w - 30 ? "end" : "middle" }, String(t)));
     }
+    for (const [step, , , text] of D.spikes || []) {  // a bar under the axis, the sentence on hover
+      const m = el("rect", { x: x(step) - 3, y: 0, width: 6, height: 12, fill: D.kinds.spike[0], class: "spike" });
+      m.append(el("title", {}, `spike, ${text}`));
+      svg.append(m);
+    }
     for (const [step, kind, rows] of D.anomalies) {
+      if (kind === "spike") continue;  // drawn above, with its sentence
       const m = el("path", { d: `M${x(step)} 12 l-5 -10 h10 z`, fill: D.kinds[kind][0] });
       m.append(el("title", {}, `step ${step}: ${D.kinds[kind][1]} in ${rows.length} parameter(s)`));
       svg.append(m);

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import torch
 from torch import nn
 
 from ..errors import GradExplorerError
@@ -87,6 +88,19 @@ class WatchRun:
             "trainer's",
             stacklevel=3,
         )
+
+    def log_loss(self, loss: Any, step: int | None = None) -> None:
+        """A training loss for the watch's spike detection (never raises)."""
+        watch = self.watch
+        if watch is None or watch.closed or loss is None:
+            return
+        if isinstance(loss, dict):
+            loss = loss.get("loss")
+        if isinstance(loss, (torch.Tensor, float, int)):
+            try:
+                watch.log_loss(loss, step=step)
+            except Exception:  # a loss the watch cannot read is no reason to stop training
+                pass
 
     def close(self) -> None:
         if self.watch is not None:

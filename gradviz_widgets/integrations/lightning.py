@@ -32,7 +32,7 @@ class GradWatchCallback(Callback):
     """Starts a GradWatch on the LightningModule and its torch optimizer when training starts
     (after a checkpoint's state is restored, so a resumed run counts on from its global step),
     records one row per optimizer step numbered by `trainer.global_step`, and closes it when
-    training ends or fails. `watch_options` go to GradWatch (not optimizer= / start_step=)."""
+    training ends or fails. Each batch's loss goes to the watch's spike detection. `watch_options` go to GradWatch (not optimizer= / start_step=)."""
 
     def __init__(self, path: str | Path | None = None, **watch_options: Any) -> None:
         self._run = WatchRun(path, watch_options)
@@ -57,6 +57,9 @@ class GradWatchCallback(Callback):
         self._run.start(pl_module, list(optimizers) or None, trainer.global_step, self.scaler)
 
     def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+        # args: pl_module, outputs (the training_step's loss), batch, batch_idx; called after
+        # the batch's backward (and the optimizer step when there was one): the loss's step
+        self._run.log_loss(args[1] if len(args) > 1 else None)
         if len(trainer.optimizers) == 1:
             self._run.check(trainer.global_step)
 

@@ -31,7 +31,8 @@ class GradWatchCallback(TrainerCallback):
     """Starts a GradWatch on the Trainer's model and its torch optimizer (inside accelerate's
     AcceleratedOptimizer) at `on_train_begin` (a resumed run counts on from its global step),
     records one row per optimizer step numbered by `state.global_step`, and closes it at
-    `on_train_end`. The Trainer has no event for a failed `train()`: then `callback.close()`
+    `on_train_end`; each training forward's `outputs.loss` goes to its spike detection. The
+    Trainer has no event for a failed `train()`: then `callback.close()`
     (or the next `train()`) closes it. `watch_options` go to GradWatch."""
 
     def __init__(self, path: str | Path | None = None, **watch_options: Any) -> None:
@@ -47,14 +48,25 @@ class GradWatchCallback(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         optimizer = kwargs.get("optimizer")
         self.scaler = trainer_scaler(optimizer)
-        self._run.start(kwargs["model"], optimizer, state.global_step, self.scaler)
+        watch = self._run.start(kwargs["model"], optimizer, state.global_step, self.scaler)
+        if watch is not None:  # each forward's `outputs.loss`, for the spike detection
+            self._loss_hook = kwargs["model"].register_forward_hook(self._on_output)
+
+    def _on_output(self, module: Any, args: Any, output: Any) -> None:
+        watch = self._run.watch
+        loss = getattr(output, "loss", None)
+        if watch is not None and module.training and loss is not None:
+            self._run.log_loss(loss, step=watch.steps)  # the step this forward belongs to
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._run.check(state.global_step)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._run.close()
+        self.close()
 
     def close(self) -> None:
         """Close the watch (after a `train()` that raised); closing twice does nothing."""
+        hook, self._loss_hook = getattr(self, "_loss_hook", None), None
+        if hook is not None:
+            hook.remove()
         self._run.close()

@@ -24,7 +24,9 @@ KINDS = ALARMS
 #: the anomaly kinds that are no status (found by the watch only): gradients on some ranks
 #: only, or norms that differ across ranks (watch/ranks.py)
 RANK_DIVERGENCE = "rank_divergence"
-WATCH_KINDS = (RANK_DIVERGENCE,)
+#: a value that left its rolling baseline (watch/spikes.py)
+SPIKE = "spike"
+WATCH_KINDS = (RANK_DIVERGENCE, SPIKE)
 _CODES = np.array([STATUSES.index(k) for k in KINDS])
 _NONE = KINDS.index("none")
 

@@ -18,6 +18,7 @@ from torch import nn
 from ..errors import GradExplorerError
 from ..run.checks import check_loss_args, check_thresholds
 from ..vocabulary import Thresholds
+from .baselines import check_spikes
 from .flight import check_budget
 
 
@@ -50,6 +51,7 @@ def check_arguments(model: Any, optimizer: Any, path: Any, options: dict[str, An
                 f"{name} must be None, True or False, got {_what(options[name])}"
             )
     check_tensorboard(options["tensorboard"])
+    check_spikes(options["spikes"])
     for name in ("flush_s", "rank_timeout_s"):
         check_seconds(name, options[name])
     start = options["start_step"]

@@ -71,10 +71,12 @@ def heatmap_figure(
     params: list[ParamInfo],
     thresholds: Thresholds,
     anomalies: list | None = None,
+    spikes: list | None = None,
 ) -> dict:
     """Parameters (rows, grouped by module) x buckets of steps; colour = log10 of the bucket's
     largest norm (smallest where it dipped below the vanishing line). None, 0.0 and NaN/Inf
-    cells get their own colours on top; anomalies are marked on the step axis."""
+    cells get their own colours on top; anomalies are marked on the step axis, and each
+    spike's first movers (up to 3 rows) are outlined over the spike's steps."""
     order = module_order(params)[: overview.n_params]
     x = overview.bucket_steps().tolist()
     values = overview.cell_values()[:, order] if overview.used else np.zeros((0, len(order)))
@@ -113,7 +115,32 @@ def heatmap_figure(
         "legend": {"orientation": "h", "y": -0.12, "x": 0},
         **_anomaly_marks(anomalies or []),
     }
+    rows = {params[i].name: r for r, i in enumerate(order)}
+    layout["shapes"] = layout["shapes"] + _spike_leads(spikes or [], rows, overview.width)
     return {"data": data, "layout": layout}
+
+
+def _spike_leads(spikes: list, rows: dict[str, int], width: int, limit: int = 40) -> list[dict]:
+    """A rectangle around each spike's leading rows (the category axis counts rows 0, 1, ...)."""
+    shapes = []
+    for s in spikes[:limit]:
+        for name in s.params[:3]:
+            if name not in rows:
+                continue
+            shapes.append(
+                {
+                    "type": "rect",
+                    "xref": "x",
+                    "yref": "y",
+                    "x0": s.step - width / 2,
+                    "x1": s.end + width / 2,
+                    "y0": rows[name] - 0.5,
+                    "y1": rows[name] + 0.5,
+                    "line": {"color": SPIKE_COLOR, "width": 2},
+                    "name": "spike lead",
+                }
+            )
+    return shapes
 
 
 def _special_trace(s: str, x: list, names: list[str], status: np.ndarray) -> dict:
@@ -216,10 +243,14 @@ def default_selection(overview: Overview, params: list[ParamInfo], n: int = 4) -
     return [params[i].name for i in order[:n] if i < len(params)]
 
 
+#: the colour of spike marks (step axis, outlines of the leading rows; the page's too)
+SPIKE_COLOR = "#d62728"
+
+
 def _anomaly_marks(anomalies: list, limit: int = 40) -> dict:
     shapes, notes = [], []
     for a in anomalies[:limit]:
-        colour = style(a.kind).line
+        colour = SPIKE_COLOR if a.kind == "spike" else style(a.kind).line
         shapes.append(
             {
                 "type": "line",

@@ -24,7 +24,9 @@ from torch.utils._pytree import tree_leaves
 
 from ..errors import GradExplorerError
 from ..vocabulary import STATUSES, Thresholds, classify, classify_codes
-from .anomalies import KINDS, FlightRecord, cpu_copy
+from .anomalies import KINDS, SPIKE, FlightRecord, cpu_copy
+from .baselines import SpikeProbe, SpikeRule
+from .spikes import CALM
 
 MB = 2**20
 #: the smallest default budget; the default is this or three copies of the model's state
@@ -63,6 +65,7 @@ class Flights:
         sync_check: bool,
         budget_mb: float | None,
         keep: Callable[[FlightRecord | None, dict], None],
+        spikes: SpikeRule | None = None,
     ) -> None:
         self.model, self.trigger, self.thresholds = model, trigger, thresholds
         self.sync_check = bool(sync_check)
@@ -78,6 +81,10 @@ class Flights:
         #: (parameter, kind) pairs seen so far: a record is kept at each pair's first step
         self._seen: set[tuple[int, int]] = set()
         self._wanted = [*KINDS, *([ABOVE] if trigger not in (True, False) else [])]
+        #: the gradient-norm spike rule, as the writer runs it: a spike's first step is kept
+        #: (and a calm step before it, for spike.compare())
+        self.probe = SpikeProbe(spikes) if spikes is not None else None
+        self._wanted += [SPIKE, CALM] if spikes is not None else []
         self._call: tuple[tuple, dict] | None = None
         self._rng: torch.Tensor | None = None
         self._cuda_rng: torch.Tensor | None = None
@@ -114,6 +121,7 @@ class Flights:
         missing: bool,
         ids: Sequence[int] = (),
         lacking: Sequence[int] = (),
+        names: list[str] | None = None,
     ) -> None:
         """The step pre-hook: `stats` the (n, 3) norm / max_abs / nonzero of the parameters
         `ids` (indices into the watched parameters) that have a gradient, `missing` whether a
@@ -138,8 +146,21 @@ class Flights:
         above = ABOVE in self._wanted and ABOVE not in self.notes["kinds"]
         if above and bool((stats[:, 0] > float(self.trigger)).any()):
             new.append(ABOVE)
+        if self.probe is not None and names is not None:
+            new += self._spike_kinds(step, stats, ids, names)
         if new:
             self._decide(step, [k for k in self._wanted if k in new])
+
+    def _spike_kinds(
+        self, step: int, stats: np.ndarray, ids: Sequence[int], names: list[str]
+    ) -> list[str]:
+        """SPIKE when a gradient norm spike starts here, CALM for a calm step to compare with."""
+        assert self.probe is not None
+        norms = np.full(len(names), np.nan)
+        rows = list(ids) if len(ids) == len(stats) else list(range(len(stats)))
+        norms[rows] = stats[:, 0]
+        starts, calm = self.probe.check(step, norms, names)
+        return [SPIKE] * starts + [CALM] * calm
 
     def _first_hits(self, hits: list[tuple[int, int]]) -> list[str]:
         """The kinds of `hits` that are a parameter's first of that kind."""
@@ -263,4 +284,5 @@ def _state_copy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def _reason(kinds: list[str], trigger: bool | float) -> str:
     words = [f"gradient norm above {float(trigger):g}" if k == ABOVE else k for k in kinds]
+    words = ["calm (a step to compare spikes with)" if k == CALM else k for k in words]
     return "first " + ", ".join(words) + " step"

@@ -37,7 +37,8 @@ import numpy as np
 
 from ..frontend import script_text, static_text
 from ..vocabulary import OFF_SCALE, SELECTED_COLOR, STATUSES, STYLES, format_norm
-from .figures import NONFINITE_MARK, default_selection, module_order
+from .anomalies import SPIKE
+from .figures import NONFINITE_MARK, SPIKE_COLOR, default_selection, module_order
 from .history import Overview
 from .page_data import merge_buckets, view_data
 from .store import DB_NAME, ParamInfo
@@ -130,7 +131,17 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
             for a in anomalies
         ],
         "views": views,
+        # spike events: [step, end, rows of the first movers (first first), sentence]
+        "spikes": _spikes(run, index),
     }
+
+
+def _spikes(run: Any, index: dict[str, int]) -> list[list[Any]]:
+    spikes = getattr(run, "spikes", None) or []
+    return [
+        [int(s.step), int(s.end), [index[p] for p in s.params[:3] if p in index], s.sentence]
+        for s in spikes[:200]
+    ]
 
 
 def _snapshot(run: Any, max_steps: int) -> tuple[list[ParamInfo], Overview]:
@@ -156,6 +167,7 @@ def _snapshot(run: Any, max_steps: int) -> tuple[list[ParamInfo], Overview]:
 def _kinds(anomalies: list[Any]) -> dict[str, list[str]]:
     """Colour and label of each anomaly kind (statuses, and others such as rank_divergence)."""
     out = {s: [STYLES[s].line, STYLES[s].label] for s in STATUSES}
+    out[SPIKE] = [SPIKE_COLOR, "spike"]
     for a in anomalies:
         out.setdefault(a.kind, [SELECTED_COLOR, a.kind.replace("_", " ")])
     return out

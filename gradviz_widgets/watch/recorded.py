@@ -12,11 +12,12 @@ from torch import nn
 
 from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
-from .anomalies import Anomaly, FlightRecord, replay
+from .anomalies import SPIKE, Anomaly, FlightRecord, replay
 from .events import Event
 from .flight_book import FlightBook
 from .history import Overview, history_frame
 from .runs import RunInfo, choose, rank_folders, run_name
+from .spikes import Spike, open_spike
 from .store import SQLiteStore
 
 if TYPE_CHECKING:
@@ -38,6 +39,25 @@ class HistoryViews:
 
     def _all_events(self) -> list[Event]:
         raise NotImplementedError
+
+    @property
+    def spikes(self) -> list[Spike]:
+        """Spike events, oldest first: `.step`, `.params` / `.modules` (who left their
+        baseline first and furthest, first), `.sentence`, `.explore()`, `.compare()`."""
+        return self._spike_list()
+
+    def _spike_list(self) -> list[Spike]:
+        raise NotImplementedError
+
+    def spike_frame(self) -> pd.DataFrame:
+        """Every spike's ranked series, one row each (`spike` = the spike's step)."""
+        import pandas as pd
+
+        frames = [s.frame().assign(spike=s.step, rank=s.rank) for s in self.spikes]
+        if not frames:
+            return pd.DataFrame(columns=["spike", "rank", *Spike.frame_columns()])
+        out = pd.concat(frames, ignore_index=True)
+        return out[["spike", "rank", *Spike.frame_columns()]]
 
     def show(self, **options: Any) -> Any:
         """The widget: heat map of parameters x steps and a line chart (a live watch's view
@@ -137,6 +157,20 @@ class RecordedRun(HistoryViews):
             out.append(a)
         return sorted(out, key=lambda a: a.step)
 
+    def _spike_list(self) -> list[Spike]:
+        out = [
+            Spike.from_json(data, rank, self._open_spike)
+            for rank, store in self.stores.items()
+            for _, data in store.spike_rows
+        ]
+        return sorted(out, key=lambda s: (s.step, s.rank))
+
+    def _open_spike(self, how: str, spike: Spike, model: Any, options: dict) -> Any:
+        watch = WATCHED.get(model) if model is not None else None
+        options.setdefault("thresholds", self.thresholds)
+        recorder = watch._recorder if watch is not None else None
+        return open_spike(how, spike, self._book(), model, None, recorder, options)
+
     def _all_events(self) -> list[Event]:
         seen: dict[Event, None] = {}
         for store in self.stores.values():
@@ -155,6 +189,10 @@ class RecordedRun(HistoryViews):
         return self._book().get(step)
 
     def _explore(self, anomaly: Anomaly, model: nn.Module | None, **options: Any) -> Any:
+        if anomaly.kind == SPIKE:
+            spike = next((s for s in self._spike_list() if s.step == anomaly.step), None)
+            if spike is not None:
+                return spike.explore(model, **options)
         book = self._book()
         record = book.get(anomaly.step)
         if record is None:

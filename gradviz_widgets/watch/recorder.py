@@ -67,6 +67,8 @@ class Recorder:
         self.step = start_step
         self.enabled = True
         self._queued = False
+        #: a backward ran since the last step ended (which step `watch.log_loss` belongs to)
+        self.fresh = False
         self._pre: dict[int, tuple | None] = {}
         self._snaps = [Snapshot() for _ in range(max(len(opts), 1))]
         self._where: tuple | None = None
@@ -161,6 +163,7 @@ class Recorder:
             Variable._execution_engine.queue_callback(self._guarded(self._end_backward))
             return
         self._queued = self._deferred = False
+        self.fresh = True
         if self.optimizers:  # the numbers of the gradients as backward left them
             self.timing.end_backward()
             return
@@ -198,7 +201,7 @@ class Recorder:
             without = [i for i in owned if self.params[i].grad is None] if lacking else []
             trainable = self.watched.trainable
             missing = [i for i in without if trainable[i]]  # this optimizer's, not another's
-            self.flights.check(self.step, stats, bool(missing), ids, missing)
+            self.flights.check(self.step, stats, bool(missing), ids, missing, self.names)
         due = bool(ids) and not skipped and self.update_ratio and self.step % self.ratio_every == 0
         if due:
             self._snaps[j].take(ids, [self.params[i] for i in ids])
@@ -226,6 +229,7 @@ class Recorder:
         for done in self.rounds.add(j, record):
             self.emit("step", done)
         self.step = self.rounds.done
+        self.fresh = False
 
     # ---- helpers ------------------------------------------------------------------------
     def _check_model(self) -> None:

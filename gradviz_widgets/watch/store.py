@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS anomalies (step INTEGER NOT NULL, kind TEXT NOT NULL,
 CREATE TABLE IF NOT EXISTS steps (step INTEGER PRIMARY KEY, skipped INTEGER NOT NULL,
     scale REAL, clipped INTEGER);
 CREATE TABLE IF NOT EXISTS events (step INTEGER NOT NULL, param TEXT NOT NULL, kind TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS spikes (step INTEGER NOT NULL, data TEXT NOT NULL);
 """
 #: test hook: cap the database at this many pages (simulates a full disk)
 MAX_PAGE_COUNT: int | None = None
@@ -166,6 +167,8 @@ class MemoryStore:
         self.anomaly_rows: list[tuple[int, str, Any]] = []
         self._steps: list[StepRow] = []
         self.event_rows: list[tuple[int, str, str]] = []
+        #: spike events (watch/spikes.py): (step, JSON)
+        self.spike_rows: list[tuple[int, str]] = []
         self.bytes = 0
 
     def set_meta(self, meta: dict[str, str]) -> None:
@@ -177,6 +180,9 @@ class MemoryStore:
 
     def add_events(self, events: list[tuple[int, str, str]]) -> None:
         self.event_rows += [(int(s), str(p), str(k)) for s, p, k in events]
+
+    def add_spikes(self, spikes: list[tuple[int, str]]) -> None:
+        self.spike_rows += [(int(s), str(d)) for s, d in spikes]
 
     def write(
         self, chunk: Chunk, anomalies: list[tuple[int, str, Any]], steps: Sequence[StepRow] = ()
@@ -245,6 +251,10 @@ class SQLiteStore:
         with self._db:
             self._db.executemany("INSERT INTO events VALUES (?, ?, ?)", [tuple(e) for e in events])
 
+    def add_spikes(self, spikes: list[tuple[int, str]]) -> None:
+        with self._db:
+            self._db.executemany("INSERT INTO spikes VALUES (?, ?)", spikes)
+
     def write(
         self, chunk: Chunk, anomalies: list[tuple[int, str, Any]], steps: Sequence[StepRow] = ()
     ) -> None:
@@ -288,6 +298,13 @@ class SQLiteStore:
     def event_rows(self) -> list[tuple[int, str, str]]:
         try:  # records written before the events table have none
             return list(self._db.execute("SELECT step, param, kind FROM events ORDER BY rowid"))
+        except sqlite3.OperationalError:
+            return []
+
+    @property
+    def spike_rows(self) -> list[tuple[int, str]]:
+        try:  # records written before the spikes table have none
+            return list(self._db.execute("SELECT step, data FROM spikes ORDER BY step, rowid"))
         except sqlite3.OperationalError:
             return []
 

@@ -15,8 +15,9 @@ from torch import nn
 
 from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
-from .anomalies import Anomaly, replay
+from .anomalies import SPIKE, Anomaly, replay
 from .arguments import check_arguments, warn_idle_optimizers
+from .baselines import SpikeRule, check_spikes
 from .flight import Flights
 from .flight_book import FlightBook
 from .history import Overview, history_frame
@@ -24,6 +25,7 @@ from .ranks import Exchange, rank_setup, release
 from .recorded import WATCHED as _WATCHED
 from .recorded import HistoryViews, RecordedRun
 from .runs import RunInfo, run_name, start_run
+from .spikes import Spike, open_spike
 from .store import MemoryStore, SQLiteStore
 
 if TYPE_CHECKING:
@@ -51,6 +53,11 @@ class GradWatch(HistoryViews):
     whichever is larger; docs/watch.md, "Flight recorder and anomaly.explore()").
 
     `start_step`: the number of the first recorded step (a resumed run's global step).
+
+    `spikes`: True (default `SpikeRule()`), a `SpikeRule(window=, factor=, ...)` or False:
+    values that leave their rolling baseline (gradient norms and update ratios per parameter
+    and module, the loss of `log_loss`) are `watch.spikes`, ranked by who moved first
+    (docs/watch.md, "Spikes").
 
     Under torchrun (DDP, FSDP2) every rank creates its own GradWatch on the same `path` and
     writes `path/<run_id>/rank<r>/` (rank 0 picks the id; one broadcast at construction);
@@ -89,9 +96,9 @@ class GradWatch(HistoryViews):
         ranks: bool | None = None,
         rank_timeout_s: float = 60.0,
         start_step: int = 0,
+        spikes: bool | SpikeRule = True,
     ) -> None:
         from .recorder import Recorder
-        from .writer import Writer
 
         options = dict(locals())  # every argument, checked before anything is created
         args = check_arguments(model, optimizer, path, options)
@@ -108,9 +115,9 @@ class GradWatch(HistoryViews):
         self._model: nn.Module | None = model
         _close_previous(model)
         exchange = Exchange(self._ranks) if self._ranks.group is not None else None
-        self._writer = Writer(
-            self._open_store(), self.thresholds, flush_s=flush_s, exchange=exchange
-        )
+        #: how spikes are found (None: spikes=False)
+        self.spike_rule = check_spikes(spikes)
+        self._writer = self._make_writer(flush_s, exchange)
         self._writer.store.set_meta(self._meta(inner))
         self._add_tensorboard(tensorboard)
         self._writer.start()
@@ -146,6 +153,14 @@ class GradWatch(HistoryViews):
         self.rank_path = setup.directory(self.run_path)
         return setup
 
+    def _make_writer(self, flush_s: float, exchange: Exchange | None) -> Any:
+        from .writer import Writer
+
+        store = self._open_store()
+        return Writer(
+            store, self.thresholds, flush_s=flush_s, exchange=exchange, spikes=self.spike_rule
+        )
+
     def _add_tensorboard(self, tensorboard: Any) -> None:
         if tensorboard:
             from .tb import TensorBoardSink
@@ -176,6 +191,7 @@ class GradWatch(HistoryViews):
             sync_check=_sync_default(inner, sync),
             budget_mb=budget_mb,
             keep=self._flights.keep,
+            spikes=self.spike_rule,
         )
 
     def _open_store(self) -> Any:
@@ -247,10 +263,48 @@ class GradWatch(HistoryViews):
     def _all_events(self) -> list:
         return self._writer.synced_events()
 
+    def log_loss(self, loss: Any, step: int | None = None) -> None:
+        """The loss of a step, for spike detection (no host sync: a CUDA loss is copied
+        without blocking and read by the writer thread). Call it after `loss.backward()`,
+        before or after `optimizer.step()`; several calls for one step (accumulation) count
+        as their mean. `step`: the step it belongs to, when called elsewhere."""
+        if self.closed or self.spike_rule is None:
+            return
+        rec = self._recorder
+        where = step if step is not None else (rec.step if rec.fresh else rec.step - 1)
+        if isinstance(loss, torch.Tensor):
+            value = loss.detach().reshape(-1)[0]
+            if value.is_cuda:
+                host = torch.empty((), dtype=value.dtype, pin_memory=True)
+                host.copy_(value, non_blocking=True)
+                event = torch.cuda.Event()
+                event.record()
+                self._writer.put("loss", (where, (host, event)))
+                return
+            loss = float(value)
+        self._writer.put("loss", (where, float(loss)))
+
+    def _spike_list(self) -> list[Spike]:
+        self._writer.sync()
+        found = self._writer.spike_list()
+        for s in found:
+            s._open = self._open_spike
+        return found
+
+    def _open_spike(self, how: str, spike: Spike, model: Any, options: dict) -> Any:
+        options.setdefault("thresholds", self.thresholds)
+        return open_spike(
+            how, spike, self._flights, model or self._model, self.loss_fn, self._recorder, options
+        )
+
     def overview(self) -> Overview:
         return self._writer.overview
 
     def _explore(self, anomaly: Anomaly, model: nn.Module | None, **options: Any) -> Any:
+        if anomaly.kind == SPIKE:  # the spike's first recorded step, maybe a later one
+            spike = next((s for s in self._spike_list() if s.step == anomaly.step), None)
+            if spike is not None:
+                return spike.explore(model, **options)
         record = self._flights.get(anomaly.step)
         if record is None:
             raise GradExplorerError(self._flights.explain(anomaly))

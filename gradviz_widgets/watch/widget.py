@@ -97,6 +97,13 @@ class WatchWidget:
 
         return [Anomaly.from_row(row) for row in writer.snapshot()[1]]
 
+    def _spikes(self) -> list:
+        """Spike events without waiting for the writer (the view redraws on its thread)."""
+        writer = getattr(self.source, "_writer", None)
+        if writer is None:
+            return list(getattr(self.source, "spikes", []))
+        return writer.spike_list()
+
     def _on_rank(self, change: dict) -> None:
         """Another rank of a run opened from disk: its heat map and lines."""
         self._overview = self.source.overview(rank=change["new"])
@@ -121,7 +128,7 @@ class WatchWidget:
             if not self._picked:
                 self.selected = default_selection(self._overview, params)
             return (
-                heatmap_figure(self._overview, params, th, anomalies),
+                heatmap_figure(self._overview, params, th, anomalies, self._spikes()),
                 lines_figure(self._overview, params, self.selected, th, anomalies),
             )
 

@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 
 from ..vocabulary import STATUSES, Thresholds, classify_codes
-from .anomalies import Tracker
+from .anomalies import SPIKE, Tracker
+from .baselines import SpikeRule
 from .events import Event, quiet
 from .history import Overview
 from .ranks import Exchange
+from .spikes import Spike, SpikeFinder
 from .steps import StepRecord, step_info
 from .store import Chunk, MemoryStore, ParamInfo
 
@@ -39,6 +41,7 @@ class Writer(threading.Thread):
         flush_s: float = 0.5,
         listeners: list[Callable[[Writer, Chunk | None], None]] | None = None,
         exchange: Exchange | None = None,
+        spikes: SpikeRule | None = None,
     ) -> None:
         super().__init__(name="GradWatch-writer", daemon=True)
         self.store = store
@@ -62,7 +65,11 @@ class Writer(threading.Thread):
         self._rows: list[tuple[StepRecord, np.ndarray, np.ndarray]] = []
         self._new_anomalies: list[tuple[int, str, Any]] = []
         self._last_flush = time.monotonic()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        #: spike events (watch/spikes.py); None: spikes=False
+        self.spikes = SpikeFinder(spikes) if spikes is not None else None
+        self._new_spikes: list[Spike] = []
+        self._losses: list[tuple[int, Any]] = []
 
     # ---- called from the training thread ----
     def put(self, kind: str, item: Any) -> None:
@@ -108,6 +115,9 @@ class Writer(threading.Thread):
                     self._guard(self._handle, kind, item)
             if steps:
                 self._guard(self._add_steps, steps)
+            self._guard(self._take_losses, stop or bool(waiting))
+            if stop:
+                self._guard(self._finish_spikes)
             if stop or waiting or time.monotonic() - self._last_flush >= self.flush_s:
                 self._guard(self._flush)
             for done in waiting:
@@ -130,6 +140,8 @@ class Writer(threading.Thread):
             self._store_call(self.store.add_events, item)
         elif kind == "step":
             self._add_steps([item])
+        elif kind == "loss":
+            self._losses.append(item)
 
     def _guard(self, fn: Callable[..., None], *args: Any) -> None:
         try:
@@ -152,6 +164,7 @@ class Writer(threading.Thread):
         (statuses, anomalies, overview), not per step, so the thread holds the GIL briefly."""
         n, k = len(self.params), len(records)
         cols = np.full((4, k, n), np.nan)  # norm, max_abs, zero_fraction, update_ratio
+        moved = np.full((2, k, n), np.nan)  # ‖Δp‖, ‖p‖: the spikes' module update ratios
         status = np.full((k, n), _NONE, dtype=np.uint8)
         numel = np.array([p.numel for p in self.params], dtype=np.float64)
         names = [p.name for p in self.params]
@@ -164,6 +177,7 @@ class Writer(threading.Thread):
             cols[2, r, ids] = values[:, 2]
             with np.errstate(invalid="ignore", divide="ignore"):
                 cols[3, r, ids] = values[:, 3] / values[:, 4]
+            moved[0, r, ids], moved[1, r, ids] = values[:, 3], values[:, 4]
             status[r, ids] = 255  # measured: classified below
         measured = status == 255
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -174,6 +188,10 @@ class Writer(threading.Thread):
         if self._quiet is None:
             self._quiet = quiet(self.events, names)
         found = self.tracker.update_many(steps, status, names, self._quiet)
+        if self.spikes is not None:
+            with self._lock:
+                ended = self.spikes.add_steps(steps, cols[0], moved[0], moved[1], names)
+            across += self._spiked(ended)
         found = sorted(found + across, key=_step_of)
         with self._lock:
             self.anomaly_rows += found
@@ -182,8 +200,66 @@ class Writer(threading.Thread):
         self._new_anomalies += found
         self._rows += [(rec, cols[:, r], status[r]) for r, rec in enumerate(records)]
 
+    def _take_losses(self, wait: bool) -> None:
+        """Losses from `watch.log_loss` whose device copy is done (all of them: `wait`)."""
+        if self.spikes is None or not self._losses:
+            self._losses = []
+            return
+        keep, ended = [], []
+        for step, value in self._losses:
+            if isinstance(value, tuple):  # (pinned host copy, CUDA event)
+                host, event = value
+                if not wait and not event.query():
+                    keep.append((step, value))
+                    continue
+                event.synchronize()
+                value = float(host)
+            with self._lock:
+                ended += self.spikes.add_loss(step, float(value))
+        self._losses = keep
+        self._record_spikes(self._spiked(ended))
+
+    def _finish_spikes(self) -> None:
+        if self.spikes is not None:
+            with self._lock:
+                ended = self.spikes.finish()
+            self._record_spikes(self._spiked(ended))
+
+    def _spiked(self, ended: list[Spike]) -> list[tuple[int, str, Any]]:
+        """Spike anomaly rows: an event's as soon as it opens (the series that spiked at its
+        step), replaced by the ranked parameters when it ends (then stored whole)."""
+        assert self.spikes is not None
+        with self._lock:
+            self._new_spikes += ended
+            opened, self.spikes.opened = self.spikes.opened, []
+            done = {s.step for s in ended}
+            self.anomaly_rows = [
+                r for r in self.anomaly_rows if not (r[1] == SPIKE and r[0] in done)
+            ]
+        rows = [(s, SPIKE, p) for s, p in opened if s not in done]
+        return rows + [(s.step, SPIKE, list(s.params) or ["loss"]) for s in ended]
+
+    def _record_spikes(self, rows: list[tuple[int, str, Any]]) -> None:
+        """Anomaly rows of spikes outside a batch of steps (a loss, the end)."""
+        if rows:
+            with self._lock:
+                self.anomaly_rows = sorted(self.anomaly_rows + rows, key=_step_of)
+            self._new_anomalies += rows
+
+    def spike_list(self) -> list[Spike]:
+        """The ended spike events, and the open one as it reads now (not stored yet)."""
+        if self.spikes is None:
+            return []
+        with self._lock:
+            open_one = self.spikes.provisional()
+            return list(self.spikes.found) + ([open_one] if open_one is not None else [])
+
     def _flush(self) -> None:
         self._last_flush = time.monotonic()
+        if self._new_spikes:
+            with self._lock:
+                spikes, self._new_spikes = self._new_spikes, []
+            self._store_call(self.store.add_spikes, [(s.step, s.to_json()) for s in spikes])
         if not self._rows and not self._new_anomalies:
             self._notify(None)  # lets a throttled live view catch up
             return
@@ -245,6 +321,7 @@ class Writer(threading.Thread):
                     self.store.write(done, [])
                 self.store._steps = list(old.step_rows())
                 self.store.anomaly_rows = list(self.anomaly_rows)
+                self.store.spike_rows = list(old.spike_rows)
             except Exception:
                 pass
             old.close()
@@ -269,6 +346,9 @@ class _Discard(MemoryStore):
         pass
 
     def add_events(self, events: list[tuple[int, str, str]]) -> None:
+        pass
+
+    def add_spikes(self, spikes: list[tuple[int, str]]) -> None:
         pass
 
 

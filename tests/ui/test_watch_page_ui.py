@@ -169,3 +169,21 @@ def test_a_check_turned_off_draws_no_line_and_no_error(browser, tmp_path: Path, 
     assert _pixel(page, 3, 10)[3] == 255  # the heat map is drawn
     assert problems == []
     page.close()
+
+
+@pytest.mark.ui
+def test_spikes_are_marked_on_the_axis_and_their_leading_rows(browser, tmp_path: Path) -> None:
+    from test_watch_spikes import spike_run
+
+    watch = spike_run(tmp_path / "run")
+    (spike,) = watch.spikes
+    path = export_watch_html(watch, tmp_path / "run.html")
+    watch.close()
+    page, problems = _open(browser, path)
+    marks = page.locator("#heat-axis rect.spike")
+    assert marks.count() == 1
+    assert spike.sentence in (marks.first.locator("title").text_content() or "")
+    lead = page.locator("#heat-labels div.spike-lead")
+    assert lead.count() >= 1 and lead.first.text_content() == spike.params[0]
+    assert int(page.evaluate("document.getElementById('heat').dataset.spikeMarks")) >= 1
+    assert not problems

@@ -226,3 +226,23 @@ def test_other_anomaly_kinds_get_a_colour_and_their_detail() -> None:
     data = page_data(run)
     assert data["kinds"]["rank_divergence"][1] == "rank divergence"
     assert data["anomalies"][-1] == [7, "rank_divergence", [2], "<b>1 & 3</b>"]
+
+
+def test_spikes_are_marked_in_the_page_data_and_the_live_heat_map(tmp_path: Path) -> None:
+    from test_watch_spikes import spike_run
+
+    from gradviz_widgets.watch.figures import heatmap_figure
+
+    watch = spike_run(tmp_path / "run")
+    (spike,) = watch.spikes
+    data = page_data(watch)
+    ((step, end, rows, sentence),) = data["spikes"]
+    assert (step, sentence) == (spike.step, spike.sentence) and end >= step
+    assert data["names"][rows[0]] == spike.params[0] == "0.weight"
+    assert "spike" in data["kinds"] and any(a[1] == "spike" for a in data["anomalies"])
+    watch.close()
+    run = GradWatch.open(tmp_path / "run")
+    assert page_data(run)["spikes"] == data["spikes"]  # the offline page of the record: the same
+    figure = heatmap_figure(run.overview(), run.params, run.thresholds, [], run.spikes)
+    rects = [s for s in figure["layout"]["shapes"] if s.get("name") == "spike lead"]
+    assert rects and rects[0]["x0"] <= spike.step <= rects[0]["x1"]

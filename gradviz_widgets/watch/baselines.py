@@ -1,0 +1,195 @@
+"""Rolling robust baselines of per-step values, and the spike rule (watch/spikes.py uses them).
+
+Each series (a parameter's gradient norm, a module's, an update ratio, the loss) keeps an
+exponentially weighted mean and variance of its log value over `SpikeRule.window` steps. A
+value counts `score` = log(value / baseline) / log(factor): 1 is `factor` times the baseline.
+A step is a spike of a series when score >= 1 and the value is also `z` standard deviations
+(of the log) above the mean, after `warmup` values. The update is winsorised (a deviation
+counts at most max(3 sd, log(factor) / 4)), so a spike barely moves its own baseline and a
+lasting change of level is followed within ~`window` steps.
+
+The same arithmetic runs on the training thread (the flight recorder's probe, deciding which
+step to keep) and on the writer thread (the spikes found): fed the same numbers in the same
+order, both find the same gradient-norm spikes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import GradExplorerError
+
+#: a series' value has left its baseline from this score on (half the factor, in log terms)
+LEFT = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class SpikeRule:
+    """How spikes are found: `factor` x the rolling baseline (over ~`window` steps) and `z`
+    standard deviations of the log above it, after `warmup` values; an event ends after `gap`
+    calm steps (or `span` steps after it started); `lead` steps before it are searched for who
+    left first. The loss (`watch.log_loss`) spikes at `loss_factor` x its baseline (over
+    window / 5 steps: it falls all along)."""
+
+    window: int = 50
+    factor: float = 4.0
+    z: float = 4.0
+    warmup: int = 20
+    loss_factor: float = 1.5
+    gap: int = 3
+    span: int = 16
+    lead: int = 8
+
+    def __post_init__(self) -> None:
+        ints = {k: getattr(self, k) for k in ("window", "warmup", "gap", "span", "lead")}
+        for name, value in ints.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise GradExplorerError(f"SpikeRule({name}=...) must be an int >= 1, got {value!r}")
+        for name in ("factor", "z", "loss_factor"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+                raise GradExplorerError(
+                    f"SpikeRule({name}=...) must be a number > 0, got {value!r}"
+                )
+        for name in ("factor", "loss_factor"):
+            value = getattr(self, name)
+            if not value > 1 or not math.isfinite(value):
+                raise GradExplorerError(
+                    f"SpikeRule({name}=...) must be > 1 (a value this many times its baseline "
+                    f"is a spike), got {value!r}"
+                )
+
+
+def check_spikes(value: Any) -> SpikeRule | None:
+    """`GradWatch(spikes=)`: True (the default rule), False (off) or a SpikeRule."""
+    if value is True:
+        return SpikeRule()
+    if value is False or value is None:
+        return None
+    if isinstance(value, SpikeRule):
+        return value
+    raise GradExplorerError(
+        f"spikes must be True, False or a SpikeRule(window=, factor=, ...), got {value!r}"
+    )
+
+
+class Baselines:
+    """One robust EWM baseline per series; `step(values)` scores a step, then learns from it."""
+
+    def __init__(self, rule: SpikeRule) -> None:
+        self.rule = rule
+        self.mean = np.zeros(0)
+        self.var = np.zeros(0)
+        self.last = np.zeros(0)
+        self.count = np.zeros(0, dtype=np.int64)
+        self._log_f = math.log(rule.factor)
+        self._alpha = 2.0 / (rule.window + 1)
+
+    def grow(self, n: int) -> None:
+        extra = n - len(self.mean)
+        if extra > 0:
+            self.mean = np.concatenate([self.mean, np.zeros(extra)])
+            self.var = np.concatenate([self.var, np.zeros(extra)])
+            self.last = np.concatenate([self.last, np.full(extra, np.nan)])
+            self.count = np.concatenate([self.count, np.zeros(extra, dtype=np.int64)])
+
+    def step(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(score, spike) of one step's values (NaN, Inf, 0: no score, not learnt)."""
+        self.grow(len(values))
+        n, rule = len(values), self.rule
+        mean, var, count, last = self.mean[:n], self.var[:n], self.count[:n], self.last[:n]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = np.log(values)
+            ok = np.isfinite(x)
+            dev = x - mean
+            sd = np.sqrt(var)
+            grown = count >= rule.warmup
+            score = np.where(grown & ok, dev / self._log_f, np.nan)
+            spike = (score >= 1.0) & (dev >= rule.z * sd)
+            # learning: a plain running mean until warm, then winsorised EWM; the spread is
+            # that of step-to-step changes (a trend, as in early training, is not noise)
+            alpha = np.where(grown, self._alpha, 1.0 / (count + 1.0))
+            clip = np.where(grown, np.maximum(3 * sd, self._log_f / 4), np.inf)
+            jump = np.clip(x - last, -clip, clip)  # NaN on the first value: no spread yet
+            d = np.clip(dev, -clip, clip)
+        if ok.all():
+            mean += alpha * d
+            b = np.maximum(alpha, self._alpha)
+            fresh = np.isnan(jump)
+            var[:] = np.where(fresh, var, (1 - b) * var + b * jump * jump / 2)
+            last[:] = x
+            count += 1
+        else:
+            mean[ok] += (alpha * d)[ok]
+            b = np.maximum(alpha, self._alpha)
+            upd = ok & ~np.isnan(jump)
+            var[upd] = ((1 - b) * var + b * jump * jump / 2)[upd]
+            last[ok] = x[ok]
+            count[ok] += 1
+        return score, spike
+
+
+def module_groups(names: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Each parameter's module index (its path without the last name), and the modules in
+    order of their first parameter (the model's registration order: its depth)."""
+    modules: dict[str, int] = {}
+    index = [modules.setdefault(n.rpartition(".")[0], len(modules)) for n in names]
+    return np.asarray(index, dtype=np.int64), list(modules)
+
+
+def module_norms(norms: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
+    """sqrt of the summed squares of each module's measured norms (NaN: none measured)."""
+    have = np.isfinite(norms)
+    sq = np.bincount(groups, weights=np.where(have, norms * norms, 0.0), minlength=n_groups)
+    seen = np.bincount(groups, weights=have.astype(np.float64), minlength=n_groups)
+    with np.errstate(invalid="ignore"):
+        return np.where(seen > 0, np.sqrt(sq), np.nan)
+
+
+class NormSeries:
+    """The gradient-norm series of a step: every parameter, then every module."""
+
+    def __init__(self, rule: SpikeRule) -> None:
+        self.baselines = Baselines(rule)
+        self.groups = np.zeros(0, dtype=np.int64)
+        self.modules: list[str] = []
+
+    def step(self, norms: np.ndarray, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(score, spike) of [parameters..., modules...] for one step's full norm vector."""
+        if len(self.groups) != len(names):  # names only grow; a replaced one keeps its place
+            self.groups, self.modules = module_groups(names)
+        mods = module_norms(norms[: len(self.groups)], self.groups, len(self.modules))
+        return self.baselines.step(np.concatenate([norms, mods]))
+
+
+class SpikeProbe:
+    """The training thread's copy of the gradient-norm rule: whether this step starts a spike
+    (a norm spike after `gap` calm steps) or is a calm step worth keeping for compare()."""
+
+    def __init__(self, rule: SpikeRule) -> None:
+        self.rule = rule
+        self.series = NormSeries(rule)
+        self.last_spike = -(1 << 40)
+        self.calm_kept = False
+
+    def check(self, step: int, norms: np.ndarray, names: list[str]) -> tuple[bool, bool]:
+        """(starts a spike, calm step wanted for comparison) at `step`."""
+        score, spike = self.series.step(norms, names)
+        spiking = bool(spike.any())
+        starts = spiking and step - self.last_spike > self.rule.gap
+        if spiking:
+            self.last_spike = step
+            self.calm_kept = False
+        calm = (
+            not spiking
+            and not self.calm_kept
+            and step - self.last_spike > self.rule.gap
+            and bool(np.isfinite(score).any())
+        )
+        if calm:
+            self.calm_kept = True
+        return starts, calm

@@ -1,0 +1,459 @@
+"""Spikes: values that leave their rolling baseline (watch/baselines.py), grouped into events,
+with who moved first.
+
+The writer thread feeds every step's gradient norms and update ratios (per parameter and per
+module: the module's norm is the root of its parameters' summed squares) and the losses given
+to `watch.log_loss`. A step where some series spikes opens an event (after `gap` calm steps);
+it ends after `gap` calm steps or `span` steps. Then every series that left its baseline
+(score >= 0.5, i.e. sqrt(factor) x) in the `lead` steps before it or during it is ranked: the
+earliest first, then the furthest. The event is one `Spike`, one `spike` anomaly and one row
+of the record's `spikes` table, so a recorded run reads back exactly what the live run found.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import json
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import GradExplorerError
+from .anomalies import SPIKE
+from .baselines import LEFT, Baselines, NormSeries, SpikeRule, module_groups, module_norms
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: flight-record kinds: a spike's first recorded step, and a calm step kept to compare with
+CALM = "calm"
+ROW_KEYS = ("name", "kind", "signal", "depth", "first_step", "lead", "rise", "score")
+
+
+@dataclasses.dataclass
+class Spike:
+    """One spike event: from `step` to `end`; `params` and `modules` ranked by who left their
+    baseline first and furthest (the first left first); `loss_step` the loss's own spike step
+    (None: no loss given, or it did not spike); `rows` one dict per series that left (name,
+    kind, signal, depth, first_step, lead = steps before the loss, or before `step`, rise =
+    value / baseline at its peak); `sentence` says it in words."""
+
+    step: int
+    end: int
+    params: list[str]
+    modules: list[str]
+    sentence: str
+    loss_step: int | None = None
+    rows: list[dict] = dataclasses.field(default_factory=list)
+    rank: int = 0
+    _open: Callable[..., Any] | None = dataclasses.field(default=None, repr=False)
+
+    def to_json(self) -> str:
+        keep = ("step", "end", "params", "modules", "sentence", "loss_step", "rows")
+        return json.dumps({k: getattr(self, k) for k in keep})
+
+    @classmethod
+    def from_json(cls, text: str, rank: int = 0, opener: Callable[..., Any] | None = None) -> Spike:
+        return cls(**json.loads(text), rank=rank, _open=opener)
+
+    def frame(self) -> pd.DataFrame:
+        """One row per series that left its baseline, in rank order."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows, columns=list(ROW_KEYS))
+
+    @staticmethod
+    def frame_columns() -> list[str]:
+        return list(ROW_KEYS)
+
+    def explore(self, model: Any = None, **options: Any) -> Any:
+        """A GradExplorer on this spike's first recorded step (its batch, RNG states and
+        pre-update weights); `model` for a run opened from disk. GradExplorerError says why
+        when no record was kept."""
+        return self._opener()("explore", self, model, options)
+
+    def compare(self, model: Any = None, **options: Any) -> Any:
+        """The explorer's compare mode: a calm step recorded before this spike (run A) against
+        the spike's first recorded step (run B)."""
+        return self._opener()("compare", self, model, options)
+
+    def _opener(self) -> Callable[..., Any]:
+        if self._open is None:
+            raise GradExplorerError("this spike is not bound to a run: read it from watch.spikes")
+        return self._open
+
+    def __repr__(self) -> str:
+        return f"Spike({self.sentence})"
+
+
+class SpikeFinder:
+    """The writer thread's side: baselines of every series, open event, finished spikes."""
+
+    def __init__(self, rule: SpikeRule) -> None:
+        self.rule = rule
+        self.norms = NormSeries(rule)
+        self.ratios = Baselines(rule)
+        # the loss falls steadily for most of a run: a shorter window lags it less
+        fast = dataclasses.replace(rule, factor=rule.loss_factor, window=max(2, rule.window // 5))
+        self.loss = Baselines(fast)
+        keep = rule.lead + rule.span + rule.gap + 2
+        self._recent: collections.deque = collections.deque(maxlen=keep)
+        self._loss_scores: dict[int, float] = {}
+        self._losses: dict[int, list[float]] = {}
+        self._event: dict[str, Any] | None = None
+        self._last_spike = -(1 << 40)
+        self._last_step = -1
+        self.names: list[str] = []
+        #: finished events, oldest first
+        self.found: list[Spike] = []
+        #: events opened since last asked: (step, the series that spiked there)
+        self.opened: list[tuple[int, list[str]]] = []
+
+    # ---- input ---------------------------------------------------------------------------
+    def add_steps(
+        self,
+        steps: np.ndarray,
+        norms: np.ndarray,
+        dnorm: np.ndarray,
+        pnorm: np.ndarray,
+        names: list[str],
+    ) -> list[Spike]:
+        """(k, n) norms, update norms and parameter norms of k steps; the events they end."""
+        self.names = names
+        done: list[Spike] = []
+        for r, step in enumerate(steps.tolist()):
+            score, spike = self.norms.step(norms[r], names)
+            rscore, rspike = self.ratios.step(self._ratios(dnorm[r], pnorm[r]))
+            self._recent.append((step, score, rscore))
+            self._last_step = step
+            self._mark(step, spike | rspike)
+            done += self._take_losses(functools.partial(_before, step - 1))
+            done += self._maybe_end(step)
+        return done
+
+    def add_loss(self, step: int, value: float) -> list[Spike]:
+        """One loss of `step` (several per step, gradient accumulation: their mean)."""
+        self._losses.setdefault(step, []).append(value)
+        return self._take_losses(functools.partial(_before, step))
+
+    def finish(self) -> list[Spike]:
+        """The run ended: pending losses counted, the open event ended."""
+        done = self._take_losses(functools.partial(_before, 1 << 62))
+        if self._event is not None:
+            done.append(self._end())
+        return done
+
+    def _ratios(self, dnorm: np.ndarray, pnorm: np.ndarray) -> np.ndarray:
+        groups = self.norms.groups
+        n = len(groups)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per = dnorm / pnorm
+            g = len(self.norms.modules)
+            mods = module_norms(dnorm[:n], groups, g) / module_norms(pnorm[:n], groups, g)
+        return np.concatenate([per, mods])
+
+    def _take_losses(self, due: Callable[[int], bool]) -> list[Spike]:
+        done: list[Spike] = []
+        for step in sorted(s for s in self._losses if due(s)):
+            values = self._losses.pop(step)
+            score, spike = self.loss.step(np.array([sum(values) / len(values)]))
+            self._loss_scores[step] = float(score[0])
+            if bool(spike[0]):
+                event = self._event
+                if event is not None and event["loss_step"] is None:
+                    event["loss_step"] = step
+                    event["last"] = max(event["last"], step)
+                elif event is None and step - self._last_spike > self.rule.gap:
+                    self._event = {"start": step, "last": step, "loss_step": step}
+                    self.opened.append((step, ["loss"]))
+                self._last_spike = max(self._last_spike, step)
+        if len(self._loss_scores) > 4 * self.rule.span + self.rule.lead:
+            for s in sorted(self._loss_scores)[: -2 * self.rule.span]:
+                del self._loss_scores[s]
+        return done
+
+    # ---- events --------------------------------------------------------------------------
+    def _mark(self, step: int, spiked: np.ndarray) -> None:
+        if not spiked.any():
+            return
+        if self._event is None and step - self._last_spike > self.rule.gap:
+            self._event = {"start": step, "last": step, "loss_step": None}
+            labels = self.names + self.norms.modules
+            self.opened.append(
+                (step, [labels[i] for i in np.nonzero(spiked)[0] if i < len(labels)])
+            )
+        elif self._event is not None:
+            self._event["last"] = step
+        self._last_spike = step
+
+    def _maybe_end(self, step: int) -> list[Spike]:
+        event = self._event
+        if event is None:
+            return []
+        if step - event["last"] >= self.rule.gap or step - event["start"] >= self.rule.span:
+            return [self._end()]
+        return []
+
+    def _end(self) -> Spike:
+        event, self._event = self._event, None
+        assert event is not None
+        spike = describe(event, self._window(event), self.names, self.norms.modules, self.rule)
+        self.found.append(spike)
+        return spike
+
+    def provisional(self) -> Spike | None:
+        """The event still open (not stored yet), as it reads now."""
+        if self._event is None:
+            return None
+        return describe(
+            dict(self._event), self._window(self._event), self.names, self.norms.modules, self.rule
+        )
+
+    def _window(self, event: dict[str, Any]) -> dict[str, Any]:
+        lo, hi = event["start"] - self.rule.lead, max(event["last"], event["start"])
+        rows = [(s, a, b) for s, a, b in self._recent if lo <= s <= hi]
+        loss = {s: v for s, v in self._loss_scores.items() if lo <= s <= hi}
+        return {"rows": rows, "loss": loss}
+
+
+def _before(limit: int, step: int) -> bool:
+    return step < limit
+
+
+def _firsts(steps: np.ndarray, scores: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per series (columns): where it left its baseline for this event (the start of the run
+    of departed steps, score >= LEFT, that reaches the event; big: it did not) and its peak.
+    A blip that came back before the event does not count as leaving."""
+    left = np.nan_to_num(scores, nan=-np.inf) >= LEFT
+    run = np.zeros(left.shape, dtype=np.int64)  # where each departed run began
+    for t in range(len(steps)):
+        run[t] = np.where(left[t] & (t > 0) & left[t - 1], run[t - 1], t) if t else 0
+    hit = left & (steps >= start)[:, None]
+    k = np.argmax(hit, axis=0)
+    began = run[k, np.arange(left.shape[1])]
+    # departed all through the lead window: a drifting baseline, not a mover; it counts from
+    # the step it reached the spike level (if it did)
+    drift = left[0] & (began == 0) & (steps[0] < start)
+    spiked = np.nan_to_num(scores, nan=-np.inf) >= 1.0
+    at = np.argmax(spiked & (steps >= start)[:, None], axis=0)
+    reached = (spiked & (steps >= start)[:, None]).any(axis=0)
+    first = np.where(hit.any(axis=0), steps[began], 1 << 40)
+    first = np.where(drift, np.where(reached, steps[at], 1 << 40), first)
+    with np.errstate(all="ignore"):
+        peak = np.nanmax(np.where(np.isfinite(scores), scores, -np.inf), axis=0)
+    return first, peak
+
+
+def describe(
+    event: dict[str, Any],
+    window: dict[str, Any],
+    names: list[str],
+    modules: list[str],
+    rule: SpikeRule,
+) -> Spike:
+    """The ranked series and the sentence of one event."""
+    rows = window["rows"]
+    start, ref = event["start"], event["loss_step"]
+    ref = start if ref is None else ref
+    n, width = len(names), len(names) + len(modules)
+    if rows:
+        steps = np.array([s for s, _, _ in rows])
+        norm = np.stack([_fit(a, width) for _, a, _ in rows])
+        ratio = np.stack([_fit(b, width) for _, _, b in rows])
+    else:
+        steps, norm, ratio = np.zeros(0, int), np.zeros((0, width)), np.zeros((0, width))
+    none = (np.full(width, 1 << 40), np.full(width, -np.inf))
+    nf, npk = _firsts(steps, norm, start) if rows else none
+    rf, rpk = _firsts(steps, ratio, start) if rows else none
+    use_ratio = (rf < nf) | ((rf == nf) & (rpk > npk))
+    first, peak = np.where(use_ratio, rf, nf), np.maximum(npk, rpk)
+    table = []
+    for i in np.nonzero(first < (1 << 40))[0].tolist():
+        kind = "param" if i < n else "module"
+        name = names[i] if i < n else modules[i - n]
+        depth = i if i < n else _module_depth(names, name)
+        table.append(
+            _row(
+                name,
+                kind,
+                "update_ratio" if use_ratio[i] else "norm",
+                depth,
+                int(first[i]),
+                ref,
+                float(peak[i]),
+                rule.factor,
+            )
+        )
+    loss = window["loss"]
+    left = [s for s, v in sorted(loss.items()) if math.isfinite(v) and v >= LEFT]
+    if left:
+        worst = max(loss.values())
+        table.append(_row("loss", "loss", "loss", n, left[0], ref, worst, rule.loss_factor))
+    table.sort(key=lambda r: (r["first_step"], -r["score"], r["depth"]))
+    params = [r["name"] for r in table if r["kind"] == "param"]
+    mods = [r["name"] for r in table if r["kind"] == "module"]
+    inside = steps >= start  # the depth comparison: the event's own steps
+    during = np.fmax(norm[inside, :n], ratio[inside, :n]) if inside.any() else norm[:0, :n]
+    with np.errstate(all="ignore"):
+        highs = np.nanmax(np.where(np.isfinite(during), during, -np.inf), axis=0)
+    sentence = _sentence(event, table, highs if len(during) else np.full(n, np.nan), rule)
+    return Spike(
+        start, max(event["last"], start), params, mods, sentence, event["loss_step"], table
+    )
+
+
+def _fit(a: np.ndarray, width: int) -> np.ndarray:
+    if len(a) >= width:
+        return a[:width]
+    return np.concatenate([a, np.full(width - len(a), np.nan)])
+
+
+def _module_depth(names: list[str], module: str) -> int:
+    index, mods = module_groups(names)
+    j = mods.index(module)
+    return int(np.nonzero(index == j)[0][0])
+
+
+def _row(
+    name: str, kind: str, signal: str, depth: int, first: int, ref: int, score: float, factor: float
+) -> dict:
+    return {
+        "name": name,
+        "kind": kind,
+        "signal": signal,
+        "depth": depth,
+        "first_step": first,
+        "lead": ref - first,
+        "rise": float(factor**score),
+        "score": score,
+    }
+
+
+def _sentence(event: dict[str, Any], table: list[dict], peaks: np.ndarray, rule: SpikeRule) -> str:
+    start, loss_step = event["start"], event["loss_step"]
+    head = f"step {start}: "
+    movers = [r for r in table if r["kind"] == "module"] or [
+        r for r in table if r["kind"] == "param"
+    ]
+    if not movers:
+        return head + (
+            "the loss spiked with no gradient leaving its baseline"
+            if loss_step is not None
+            else "a spike"
+        )
+    first = movers[0]["first_step"]
+    leaders = [r for r in movers if r["first_step"] == first][:2]
+    where = " and ".join(r["name"] for r in leaders)
+    what = "update ratio" if leaders[0]["signal"] == "update_ratio" else "gradient norm"
+    text = f"{head}started in {where} ({what}, {leaders[0]['rise']:.3g}x its baseline)"
+    if loss_step is not None:
+        lead = loss_step - first
+        text += (
+            f", {lead} step{'s' if lead != 1 else ''} before the loss"
+            if lead > 0
+            else " at the loss's own step"
+            if lead == 0
+            else f", {-lead} step{'s' if lead != -1 else ''} after the loss"
+        )
+    return text + _depth_words(peaks, rule)
+
+
+def _depth_words(peaks: np.ndarray, rule: SpikeRule) -> str:
+    """Lower (first half by registration order) against upper layers: the ratio of the largest
+    rise (value / baseline) in each half during the event."""
+    finite = np.where(np.isfinite(peaks), np.maximum(peaks, 0.0), np.nan)
+    half = len(finite) // 2
+    if half < 1:
+        return ""
+    lower, upper = finite[:half], finite[half:]
+    if np.isnan(lower).all() or np.isnan(upper).all():
+        return ""
+    ratio = rule.factor ** (float(np.nanmax(lower)) - float(np.nanmax(upper)))
+    if ratio >= 2:
+        return f"; lower layers {ratio:.2g}x more than upper"
+    if ratio <= 0.5:
+        return f"; upper layers {1 / ratio:.2g}x more than lower"
+    return "; lower and upper layers alike"
+
+
+# ---- opening a spike's step ------------------------------------------------------------------
+def _decided(notes: dict[str, Any] | None, kind: str) -> list[tuple[int, dict]]:
+    steps = (notes or {}).get("steps", {})
+    return sorted((int(s), e) for s, e in steps.items() if kind in e.get("kinds", ()))
+
+
+def record_step(book: Any, spike: Spike) -> int:
+    """The step whose flight record `spike.explore()` opens: the first kept spike record in
+    [spike.step, spike.end]; GradExplorerError saying why when there is none."""
+    head = f"no flight record for the spike of step {spike.step}"
+    notes = book.notes
+    inside = [(s, e) for s, e in _decided(notes, SPIKE) if spike.step <= s <= spike.end]
+    kept = [s for s, e in inside if e.get("kept") and s in book]
+    if kept:
+        return kept[0]
+    if notes is None:
+        raise GradExplorerError(f"{head}: this run left no notes of its flight recorder")
+    if notes.get("off"):
+        raise GradExplorerError(f"{head}: {notes['off']}")
+    if inside:
+        why = inside[0][1].get("why") or "it was made but is no longer on disk"
+        raise GradExplorerError(f"{head} (step {inside[0][0]}): {why}")
+    if notes.get("unchecked"):
+        raise GradExplorerError(f"{head}: {notes['unchecked']}")
+    signal = spike.rows[0]["signal"] if spike.rows else "loss"
+    raise GradExplorerError(
+        f"{head}: no gradient norm left its baseline by the spike factor at steps "
+        f"{spike.step}-{spike.end}; the spike was seen in the {signal.replace('_', ' ')}, which "
+        "the writer thread finds after the step, when the pre-update weights are gone (the "
+        "flight recorder decides at the step pre-hook, from the gradient norms). A smaller "
+        "SpikeRule(factor=...) or GradWatch(flight_recorder=<norm>) records such steps"
+    )
+
+
+def calm_step(book: Any, spike: Spike, before: int) -> int:
+    """The latest calm step recorded before `before` (the spike's record), for compare()."""
+    kept = [s for s, e in _decided(book.notes, CALM) if s < before and e.get("kept") and s in book]
+    if kept:
+        return kept[-1]
+    why = [e.get("why") for s, e in _decided(book.notes, CALM) if s < before and not e.get("kept")]
+    raise GradExplorerError(
+        f"no calm step before the spike of step {spike.step} has a flight record"
+        + (
+            f": {why[-1]}"
+            if why and why[-1]
+            else " (the run spiked before its baselines had a "
+            "calm step to keep); spike.explore() opens the spike's step alone"
+        )
+    )
+
+
+def open_spike(
+    how: str,
+    spike: Spike,
+    book: Any,
+    model: Any,
+    loss_fn: Any,
+    recorder: Any,
+    options: dict[str, Any],
+) -> Any:
+    """`spike.explore()` (how="explore") or `spike.compare()` on the flight records of `book`."""
+    from .anomalies import replay
+
+    step = record_step(book, spike)
+    if model is None:
+        raise GradExplorerError(
+            "no model to replay the step on: pass one of the same architecture, "
+            "spike.explore(model) (a run opened from disk, or a closed watch); it is copied, "
+            "not changed"
+        )
+    loss_fn = options.pop("loss_fn", loss_fn)
+    if how == "explore":
+        return replay(book[step], model, loss_fn, recorder, **options)
+    calm = calm_step(book, spike, step)
+    a = replay(book[calm], model, loss_fn, recorder, **dict(options))
+    b = replay(book[step], model, loss_fn, recorder, **options)
+    return b.compare(a)
