@@ -35,6 +35,7 @@ class ChartView:
     _set_status: Callable[[str, str], None]
     _fail: Callable[..., None]
     _update_readout: Callable[[], None]
+    first_view: Any  # the arrangement of the cell: the chart's width
 
     @property
     def selected(self) -> str | None:
@@ -85,7 +86,7 @@ class ChartView:
                 for trace, new in zip(self.chart.data, fig["data"]):
                     trace.update(new, overwrite=True)
             self.chart.layout.update(fig["layout"], overwrite=True)
-            self.chart.layout.update(width=CHART_WIDTH, autosize=False)
+            self.chart.layout.update(width=self.first_view.chart_width, autosize=False)
         if self.chart.data and self.chart.data[0] is not self._clickable:
             self._clickable = self.chart.data[0]
             self._clickable.on_click(self.guard.wrap(self._bar_clicked))

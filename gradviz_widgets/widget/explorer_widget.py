@@ -15,10 +15,13 @@ import plotly.graph_objects as go
 from ..errors import GradExplorerError
 from ..graph.ghosts import add_ghosts
 from ..graph.grad_graph import GradGraph
+from ..graph.groups import unfolded_group_at
+from ..graph.search import search_index, targets, unfold_to
 from ..hooks.config import HOOK_KINDS
 from ..render.chart import figure_dict
 from ..render.dot import node_info, render_dot
 from ..render.readout import readout_html
+from ..vocabulary import plain_text
 from .actions import ExportActions, SettingsActions
 from .chart import CHART_WIDTH, ChartView
 from .compare import CompareActions
@@ -31,8 +34,10 @@ from .controller import (
     hooked_ids,
     loss_line_html,
     module_of,
+    node_showing,
 )
 from .controls import ToolbarWiring
+from .first_view import FirstView
 from .graph_pane import GraphPane
 from .session import Session
 
@@ -92,19 +97,36 @@ class ExplorerWidget(
         first = figure_dict(explorer.report, chart_mode) if first_error is None else {}
         self.chart = go.FigureWidget(first)
         self.chart.layout.update(width=CHART_WIDTH, autosize=False)
+        self.pane.layout.width = "100%"  # the pane fills its box (a flex row would shrink it)
         self._clickable: Any = None
         self._build_toolbar(hook_kind, chart_mode)
-        g = self.guard.wrap
-        self.pane.on_node_click(g(self.click_node))
-        self.pane.on_toggle_scope(g(self.toggle_scope))
-        self.pane.on_layout_error(g(self._layout_failed))
-        super().__init__([self.toolbar, self.notes, self._body(), self.readout])
+        body = self._wire_pane()
+        super().__init__([self.toolbar, self.notes, body, self.readout])
         self.add_class("gv-explorer")
         self.toolbar.add_class("gv-toolbar")
         if first_error is None:
             self.guard.call(self.refresh)
         else:
             self._fail(first_error)
+
+    def _wire_pane(self) -> W.HBox:
+        """The pane's callbacks, each through the guard; the body and its `FirstView`."""
+        g = self.guard.wrap
+        self.pane.on_node_click(g(self.click_node))
+        self.pane.on_toggle_scope(g(self.toggle_scope))
+        self.pane.on_layout_error(g(self._layout_failed))
+        self.pane.on_reveal(g(self.reveal_name))
+        body = self._body()
+        self.first_view = FirstView(
+            (body, *body.children),  # type: ignore[arg-type]
+            self.refresh,
+            self._update_chart,
+            lambda: self.depth == "auto" and not (self.expand or self.collapse),
+            lambda: self.pane.revision,
+        )
+        self.pane.on_fit(g(self.first_view.fitted))
+        self.pane.on_resize(g(self.first_view.resized))
+        return body
 
     def _body(self) -> W.HBox:
         """The graph and the chart side by side. The chart has a fixed width (plotly cannot
@@ -194,6 +216,11 @@ class ExplorerWidget(
 
     def toggle_scope(self, module: str) -> None:
         """Fold or unfold one module (a module path, as the page sends it) without a re-run."""
+        group = unfolded_group_at(module, self.expand, self.explorer.graph.modules)
+        if group is not None:  # the frame around unfolded ×N blocks: fold them back
+            self.expand.discard(group)
+            self.refresh()
+            return
         if self.view is not None and any(
             n.kind == "module" and n.module == module for n in self.view.nodes
         ):
@@ -211,12 +238,8 @@ class ExplorerWidget(
         self._remember(report, self.explorer.graph)
         # parameters the gradient never reached are drawn as ghosts where they live
         graph = add_ghosts(self.explorer.graph, report.none_reasons)
-        depth = (
-            graph.auto_depth(self.max_nodes)
-            if self.depth == "auto"
-            else (self.depth if isinstance(self.depth, int) else None)
-        )
-        view = graph.view(depth, self.expand, self.collapse)
+        depth, group, leaves = self._fold_args(graph)
+        view = graph.view(depth, self.expand, self.collapse | leaves, group=group)
         hooked = hooked_ids(view, self.explorer.hooks, self.explorer.modifiers)
         # selection and hook markers are classes the page applies (node info, `selected`):
         # the DOT carries neither, so they never need a new layout
@@ -225,7 +248,8 @@ class ExplorerWidget(
         drawn_ids = drawn.node_ids
         info = {n.id: node_info(n, n.id in hooked) for n in view.nodes if n.id in drawn_ids}
         self.view = view
-        self.pane.set_graph(drawn.dot, info, self._legend(), keys=drawn.keys)
+        index = [list(e) for e in search_index(graph, view)]
+        self.pane.set_graph(drawn.dot, info, self._legend(), keys=drawn.keys, index=index)
         self._update_chart()
         self._update_readout()
         self._update_notes()
@@ -233,6 +257,29 @@ class ExplorerWidget(
             report, len(drawn_ids), drawn_count(graph), depth
         )
         self._set_status(report.summary(), "warning" if report.findings else "info")
+
+    def _fold_args(self, graph: GradGraph) -> tuple[int | None, bool | None, frozenset[str]]:
+        """(depth, group, leaf modules folded) of the view drawn for `graph`."""
+        if self.depth == "auto":
+            return self.first_view.auto_depth(graph, self.max_nodes, self.expand)
+        return (self.depth if isinstance(self.depth, int) else None), None, frozenset()
+
+    def reveal_name(self, name: str) -> None:
+        """Unfold the modules (and ×N groups) folding module or parameter `name` away, redraw,
+        and select its node: what the search box asks for on Enter."""
+        graph = add_ghosts(self.explorer.graph, self.explorer.report.none_reasons)
+        depth, group, leaves = self._fold_args(graph)
+
+        def view_of(expand: frozenset[str]) -> GradGraph:
+            return graph.view(depth, expand, (self.collapse | leaves) - expand, group=group)
+
+        opened = unfold_to(graph, name, self.expand, view_of)
+        self.expand |= opened
+        self.collapse -= opened
+        self.refresh()
+        found = next((t for t in targets(graph, name) if self.view and t in self.view), None)
+        self.selected = found or node_showing(self.view, (targets(graph, name) or [""])[0])
+        self._set_status(f"unfolded to {plain_text(name)}", "info")
 
     def _update_readout(self) -> None:
         target = self.selected if self.controls.kind_box.value == "tensor" else self.selected_module
@@ -242,6 +289,7 @@ class ExplorerWidget(
 
     def _set_depth(self, value: Any) -> None:
         self.depth = None if value == "full" else value
+        self.first_view.reset()
         self.expand.clear()
         self.collapse.clear()
         self.refresh()
