@@ -114,7 +114,9 @@ export class PanZoom {
     this.hint.className = "gvw-hint";
     this.hint.hidden = true;
     this.hint.textContent = "Zoomed to readable labels: drag to pan, wheel to zoom, Fit twice shows the whole graph";
-    viewport.appendChild(this.hint);
+    // under the viewport, never over the graph
+    if (viewport.parentElement) viewport.after(this.hint);
+    else viewport.appendChild(this.hint);
     this.onWheel = this.onWheel.bind(this);
     this.onPointerDown = this.onPointerDown.bind(this);
     this.onPointerMove = this.onPointerMove.bind(this);
@@ -331,6 +333,7 @@ export class PanZoom {
 
   detach() {
     const v = this.viewport;
+    this.hint.remove();
     v.removeEventListener("wheel", this.onWheel);
     v.removeEventListener("pointerdown", this.onPointerDown);
     v.removeEventListener("pointermove", this.onPointerMove);

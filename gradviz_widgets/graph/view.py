@@ -95,7 +95,7 @@ def _module_node(
         op=mtype,
         kind="module",
         module=path,
-        label=f"{path}{suffix}\n{mtype} · {len(inside)} nodes{cut}",
+        label=f"{path}{suffix}\n{mtype} · {len(inside)} node{'' if len(inside) == 1 else 's'}{cut}",
         scope=scope,
         grad_norm=norm,
         grad_max=gmax,
