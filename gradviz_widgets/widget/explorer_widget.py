@@ -124,7 +124,7 @@ class ExplorerWidget(
             lambda: self.depth == "auto" and not (self.expand or self.collapse),
             lambda: self.pane.revision,
         )
-        self.pane.on_fit(g(self.first_view.fitted))
+        self.pane.on_fit(g(lambda r: self.first_view.fitted(r, len(self.pane.nodes))))
         self.pane.on_resize(g(self.first_view.resized))
         return body
 

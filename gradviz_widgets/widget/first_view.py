@@ -24,6 +24,9 @@ SIDE_BY_SIDE_FROM = 1100  # px of cell width: narrower cells get the chart under
 CHART_SHARE = 0.4  # of the cell's width, beside the graph
 CHART_MIN, CHART_MAX = 440, 760  # px, beside the graph
 GAP = 8  # px between graph and chart
+FOLD_ABOVE = 40  # drawn nodes of the default view: a smaller graph is never folded for the
+# screen (it opens readable, on the top of the graph when it does not fit; the examples stay
+# as they were); a larger one, once folding, folds until it fits
 WIDTH_SLACK = 0.85  # a fit report from a viewport narrower than this share of the expected
 # graph width was measured before the arrangement reached the page: a newer one follows
 
@@ -125,12 +128,15 @@ class FirstView:
         else:
             self.refresh_chart()
 
-    def fitted(self, report: dict[str, Any]) -> None:
-        """The page's fit report: fold one level deeper when the whole graph did not fit."""
+    def fitted(self, report: dict[str, Any], drawn: int = FOLD_ABOVE + 1) -> None:
+        """The page's fit report: fold one step further when the whole graph (`drawn` nodes
+        now) did not fit."""
         if report["cell"] > 0 and report["cell"] != self.cell:
             self.resized(report["cell"])
         if report["fits"] or not self.auto() or report["revision"] != self.revision():
             return
+        if not self.fold_leaves and drawn <= FOLD_ABOVE:
+            return  # a small graph as it is drawn by default: never folded for the screen
         expected = self.shape.graph_width(self.cell) if self.cell else 0
         if report["width"] < WIDTH_SLACK * expected:
             return  # measured before the new arrangement showed
