@@ -20,7 +20,7 @@ ROW_PX = 18  # height of one flat bar's row: a 10-12 px tick label with room to 
 BASE_HEIGHT = 460
 HEADER_PX = 112  # flat charts: title, thresholds note, then the norm axis title and ticks
 NAME_CHARS = 40  # longer names are elided in the middle on the axis (hover: the full name)
-MODULE_CHARS = 24  # upright charts' module group labels (they share their bars' width)
+MODULE_CHARS = 24  # upright charts: module group labels, at most ~5 characters per bar
 PATTERN_INK = "#333"  # one colour for every pattern's strokes and outlines (plotly's
 # colour checks warn "Invalid color specifier: Array(n)" for per-bar arrays there; and the
 # default template's pattern fillmode "overlay" takes the per-bar fill array as one colour)
@@ -202,7 +202,16 @@ def _names(rows: list[dict[str, Any]], mode: str, flat: bool) -> list[Any]:
     """Category labels; names are user text: Plotly renders <b>, <br>, <a> in ticks and
     hover, so they are escaped. Upright per-parameter bars get two levels (module, name)."""
     if mode == "param" and not flat:
-        modules = [plotly_text(elide_middle(r["module"] or "(root)", MODULE_CHARS)) for r in rows]
+        sizes: dict[str, int] = {}
+        for r in rows:
+            sizes[r["module"]] = sizes.get(r["module"], 0) + 1
+        # a group label gets about the width of its bars: long names never smear into the next
+        modules = [
+            plotly_text(
+                elide_middle(r["module"] or "(root)", min(MODULE_CHARS, 5 * sizes[r["module"]] + 2))
+            )
+            for r in rows
+        ]
         return [
             modules,
             distinct(
@@ -297,7 +306,7 @@ def _layout(
             # ticks, on top of flat charts) sits under it, nothing overprints
             "x": 0.01,
             "xanchor": "left",
-            "y": 1 - 6 / shape["height"],
+            "y": 1 - 10 / shape["height"],
             "yanchor": "top",
             "yref": "container",
         },

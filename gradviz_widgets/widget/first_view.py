@@ -5,8 +5,8 @@ output (the cell) and, after each fresh layout or new viewport size, whether the
 fitted at readable label size. `FirstView` turns those reports into the arrangement (chart
 beside the graph on wide cells, below it on narrow ones; both follow the window) and, while the
 fold depth is "auto", into one step more folding each time the graph did not fit: first the
-leaf modules (a Linear's few ops become its box) with runs of identical blocks grouped, then
-one level of depth at a time down to the top-level modules. It never unfolds by itself, so
+leaf modules (a Linear's few ops become its box), then one level of depth at a time down to
+the top-level modules. It never unfolds by itself, so
 the view cannot flap; a new arrangement or a new fold choice starts over from `auto_depth`.
 """
 
@@ -100,8 +100,7 @@ class FirstView:
         self, graph: GradGraph, max_nodes: int, expand: Collection[str] = ()
     ) -> tuple[int | None, bool | None, frozenset[str]]:
         """(depth, group, folded leaves) for the auto view: `graph.auto_depth`, no deeper than
-        the cap; leaf modules (none in `expand`) folded and runs of identical blocks grouped
-        once the screen made it fold."""
+        the cap; leaf modules (none in `expand`) folded once the screen made it fold."""
         self.max_depth = graph.max_depth
         depth = graph.auto_depth(max_nodes)
         if self.cap is not None:
@@ -112,7 +111,9 @@ class FirstView:
         leaves = frozenset(
             p for p, m in graph.modules.items() if p and not m.children and p not in expand
         )
-        return depth, True, leaves
+        # runs of blocks are grouped as by default (big views): forcing it would also merge
+        # sibling leaf modules called between other ops into one fan-shaped node
+        return depth, None, leaves
 
     def resized(self, cell: int) -> None:
         """The cell is `cell` px wide now: re-arrange when that changes the arrangement."""
