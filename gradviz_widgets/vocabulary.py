@@ -287,7 +287,8 @@ def legend() -> list[dict[str, Any]]:
 
 def format_norm(x: float | None) -> str:
     """Compact text for a norm: 0.0, 1.2e-23, 0.279, NaN, Inf, None. The one formatter of
-    norms: node labels, tooltips, the hook readout, chart text and the static page use it.
+    norms and losses: node labels, tooltips, the hook readout, chart text, the status and loss
+    lines and the static page use it (a loss of -inf reads "-Inf" everywhere).
 
     Example:
         >>> format_norm(1.234e-23), format_norm(0.27901), format_norm(None)
@@ -300,7 +301,7 @@ def format_norm(x: float | None) -> str:
     if math.isnan(x):
         return "NaN"
     if math.isinf(x):
-        return "Inf"
+        return "Inf" if x > 0 else "-Inf"
     if x == 0:
         return "0.0"
     if 1e-3 <= abs(x) < 1e4:

@@ -5,7 +5,7 @@
 import { LayoutClient } from "./layout_client.js";
 import { PanZoom } from "./pan_zoom.js";
 import { nodeAriaLabel, own } from "./resolve.js";
-import { indexSvg, setBadge, setTitle, titleOf } from "./svg_nodes.js";
+import { indexSvg, setBadge, setParamStripe, setTitle, titleOf } from "./svg_nodes.js";
 import { Tooltip } from "./tooltip.js";
 
 export { titleOf };
@@ -14,7 +14,8 @@ export { titleOf };
  * @typedef {import("./tooltip.js").NodeInfo} NodeInfo
  * @typedef {{onNodeClick?: (id: string) => void, onNodeDblClick?: (id: string) => void,
  *   onClusterDblClick?: (module: string) => void, onBackgroundClick?: () => void,
- *   onEscape?: () => void}} GraphCallbacks
+ *   onEscape?: () => void, onFit?: (fit: FitInfo) => void}} GraphCallbacks
+ * @typedef {{fits: boolean, width: number, height: number, scale: number, readable: number}} FitInfo
  * @typedef {{nodes: number, ms: number, engine: string, retried: boolean, warnings: string[]}} RenderInfo
  */
 
@@ -68,6 +69,59 @@ export class GraphView {
     viewport.addEventListener("pointerover", this.onOver);
     viewport.addEventListener("pointermove", this.onMove);
     viewport.addEventListener("pointerout", this.onOut);
+    // a new viewport size (the cell got wider, the chart moved below) fits again, unless the
+    // user moved the view; the widget hears whether the whole graph still fits
+    this.resizeTimer = 0;
+    this.lastSize = "";
+    this.baseHeight = ""; // the pane's height trait; a taller graph grows it (autoHeight)
+    this.autoHeight = true; // until the user drags the viewport's resize grip
+    this.shownHeight = 0;
+    this.resizer = typeof ResizeObserver === "function" ? new ResizeObserver(() => this.resized()) : null;
+    this.resizer?.observe(viewport);
+  }
+
+  resized() {
+    clearTimeout(this.resizeTimer);
+    this.resizeTimer = Number(setTimeout(() => {
+      const r = this.viewport.getBoundingClientRect();
+      const size = `${Math.round(r.width)}x${Math.round(r.height)}`;
+      if (!this.svg || size === this.lastSize || r.width <= 0) return;
+      if (this.shownHeight && Math.abs(r.height - this.shownHeight) > 2) this.autoHeight = false; // the grip
+      this.lastSize = size;
+      this.shownHeight = r.height;
+      if (this.panZoom.userMoved) this.panZoom.flush(true);
+      else this.fitReadable();
+    }, 120));
+  }
+
+  /** @param {string} height the pane's height (CSS); a graph that needs more grows it */
+  setBaseHeight(height) {
+    this.baseHeight = height;
+    this.autoHeight = true;
+    this.viewport.style.height = height;
+    if (this.svg && !this.panZoom.userMoved) this.fitReadable();
+  }
+
+  /** Grow the viewport (up to 4/5 of the window) when that shows the whole graph readably,
+   *  back to the pane's height when it needs no more. */
+  growToFit() {
+    const basePx = Number.parseFloat(this.baseHeight);
+    if (!this.autoHeight || !this.svg || !this.baseHeight.trim().endsWith("px") || !(basePx > 0)) return;
+    const need = this.panZoom.readableSize();
+    const width = this.viewport.getBoundingClientRect().width;
+    const most = Math.max(basePx, Math.round((globalThis.innerHeight || 0) * 0.8));
+    const h = need.w <= width && need.h > basePx ? Math.min(most, Math.ceil(need.h) + 2) : basePx;
+    this.viewport.style.height = `${h}px`;
+  }
+
+  /** The first view: the whole graph if readable, else its readable top; tells onFit. */
+  fitReadable() {
+    this.growToFit();
+    this.panZoom.fit(true);
+    const r = this.viewport.getBoundingClientRect();
+    this.lastSize = `${Math.round(r.width)}x${Math.round(r.height)}`;
+    this.shownHeight = r.height;
+    this.callbacks.onFit?.(this.panZoom.fitInfo);
   }
 
   /**
@@ -117,7 +171,8 @@ export class GraphView {
     this.shownDot = dot;
     this.shownKeys = keyText;
     this.placeholder.hidden = true;
-    this.panZoom.attach(svg, keepView);
+    this.panZoom.attach(svg, true);
+    if (!keepView) this.fitReadable();
     this.applyAll();
     this.viewport.dataset.renders = String(++this.renders); // lets tests see a finished render
     return { nodes: this.nodeEls.size, ms: result.ms, engine: result.engine, retried: result.retried, warnings: result.warnings };
@@ -207,6 +262,7 @@ export class GraphView {
       if (i?.status) g.classList.add(`gvw-status-${String(i.status).replace(/[^\w-]/g, "_")}`);
       g.classList.toggle("hooked", Boolean(i?.hooked));
       setBadge(g, Boolean(i?.hooked));
+      setParamStripe(g, String(i?.param_text ?? ""), String(i?.param_color ?? ""));
     }
     this.applyClasses();
   }
@@ -284,12 +340,20 @@ export class GraphView {
 
   zoomIn() { this.panZoom.zoomBy(1.25); }
   zoomOut() { this.panZoom.zoomBy(0.8); }
-  fit() { this.panZoom.fit(false); }
+  /** Fit: the readable whole (or top) first; pressed again on that view, the whole graph at
+   * any size. */
+  fit() {
+    const pz = this.panZoom;
+    if (pz.clamped && !pz.userMoved) pz.fit(false);
+    else this.fitReadable();
+  }
 
   dispose() {
     this.seq++;
     this.layout.dispose();
     this.panZoom.detach();
+    this.resizer?.disconnect();
+    clearTimeout(this.resizeTimer);
     const v = this.viewport;
     v.removeEventListener("click", this.onClick);
     v.removeEventListener("keydown", this.onKey);

@@ -7,7 +7,9 @@
  * re-layout: the compositor moves one layer. `box` is the visible region in SVG units
  * (centred "meet" fit, as a viewBox would be); `data-view-box` on the svg mirrors it.
  * The first view of a graph is the whole graph unless its labels would fall below
- * MIN_LABEL_PX: then it shows the top of the graph at the readable scale, with a hint.
+ * MIN_LABEL_PX: then it shows the top of the graph at the readable scale, across the part of
+ * the top band that holds the most nodes (never an empty corner), with a hint; `fitInfo` says
+ * whether the whole graph fitted, so the widget can fold deeper instead.
  */
 
 /** @typedef {{x: number, y: number, w: number, h: number}} Box */
@@ -34,6 +36,57 @@ export function readableScale(svg, minPx = MIN_LABEL_PX) {
   return Number.isFinite(smallest) ? minPx / smallest : 0;
 }
 
+/**
+ * Centres of the node labels in SVG user units (Graphviz writes text x/y inside the graph
+ * group, which it translates by `translate(tx ty)`).
+ * @param {SVGSVGElement} svg @returns {{x: number, y: number}[]}
+ */
+export function nodeCentres(svg) {
+  const g0 = svg.querySelector(":scope > g");
+  const m = /translate\(\s*([-\d.e]+)[\s,]+([-\d.e]+)/.exec(g0?.getAttribute("transform") || "");
+  const tx = m ? Number(m[1]) : 0;
+  const ty = m ? Number(m[2]) : 0;
+  const out = [];
+  for (const g of Array.from(svg.querySelectorAll("g.node"))) {
+    const t = g.querySelector("text");
+    const x = Number.parseFloat(t?.getAttribute("x") ?? "");
+    const y = Number.parseFloat(t?.getAttribute("y") ?? "");
+    if (Number.isFinite(x) && Number.isFinite(y)) out.push({ x: x + tx, y: y + ty });
+  }
+  return out;
+}
+
+/**
+ * The readable first view of a graph too big for the viewport: a `w` x `h` box (SVG units) at
+ * the top of the graph, placed across the nodes of the top band so that it holds as many of
+ * them as possible (the graph's left edge can be an empty cluster margin).
+ * @param {Box} base the graph's box @param {number} pad @param {number} w @param {number} h
+ * @param {{x: number, y: number}[]} centres node label centres
+ * @returns {Box}
+ */
+export function readableBox(base, pad, w, h, centres) {
+  const y = base.y - pad;
+  if (base.w + 2 * pad <= w) return { x: base.x + base.w / 2 - w / 2, y, w, h };
+  const band = centres.filter((c) => c.y <= y + h * 0.85);
+  const xs = (band.length ? band : centres).map((c) => c.x).sort((a, b) => a - b);
+  let x = base.x - pad;
+  if (xs.length) {
+    // the window of width w (less a margin) covering the most label centres
+    const span = w * 0.85;
+    let best = 0;
+    let bi = 0;
+    let bj = 0;
+    for (let i = 0, j = 0; i < xs.length; i++) {
+      while (j + 1 < xs.length && xs[j + 1] - xs[i] <= span) j++;
+      if (j - i + 1 > best) { best = j - i + 1; bi = i; bj = j; }
+    }
+    x = (xs[bi] + xs[bj]) / 2 - w / 2;
+  }
+  const lo = base.x - pad;
+  const hi = base.x + base.w + pad - w;
+  return { x: Math.min(Math.max(x, lo), hi), y, w, h };
+}
+
 export class PanZoom {
   /** @param {HTMLElement} viewport */
   constructor(viewport) {
@@ -53,11 +106,17 @@ export class PanZoom {
     this.settle = undefined;
     /** Whether the first view was held at the readable scale (not the whole graph). */
     this.clamped = false;
+    /** Whether the user zoomed or panned since the last fit (a resize then keeps the view). */
+    this.userMoved = false;
+    /** The last fit: did the whole graph fit at a readable scale, in which viewport size. */
+    this.fitInfo = { fits: true, width: 0, height: 0, scale: 0, readable: 0 };
     this.hint = document.createElement("div");
     this.hint.className = "gvw-hint";
     this.hint.hidden = true;
-    this.hint.textContent = "Zoomed to readable labels: drag to pan, wheel to zoom, Fit shows the whole graph";
-    viewport.appendChild(this.hint);
+    this.hint.textContent = "Zoomed to readable labels: drag to pan, wheel to zoom, Fit twice shows the whole graph";
+    // under the viewport, never over the graph
+    if (viewport.parentElement) viewport.after(this.hint);
+    else viewport.appendChild(this.hint);
     this.onWheel = this.onWheel.bind(this);
     this.onPointerDown = this.onPointerDown.bind(this);
     this.onPointerMove = this.onPointerMove.bind(this);
@@ -93,7 +152,7 @@ export class PanZoom {
   /**
    * Show the whole graph (small graphs are not blown up beyond MAX_FIT_SCALE). With
    * `readable`, never below the scale where labels reach MIN_LABEL_PX: a larger graph then
-   * shows its top part across the width, and the hint says how to see the rest.
+   * shows the busiest part of its top band (`readableBox`), and the hint says how to see the rest.
    * @param {boolean} [readable]
    */
   fit(readable = false) {
@@ -109,19 +168,22 @@ export class PanZoom {
       h = r.height / MAX_FIT_SCALE;
       s = MAX_FIT_SCALE;
     }
-    const min = readable && this.svg ? readableScale(this.svg) : 0;
-    this.clamped = s > 0 && s < min;
-    if (this.clamped) {
-      // the width of the top part at the readable scale; centred when narrower than the view
-      w = r.width / min;
-      h = r.height / min;
-      const x = this.base.w + 2 * pad <= w ? cx - w / 2 : this.base.x - pad;
-      this.box = { x, y: this.base.y - pad, w, h };
-    } else {
-      this.box = { x: cx - w / 2, y: cy - h / 2, w, h };
-    }
+    const min = this.svg ? readableScale(this.svg) : 0;
+    this.fitInfo = { fits: !(s > 0 && s < min), width: Math.round(r.width), height: Math.round(r.height), scale: s, readable: min };
+    this.clamped = readable && s > 0 && s < min;
+    this.box = this.clamped && this.svg
+      ? readableBox(this.base, pad, r.width / min, r.height / min, nodeCentres(this.svg))
+      : { x: cx - w / 2, y: cy - h / 2, w, h };
+    this.userMoved = false;
     this.hint.hidden = !this.clamped;
     this.flush(true);
+  }
+
+  /** Screen size (px) of the whole graph at the readable scale, padded as `fit` pads it. */
+  readableSize() {
+    const pad = Math.max(this.base.w, this.base.h) * 0.02;
+    const min = this.svg ? readableScale(this.svg) : 0;
+    return { w: (this.base.w + 2 * pad) * min, h: (this.base.h + 2 * pad) * min };
   }
 
   /** Ask for the transform to be written in the next animation frame (coalesced). */
@@ -184,6 +246,7 @@ export class PanZoom {
     const after = this.toUser(px, py);
     this.box.x += before.x - after.x;
     this.box.y += before.y - after.y;
+    this.userMoved = true;
     this.apply();
   }
 
@@ -244,6 +307,7 @@ export class PanZoom {
       this.viewport.setPointerCapture?.(ev.pointerId);
     }
     const s = this.scale();
+    this.userMoved = true;
     this.box = { ...d.box, x: d.box.x - dx / s, y: d.box.y - dy / s };
     this.apply();
   }
@@ -269,6 +333,7 @@ export class PanZoom {
 
   detach() {
     const v = this.viewport;
+    this.hint.remove();
     v.removeEventListener("wheel", this.onWheel);
     v.removeEventListener("pointerdown", this.onPointerDown);
     v.removeEventListener("pointermove", this.onPointerMove);

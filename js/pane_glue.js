@@ -15,6 +15,7 @@ import { statusView } from "./resolve.js";
  * @property {() => void} showLegend
  * @property {(height: string) => void} setHeight
  * @property {(text: string, filename: string, mime: string) => void} download
+ * @property {() => number} [cellWidth] width of the widget's whole output (0: unknown)
  */
 
 export class PaneGlue {
@@ -35,6 +36,23 @@ export class PaneGlue {
     this.scheduled = false;
     /** @type {[string, Function][]} */
     this.listeners = [];
+    this.shownRevision = -1; // the revision now on screen (fit reports name it)
+    this.cellSent = 0;
+  }
+
+  /** Whether the whole graph fitted the viewport readably: Python folds deeper if not. */
+  reportFit(/** @type {{fits: boolean, width: number, height: number}} */ fit) {
+    this.send({ kind: "fit", revision: this.shownRevision, fits: fit.fits, width: fit.width,
+      height: fit.height, cell: Math.round(this.parts.cellWidth?.() ?? 0) });
+  }
+
+  /** The widget's output width (the cell), when it changed by more than a few px: Python
+   *  chooses how graph and chart share it. */
+  reportCell(/** @type {number} */ width) {
+    const w = Math.round(width);
+    if (w <= 0 || Math.abs(w - this.cellSent) < 8) return;
+    this.cellSent = w;
+    this.send({ kind: "resize", cell: w });
   }
 
   /** Without a kernel (static HTML export) syncing throws; the pane must keep working. */
@@ -67,6 +85,8 @@ export class PaneGlue {
       /** @param {string} module */
       onClusterDblClick: (module) => this.toggleScope(module),
       onBackgroundClick: () => this.clearHighlight(),
+      /** @param {{fits: boolean, width: number, height: number}} fit */
+      onFit: (fit) => this.reportFit(fit),
       onEscape: () => this.clearHighlight(),
     };
   }
@@ -107,7 +127,10 @@ export class PaneGlue {
     const timer = setTimeout(() => { this.busy = true; this.showStatus(); }, 300);
     let info;
     try {
+      const before = this.shownRevision;
+      this.shownRevision = revision; // a fit report sent while drawing names this revision
       info = await this.view.render(m.get("dot") ?? "", m.get("key_map") ?? {});
+      if (!info && this.shownRevision === revision) this.shownRevision = before;
       if (info) this.localError = "";
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);

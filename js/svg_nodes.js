@@ -79,3 +79,40 @@ export function setBadge(g, on) {
   g.appendChild(c);
 }
 
+
+/**
+ * A folded module's parameter health: a stripe along the node's left edge in the colour of its
+ * worst parameter status, whose title says it (e.g. "8 params: ..." in the words Python sent), so a module
+ * drawn healthy (its input gradient flows) still shows that its weights get none.
+ * @param {SVGGElement} g @param {string} text "" removes it @param {string} color
+ */
+export function setParamStripe(g, text, color) {
+  const old = g.querySelector(":scope > .gvw-param-badge");
+  if (!text) {
+    old?.remove();
+    return;
+  }
+  if (old && old.getAttribute("data-text") === text) return;
+  old?.remove();
+  const shape = g.querySelector("polygon, path, rect");
+  if (!shape) return;
+  let b;
+  try {
+    b = /** @type {SVGGraphicsElement} */ (shape).getBBox();
+  } catch {
+    return;
+  }
+  const badge = document.createElementNS(SVG_NS, "g");
+  badge.setAttribute("class", "gvw-param-badge");
+  badge.setAttribute("data-text", text);
+  const title = document.createElementNS(SVG_NS, "title");
+  title.textContent = text;
+  const r = document.createElementNS(SVG_NS, "rect");
+  r.setAttribute("x", String(b.x + 1));
+  r.setAttribute("y", String(b.y + 1));
+  r.setAttribute("width", "6");
+  r.setAttribute("height", String(Math.max(0, b.height - 2)));
+  r.setAttribute("fill", color || "#9a9a9a");
+  badge.append(title, r);
+  g.appendChild(badge);
+}

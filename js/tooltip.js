@@ -5,7 +5,8 @@
  * @typedef {{label?: string, op?: string, module?: string, kind?: string, status?: string,
  *   grad_norm?: number | string | null, norm_text?: string, status_text?: string,
  *   shape?: string | number[], hooked?: boolean,
- *   expandable?: string, collapsible?: string}} NodeInfo
+ *   expandable?: string, collapsible?: string, param_status?: string, param_text?: string,
+ *   param_color?: string, members_text?: string}} NodeInfo
  */
 
 const NORM_LINE = "\u2016g\u2016 ";
@@ -43,6 +44,7 @@ export function tooltipRows(id, info) {
   }
   if (info) rows.push(["grad norm", normText(i)]);
   if (i.status) rows.push(["status", i.status]);
+  if (i.param_text) rows.push(["parameters", i.param_text]);
   if (i.hooked) rows.push(["hooked", "yes"]);
   if (i.expandable) rows.push(["double-click", `expand ${i.expandable}`]);
   else if (i.collapsible) rows.push(["double-click", `collapse ${i.collapsible}`]);

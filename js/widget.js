@@ -5,7 +5,7 @@ import { GraphView } from "./graph_view.js";
 import { importInlineModule } from "./layout_client.js";
 import { renderLegend } from "./legend.js";
 import { PaneGlue } from "./pane_glue.js";
-import { SearchBox } from "./search.js";
+import { indexEntries, SearchBox } from "./search.js";
 import { injectStyles } from "./styles.js";
 
 /** @param {{model: any, el: HTMLElement}} ctx */
@@ -17,20 +17,25 @@ function render({ model, el }) {
   el.appendChild(p.root);
   /** @type {SearchBox | null} */
   let search = null;
+  // the explorer's whole output (the cell): the pane tells Python its width, so graph and
+  // chart share it (a pane shown alone, in marimo or a page reports none)
+  const cell = () => /** @type {HTMLElement | null} */ (el.closest(".gv-explorer"));
   const glue = new PaneGlue(model, {
     status: p.status,
     searchText: () => p.search.value,
     refreshSearch: () => search?.refresh(),
     // the legend always lists the hook marker, so it never changes size under the mouse
     showLegend: () => renderLegend(p.legend, model.get("legend") ?? [], true),
-    setHeight: (height) => { p.viewport.style.height = height; },
+    setHeight: (height) => view.setBaseHeight(height),
     download: downloadText,
+    cellWidth: () => cell()?.getBoundingClientRect().width ?? 0,
   });
   const view = new GraphView(p.viewport, glue.viewCallbacks(),
     { timeoutMs: Number(model.get("layout_timeout") ?? 30) * 1000 });
   glue.attach(view);
   search = new SearchBox(p.search, p.count, {
-    entries: () => view.searchEntries(),
+    entries: () => [...view.searchEntries(), ...indexEntries(model.get("search_index"))],
+    reveal: (name) => glue.send({ kind: "reveal", name }),
     show: (matches, current, center) => view.setMatches(matches, current, center),
   });
   p.zoomIn.addEventListener("click", () => view.zoomIn());
@@ -39,7 +44,18 @@ function render({ model, el }) {
   p.download.addEventListener("click", () => glue.downloadSvg());
   p.root.addEventListener("keydown", (ev) => { if (ev.key === "Escape") glue.clearHighlight(); });
   const stop = glue.start();
+  /** @type {Element | null} */
+  let watched = null;
+  const cells = typeof ResizeObserver === "function"
+    ? new ResizeObserver(() => {
+      const c = cell();
+      if (c && c !== watched) { cells?.observe(c); watched = c; } // attached: watch the cell
+      if (c) glue.reportCell(c.getBoundingClientRect().width);
+    })
+    : null;
+  cells?.observe(el);
   return () => {
+    cells?.disconnect();
     stop();
     view.dispose();
     p.root.remove();

@@ -33,6 +33,11 @@ built=(graph_pane.js page_host.js graph_pane.css watch_page.js watch_page.css ma
   marimo_mirror.css explorer_page.css)
 missing=""
 for f in "${built[@]}"; do [ -f "gradviz_widgets/static/$f" ] || missing=1; done
+if [ -n "$missing" ]; then
+  # a fresh clone or a source archive: build the front end first. The build hook decides by
+  # file times (anything in js/ newer than static/), which an archive leaves all equal.
+  (cd js && npm install --no-audit --no-fund --loglevel=error >/dev/null && npm run build >/dev/null)
+fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   $PIP install -q --upgrade pip >/dev/null
   $PIP install -q "torch==2.13.0" numpy

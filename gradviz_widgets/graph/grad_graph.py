@@ -117,14 +117,14 @@ class GradGraph:
             >>> small = graph.view(depth=1)            # doctest: +SKIP
             >>> small.node("module:layer1").members    # doctest: +SKIP
         """
-        from .groups import group_runs
+        from .groups import group_runs, param_shapes
         from .view import fold
 
         expand = frozenset(expand)
         folded = fold(self, depth, expand, collapse)
         if group is None:  # big views only: runs of identical blocks become "×N" groups
             group = sum(n.kind != "accumulate" for n in folded.nodes) > GROUP_ABOVE
-        return group_runs(folded, expand) if group else folded
+        return group_runs(folded, expand, shapes=param_shapes(self)) if group else folded
 
     def auto_depth(self, max_nodes: int = 120) -> int | None:
         """Deepest fold depth whose view has at most `max_nodes` nodes (None: no folding needed)."""

@@ -2,7 +2,7 @@
 
 On a folded view, consecutive siblings whose structure signature (class, parameter shapes,
 children's signatures) repeats with a period of 1-4 modules become one `kind="module"` node
-`group:<first>-<last>` labelled "h.0–h.11 ×12 (Block)", with the worst crossing status and the
+`group:<first>-<last>` labelled "h.0–11 ×12 (Block)", with the worst crossing status and the
 range of the members' norms. A group id in `expand` keeps that run unfolded.
 """
 
@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from ..ids import group_id, is_module_id, parse_leaf_id, parse_module_id
+from ..ids import (
+    group_id,
+    is_group_id,
+    is_module_id,
+    parse_group_id,
+    parse_leaf_id,
+    parse_module_id,
+)
 from ..vocabulary import format_norm, worst
 from .grad_graph import GradGraph
 from .nodes import GradNode, ModuleScope
@@ -31,14 +38,22 @@ def signature(
     )
 
 
-def group_runs(view: GradGraph, expand: Collection[str] = (), min_run: int = 3) -> GradGraph:
-    """`view` with runs of ≥ `min_run` repeats of identical sibling folded modules grouped."""
+def group_runs(
+    view: GradGraph,
+    expand: Collection[str] = (),
+    min_run: int = 3,
+    shapes: Mapping[str, tuple[Any, ...] | None] | None = None,
+) -> GradGraph:
+    """`view` with runs of ≥ `min_run` repeats of identical sibling folded modules grouped.
+    `shapes` (parameter name -> shape, from the unfolded graph) tells blocks apart whose
+    parameters the fold hides (a view folded to the top draws no parameter)."""
     by_module = {
         n.module: n
         for n in view.nodes
         if n.kind == "module" and is_module_id(n.id) and parse_module_id(n.id)[1] is None
     }
-    shapes = {parse_leaf_id(n.id)[1]: n.shape for n in view.nodes if n.kind == "param"}
+    if shapes is None:
+        shapes = param_shapes(view)
     rep: dict[str, str] = {n.id: n.id for n in view.nodes}
     new: list[GradNode] = []
     for info in view.modules.values():
@@ -64,6 +79,11 @@ def group_runs(view: GradGraph, expand: Collection[str] = (), min_run: int = 3) 
     return GradGraph(nodes, tuple(merge_edges(view.edges, rep)), view.modules, view.collapsed)
 
 
+def param_shapes(graph: GradGraph) -> dict[str, tuple[Any, ...] | None]:
+    """Parameter name -> shape for the parameters drawn in `graph` (a frozen one has none)."""
+    return {parse_leaf_id(n.id)[1]: n.shape for n in graph.nodes if n.kind == "param"}
+
+
 def _run_at(sigs: list[tuple[Any, ...]], i: int) -> tuple[int, int]:
     """(period, repeats) of the longest repeating run starting at `i`."""
     best = (1, 1)
@@ -84,15 +104,44 @@ def _group_node(first: str, last: str, reps: int, members: list[GradNode]) -> Gr
     norms = [m.grad_norm for m in members if m.grad_norm is not None]
     span = f" · ‖g‖ {format_norm(min(norms))}–{format_norm(max(norms))}" if norms else ""
     kind = members[0].op
+    param_status = worst(m.param_status for m in members if m.param_status)
+    texts = [m.param_text for m in members if m.param_status == param_status and m.param_text]
+    if len(texts) > 1:  # "4 of 12 blocks: 8 params: no gradient (frozen)"
+        texts = [f"{len(texts)} of {reps} blocks: {texts[0]}"]
     return GradNode(
         id=gid,
         op=kind,
         kind="module",
         module=gid,
-        label=f"{first}–{last} ×{reps}\n({kind}){span}",
+        label=f"{first}–{last.rpartition('.')[2]} ×{reps}\n({kind}){span}",
         scope=members[0].scope,
         grad_norm=max(norms) if norms else None,
         status=worst(m.status for m in members),
         order=min((m.order for m in members if m.order is not None), default=None),
         members=tuple(x for m in members for x in m.members),
+        param_status=param_status if any(m.param_status for m in members) else "",
+        param_text=texts[0] if texts else "",
     )
+
+
+def unfolded_group_at(
+    module: str, expand: Collection[str], modules: Mapping[str, ModuleScope]
+) -> str | None:
+    """The unfolded ×N group (a group id in `expand`) that a double-click on `module`'s frame
+    folds back: a group of its children (the frame around the blocks) or the group `module`
+    belongs to; None when there is none.
+
+    Example:
+        >>> unfolded_group_at("h", {"group:h.0-3"}, {})
+        'group:h.0-3'
+    """
+    for gid in sorted(g for g in expand if is_group_id(g)):
+        parent, first, last = parse_group_id(gid)
+        if module == parent:
+            return gid
+        head, _, name = module.rpartition(".")
+        kids = [c.rpartition(".")[2] for c in modules[parent].children] if parent in modules else []
+        inside = head == parent and {first, last, name} <= set(kids)
+        if inside and kids.index(first) <= kids.index(name) <= kids.index(last):
+            return gid
+    return None

@@ -34,6 +34,10 @@ class GradNode:
     status: str = "none"
     order: int | None = None  # position in backward execution
     members: tuple[str, ...] = ()  # for kind == "module": the node ids folded into it
+    # for kind == "module": the worst status of the parameters folded into it ("" when none)
+    # and, when that is not healthy, what it says ("8 params: no gradient (frozen)")
+    param_status: str = ""
+    param_text: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,17 +70,26 @@ class ModuleScope:
 def built(cls: type[T], *values: Any) -> T:
     """A frozen dataclass from its field values in order (all given), without running the
     generated `__init__` (one `object.__setattr__` per field): for the thousands of nodes and
-    edges of a run. Equal to `cls(*values)` in every way (fields, eq, hash, repr, pickle).
+    edges of a run. Equal to `cls(*values)` in every way (fields, eq, hash, repr, pickle);
+    trailing fields with defaults may be left out.
 
     Example:
         >>> built(GradEdge, "a", "b", 1.0, 1.0, "healthy") == GradEdge("a", "b", 1.0, 1.0, "healthy")
         True
     """
     obj = object.__new__(cls)
-    obj.__dict__.update(zip(_FIELDS[cls], values, strict=True))  # type: ignore[index]
+    fields = _FIELDS[cls]  # type: ignore[index]
+    if len(values) < len(fields):
+        obj.__dict__.update(_DEFAULTS[cls])  # type: ignore[index]
+        fields = fields[: len(values)]
+    obj.__dict__.update(zip(fields, values, strict=True))
     return obj
 
 
 _FIELDS = {c: tuple(f.name for f in dataclasses.fields(c)) for c in (GradNode, GradEdge)}
+_DEFAULTS = {
+    c: {f.name: f.default for f in dataclasses.fields(c) if f.default is not dataclasses.MISSING}
+    for c in (GradNode, GradEdge)
+}
 
 __all__ = ["GradEdge", "GradNode", "ModuleScope", "built"]

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from ..ids import LEAF_KINDS, PARAMS_CALL, Scope, module_id
-from ..vocabulary import combine_norms, strongest_flow
+from ..vocabulary import combine_norms, strongest_flow, style
 from ..vocabulary import worst as _worst
 from .grad_graph import GradGraph
 from .nodes import GradEdge, GradNode, ModuleScope
@@ -89,19 +89,51 @@ def _module_node(
     cuts = sorted({m.label.rpartition("\n")[2] for m in inside if m.kind == "ghost"})
     # a module no gradient reached shows its cut
     cut = " · " + " ".join(cuts) if inside and all(m.kind == "ghost" for m in inside) else ""
+    param_status, param_text = param_health(inside)
     return GradNode(
         id=gid,
         op=mtype,
         kind="module",
         module=path,
-        label=f"{path}{suffix}\n{mtype} · {len(inside)} nodes{cut}",
+        label=f"{path}{suffix}\n{mtype} · {len(inside)} node{'' if len(inside) == 1 else 's'}{cut}",
         scope=scope,
         grad_norm=norm,
         grad_max=gmax,
         status=_status_of(inside, leaving, (e.status for e in entering)),
         order=min((m.order for m in inside if m.order is not None), default=None),
         members=tuple(m.id for m in inside),
+        param_status=param_status,
+        param_text=param_text,
     )
+
+
+def param_health(inside: Iterable[GradNode]) -> tuple[str, str]:
+    r"""The worst status of the parameters among `inside` (drawn ones and ghosts) and, when it
+    is not healthy, what it says: a folded module whose input gradient flows through (drawn
+    healthy) still says that its frozen weights get none, as the chart does.
+
+    Example:
+        >>> g = GradNode("ghost:param:w", "Ghost", "ghost", "m", "w\n✂ frozen")
+        >>> param_health([g, dataclasses.replace(g, id="ghost:param:b")])
+        ('none', '2 params: no gradient (frozen)')
+    """
+    params = [m for m in inside if m.kind in ("param", "ghost")]
+    if not params:
+        return "", ""
+    status = _worst(m.status for m in params)
+    if status == "healthy":
+        return status, ""
+    bad = [m for m in params if m.status == status]
+    noun = "param" if len(params) == 1 else "params"
+    count = (
+        f"{len(bad)} {noun}" if len(bad) == len(params) else f"{len(bad)} of {len(params)} {noun}"
+    )
+    if status == "none":
+        cuts = sorted({m.label.rpartition("✂ ")[2] for m in bad if m.kind == "ghost"})
+        words = f"no gradient ({', '.join(cuts) or 'None'})"
+    else:
+        words = style(status).label
+    return status, f"{count}: {words}"
 
 
 def merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> list[GradEdge]:

@@ -18,6 +18,9 @@ from ..vocabulary import STYLES, classify, combine_norms, format_norm, plain_tex
 UPRIGHT_MAX = 30
 ROW_PX = 18  # height of one flat bar's row: a 10-12 px tick label with room to spare
 BASE_HEIGHT = 460
+HEADER_PX = 112  # flat charts: title, thresholds note, then the norm axis title and ticks
+NAME_CHARS = 40  # longer names are elided in the middle on the axis (hover: the full name)
+MODULE_CHARS = 24  # upright charts: module group labels, at most ~5 characters per bar
 PATTERN_INK = "#333"  # one colour for every pattern's strokes and outlines (plotly's
 # colour checks warn "Invalid color specifier: Array(n)" for per-bar arrays there; and the
 # default template's pattern fillmode "overlay" takes the per-bar fill array as one colour)
@@ -94,11 +97,11 @@ def chart_shape(count: int) -> dict[str, Any]:
         >>> chart_shape(8)
         {'orientation': 'v', 'height': 460}
         >>> chart_shape(150)["orientation"], chart_shape(150)["height"]
-        ('h', 2830)
+        ('h', 2832)
     """
     if count <= UPRIGHT_MAX:
         return {"orientation": "v", "height": BASE_HEIGHT}
-    return {"orientation": "h", "height": max(BASE_HEIGHT, ROW_PX * count + 130)}
+    return {"orientation": "h", "height": max(BASE_HEIGHT, ROW_PX * count + HEADER_PX + 20)}
 
 
 def figure_dict(
@@ -139,7 +142,7 @@ def _norm_bar(
         text.append(format_norm(n) if s != "none" else "None")
         fills.append(look.fill if s in ("zero", "none") else look.line)
         patterns.append(look.pattern)
-        widths.append(3 if selected_module is not None and r["module"] == selected_module else 1)
+        widths.append(3 if _inside(r["module"], selected_module) else 1)
     # [0] name and [1] module stay raw (a bar click looks them up); [3] and [4] are shown
     custom = [
         [
@@ -175,6 +178,14 @@ def _norm_bar(
     }
 
 
+def _inside(module: str, selected: str | None) -> bool:
+    """Whether a bar of `module` belongs to the selected module: itself or, for a container
+    (`h.0.attn`), any module inside it (the root: its own parameters only)."""
+    if selected is None:
+        return False
+    return module == selected or (bool(selected) and module.startswith(selected + "."))
+
+
 def _before_bar(shape: dict[str, Any], texts: list[str]) -> dict[str, Any]:
     """Outlines of the norms before modifiers; hover shows Python's text (format_norm)."""
     return {
@@ -191,12 +202,38 @@ def _names(rows: list[dict[str, Any]], mode: str, flat: bool) -> list[Any]:
     """Category labels; names are user text: Plotly renders <b>, <br>, <a> in ticks and
     hover, so they are escaped. Upright per-parameter bars get two levels (module, name)."""
     if mode == "param" and not flat:
-        modules = [plotly_text(r["module"] or "(root)") for r in rows]
+        sizes: dict[str, int] = {}
+        for r in rows:
+            sizes[r["module"]] = sizes.get(r["module"], 0) + 1
+        # a group label gets about the width of its bars: long names never smear into the next
+        modules = [
+            plotly_text(
+                elide_middle(r["module"] or "(root)", min(MODULE_CHARS, 5 * sizes[r["module"]] + 2))
+            )
+            for r in rows
+        ]
         return [
             modules,
-            distinct([plotly_text(_short(r["name"], r["module"])) for r in rows], modules),
+            distinct(
+                [plotly_text(elide_middle(_short(r["name"], r["module"]))) for r in rows], modules
+            ),
         ]
-    return distinct([plotly_text(r["name"]) for r in rows])
+    return distinct([plotly_text(elide_middle(r["name"])) for r in rows])
+
+
+def elide_middle(text: str, limit: int = NAME_CHARS) -> str:
+    """`text` shortened to `limit` characters by an ellipsis in the middle: both ends of a
+    long dotted name stay readable (the hover shows it whole).
+
+    Example:
+        >>> elide_middle("transformer.h.11.attn.c_attn.weight", 24)
+        'transformer…_attn.weight'
+    """
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    tail = limit - 1 - head
+    return text[:head] + "…" + text[len(text) - tail :]
 
 
 def distinct(labels: list[str], groups: list[str] | None = None) -> list[str]:
@@ -253,7 +290,7 @@ def _layout(
         "margin": {
             "l": 10 if flat else 60,
             "r": 40 if flat else 10,
-            "t": 70 if flat else 30,
+            "t": HEADER_PX if flat else 30,
             "b": 10,
         },
         "height": shape["height"],
@@ -265,6 +302,13 @@ def _layout(
             )
             + (f"<br><sub>dashed: {', '.join(texts.values())}</sub>" if flat and texts else ""),
             "font": {"size": 13},
+            # at the very top, in px from the top whatever the height: the norm axis (title and
+            # ticks, on top of flat charts) sits under it, nothing overprints
+            "x": 0.01,
+            "xanchor": "left",
+            "y": 1 - 10 / shape["height"],
+            "yanchor": "top",
+            "yref": "container",
         },
         "shapes": [_line(v, colours[k], flat) for k, v in lines.items()],
         "annotations": [] if flat else [_hlabel(v, texts[k], colours[k]) for k, v in lines.items()],

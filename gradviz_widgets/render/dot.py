@@ -124,7 +124,7 @@ def render_dot(
     into_acc = {e.dst: e.src for e in graph.edges if e.dst in skip}
     lines = [
         "digraph gradgraph {",
-        '  graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.25, ranksep=0.35, '
+        '  graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.25, ranksep=0.28, '
         "newrank=true" + (f', label="{_dot_text([title])}", labelloc=t' if title else "") + "];",
         '  node [fontname="Helvetica", fontsize=10, height=0.3, margin="0.08,0.04"];',
         "  edge [arrowsize=0.6];",
@@ -224,12 +224,16 @@ def label_lines(n: GradNode) -> list[str]:
     else:
         head, _, tail = n.label.rpartition("\n")
         lines = [head.lstrip("\n"), tail] if head.strip("\n") else [tail]
+        if n.kind == "module" and len(lines) == 2:  # "name · type · N nodes": one row less
+            lines = [f"{lines[0]} · {lines[1]}"]
     if not lines[0].strip():
         lines[0] = n.op or n.kind  # an empty first line would start the label with a newline
     if n.grad_norm is not None and n.kind != "output":
         lines.append(f"‖g‖ {norm_text(n.grad_norm, n.status)}")
     elif n.kind in ("param", "input") and n.status == "none":
         lines.append("no grad")
+    if n.param_text:  # a folded module's parameters, when not healthy
+        lines.append(n.param_text)
     return lines
 
 
@@ -305,4 +309,8 @@ def node_info(n: GradNode, hooked: bool) -> dict[str, Any]:
         # module paths travel raw: they come back in toggle_scope messages
         "expandable": n.module if folded else "",
         "collapsible": n.module if (not folded and n.module not in ("", ids.LOSS_SCOPE)) else "",
+        # a folded module's parameter health: the page draws a stripe in its colour
+        "param_status": n.param_status,
+        "param_text": plain_text(n.param_text),
+        "param_color": style(n.param_status).line if n.param_text else "",
     }

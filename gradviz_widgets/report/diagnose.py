@@ -9,7 +9,7 @@ from typing import Any
 
 from ..graph.grad_graph import GradGraph
 from ..ids import OUTPUT, acc_id, owner_path, param_id
-from ..vocabulary import OFF_SCALE
+from ..vocabulary import OFF_SCALE, format_norm
 from .grad_report import ParamRecord
 
 #: share of exactly-zero gradient elements from which a parameter is called "mostly dead"
@@ -144,7 +144,7 @@ def findings(
     out: list[str] = []
     if loss != loss or loss in (float("inf"), float("-inf")):
         out.append(
-            f"the loss is {loss}: the forward pass produced non-finite values "
+            f"the loss is {format_norm(loss)}: the forward pass produced non-finite values "
             "(check the inputs and ops like log, sqrt, division)"
         )
     by: dict[str, list[ParamRecord]] = {}

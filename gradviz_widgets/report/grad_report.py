@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..vocabulary import Thresholds
+from ..vocabulary import Thresholds, format_norm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +103,23 @@ class GradReport:
 
     def summary(self) -> str:
         """One line for a status bar."""
-        head = f"loss {self.loss:.4g} ({self.loss_description}) on {self.device} in {self.duration_s * 1000:.0f} ms"
+        head = (
+            f"loss {format_norm(self.loss)} ({self.loss_description}) on {self.device} "
+            f"in {self.duration_s * 1000:.0f} ms"
+        )
+        return "; ".join((head, *self.findings)) if self.findings else f"{head}; {self._span()}"
+
+    def _span(self) -> str:
+        """The key fact of a healthy run: how many gradients, and their smallest and largest
+        norm, by name (a span of many orders of magnitude is the first thing to look at)."""
+        normed = [p for p in self.params if p.norm is not None]
+        if not normed:
+            return "all gradients healthy"
+        lo = min(normed, key=lambda p: p.norm or 0.0)
+        hi = max(normed, key=lambda p: p.norm or 0.0)
+        if lo is hi:
+            return f"its gradient is healthy: ‖g‖ {format_norm(hi.norm)} ({hi.name})"
         return (
-            "; ".join((head, *self.findings)) if self.findings else head + "; all gradients healthy"
+            f"all {len(self.params)} gradients healthy, ‖g‖ from {format_norm(lo.norm)} "
+            f"({lo.name}) to {format_norm(hi.norm)} ({hi.name})"
         )

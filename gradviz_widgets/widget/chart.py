@@ -33,6 +33,7 @@ class ChartView:
         guard: ActionGuard,
         on_param: Callable[[str], Any],
         on_module: Callable[[str], Any],
+        width: Callable[[], int] = lambda: CHART_WIDTH,
     ) -> None:
         # the first figure goes into the constructor: plotly's front end applies trace and
         # layout messages only once its module has loaded, so data added before that is lost
@@ -42,6 +43,7 @@ class ChartView:
         self._guard = guard
         self._on_param = on_param
         self._on_module = on_module
+        self._width = width  # the cell's arrangement decides it (widget/first_view.py)
         self._clickable: Any = None
         self._listen()
 
@@ -77,7 +79,7 @@ class ChartView:
                 for trace, new in zip(chart.data, fig["data"]):
                     trace.update(new, overwrite=True)
             chart.layout.update(fig["layout"], overwrite=True)
-            chart.layout.update(width=CHART_WIDTH, autosize=False)
+            chart.layout.update(width=self._width(), autosize=False)
         self.mode = mode
         self._listen()
 

@@ -150,14 +150,17 @@ def explain_click(node: GradNode) -> tuple[str, str] | None:
     gradient never reached) or a ×N group of identical blocks; None for every other node."""
     if node.kind == "ghost":
         return (
-            f"{plain_text(node.label)}: no gradient reaches it (the cut is shown on the "
+            f"{' · '.join(plain_text(x) for x in node.label.split(chr(10)) if x)}: no gradient "
+            "reaches it (the cut is shown on the "
             "node); nothing to hook",
             "warning",
         )
     if node.kind == "module" and ids.is_group_id(node.id):  # not a module *named* "group:…"
+        # the label's lines joined in words: its line break is no ␊ in the status line
+        label = " · ".join(plain_text(line) for line in node.label.split("\n") if line)
         return (
-            f"{plain_text(node.label)}: identical blocks folded together; double-click to "
-            "unfold them, then click one to hook it",
+            f"{label}: identical blocks folded together; double-click to "
+            "unfold them (double-click the frame around them folds them back), then click one to hook it",
             "info",
         )
     return None

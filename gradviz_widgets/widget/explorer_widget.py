@@ -23,11 +23,14 @@ from .. import ids
 from ..errors import GradExplorerError
 from ..graph.ghosts import add_ghosts
 from ..graph.grad_graph import GradGraph
+from ..graph.groups import unfolded_group_at
+from ..graph.search import search_index, targets, unfold_to
 from ..hooks.config import HOOK_KINDS
 from ..render.chart import figure_dict
 from ..render.dot import node_info, render_dot
 from ..render.readout import readout_html
 from ..report.grad_report import GradReport
+from ..vocabulary import plain_text
 from .actions import ExportActions, SettingsActions
 from .chart import ChartView
 from .compare import Baseline, CompareView
@@ -46,6 +49,7 @@ from .controller import (
     plan_text,
 )
 from .controls import Toolbar, depth_options
+from .first_view import FirstView
 from .graph_pane import GraphPane
 from .session import Session
 
@@ -94,7 +98,11 @@ class ExplorerWidget(W.VBox):
         self.readout = W.HTML(readout_html([], None, {}))
         first_error = self._first_run()
         first = figure_dict(explorer.report, chart_mode) if first_error is None else {}
-        self.chart_view = ChartView(first, chart_mode, self.guard, self.select_param, self._pick)
+        self.pane.layout.width = "100%"  # the pane fills its box (a flex row would shrink it)
+        self.chart_view = ChartView(
+            first, chart_mode, self.guard, self.select_param, self._pick,
+            width=lambda: self.first_view.chart_width,
+        )  # fmt: skip
         self.compare_view = CompareView()
         self.controls = self._toolbar(hook_kind, chart_mode, first_error is None)
         self.settings = SettingsActions(
@@ -104,7 +112,8 @@ class ExplorerWidget(W.VBox):
             explorer, self.pane, self.guard, Path(export_dir), self._set_status, self._fail
         )
         self._wire()
-        super().__init__([self.toolbar, self.notes, self._body(), self.readout])
+        body = self._wire_pane()
+        super().__init__([self.toolbar, self.notes, body, self.readout])
         self.add_class("gv-explorer")
         self.toolbar.add_class("gv-toolbar")
         if first_error is None:
@@ -183,6 +192,23 @@ class ExplorerWidget(W.VBox):
         self.pane.on_node_click(g(lambda node_id: self.click_node(node_id)))
         self.pane.on_toggle_scope(g(lambda module: self.toggle_scope(module)))
         self.pane.on_layout_error(g(lambda message: self._layout_failed(message)))
+        self.pane.on_reveal(g(lambda name: self.reveal_name(name)))
+
+    def _wire_pane(self) -> W.HBox:
+        """The body (graph and chart) and its `FirstView`, which the page's fit and resize
+        reports drive."""
+        g = self.guard.wrap
+        body = self._body()
+        self.first_view = FirstView(
+            (body, *body.children),  # type: ignore[arg-type]
+            self.refresh,
+            self._update_chart,
+            lambda: self.depth == "auto" and not (self.expand or self.collapse),
+            lambda: self.pane.revision,
+        )
+        self.pane.on_fit(g(lambda r: self.first_view.fitted(r, len(self.pane.nodes))))
+        self.pane.on_resize(g(lambda cell: self.first_view.resized(cell)))
+        return body
 
     def _body(self) -> W.HBox:
         """The graph and the chart side by side. The chart has a fixed width (plotly cannot
@@ -355,6 +381,11 @@ class ExplorerWidget(W.VBox):
 
     def toggle_scope(self, module: str) -> None:
         """Fold or unfold one module (a module path, as the page sends it) without a re-run."""
+        group = unfolded_group_at(module, self.expand, self.explorer.graph.modules)
+        if group is not None:  # the frame around unfolded ×N blocks: fold them back
+            self.expand.discard(group)
+            self.refresh()
+            return
         if self.view is not None and any(
             n.kind == "module" and n.module == module for n in self.view.nodes
         ):
@@ -450,12 +481,8 @@ class ExplorerWidget(W.VBox):
         report, graph = ex.report, ex.graph
         # parameters the gradient never reached are drawn as ghosts where they live
         full = add_ghosts(graph, report.none_reasons)
-        depth = (
-            full.auto_depth(self.max_nodes)
-            if self.depth == "auto"
-            else (self.depth if isinstance(self.depth, int) else None)
-        )
-        view = full.view(depth, self.expand, self.collapse)
+        depth, group, leaves = self._fold_args(full)
+        view = full.view(depth, self.expand, self.collapse | leaves, group=group)
         hooked = hooked_ids(view, ex.hooks, ex.modifiers)
         # selection and hook markers are classes the page applies (node info, `selected`):
         # the DOT carries neither, so they never need a new layout
@@ -473,12 +500,36 @@ class ExplorerWidget(W.VBox):
             self._shown = report
             self.runs += 1
         self.view = view
-        self.pane.set_graph(drawn.dot, info, legend, keys=drawn.keys)
+        index = [list(e) for e in search_index(full, view)]
+        self.pane.set_graph(drawn.dot, info, legend, keys=drawn.keys, index=index)
         self.chart_view.show(figure, mode)
         self._update_readout()
         cv.show_notes(notes)
         self.controls.loss_label.value = loss
         self._show_summary()
+
+    def _fold_args(self, graph: GradGraph) -> tuple[int | None, bool | None, frozenset[str]]:
+        """(depth, group, leaf modules folded) of the view drawn for `graph`."""
+        if self.depth == "auto":
+            return self.first_view.auto_depth(graph, self.max_nodes, self.expand)
+        return (self.depth if isinstance(self.depth, int) else None), None, frozenset()
+
+    def reveal_name(self, name: str) -> None:
+        """Unfold the modules (and ×N groups) folding module or parameter `name` away, redraw,
+        and select its node: what the search box asks for on Enter."""
+        graph = add_ghosts(self.explorer.graph, self.explorer.report.none_reasons)
+        depth, group, leaves = self._fold_args(graph)
+
+        def view_of(expand: frozenset[str]) -> GradGraph:
+            return graph.view(depth, expand, (self.collapse | leaves) - expand, group=group)
+
+        opened = unfold_to(graph, name, self.expand, view_of)
+        self.expand |= opened
+        self.collapse -= opened
+        self.refresh()
+        found = next((t for t in targets(graph, name) if self.view and t in self.view), None)
+        self.selected = found or node_showing(self.view, (targets(graph, name) or [""])[0])
+        self._set_status(f"unfolded to {plain_text(name)}", "info")
 
     def _ran(self) -> None:
         """A change of this widget ran: draw the new run."""
@@ -500,6 +551,7 @@ class ExplorerWidget(W.VBox):
 
     def _set_depth(self, value: Any) -> None:
         self.depth = None if value == "full" else value
+        self.first_view.reset()
         self.expand.clear()
         self.collapse.clear()
         self.refresh()

@@ -72,6 +72,8 @@ class GraphPane(anywidget.AnyWidget):
     key_map = t.Dict().tag(sync=True)
     revision = t.Int(0).tag(sync=True)
     nodes = t.Dict().tag(sync=True)
+    #: every module and parameter: [name, "module" | "param", id of the drawn node showing it]
+    search_index: t.List[list[str]] = t.List().tag(sync=True)
     selected = t.Unicode("").tag(sync=True)
     highlight = t.List(t.Unicode()).tag(sync=True)
     legend = t.List(t.Dict()).tag(sync=True)
@@ -88,6 +90,9 @@ class GraphPane(anywidget.AnyWidget):
         self._node_click = CallbackDispatcher()
         self._toggle_scope = CallbackDispatcher()
         self._layout_error = CallbackDispatcher()
+        self._fit = CallbackDispatcher()
+        self._resize = CallbackDispatcher()
+        self._reveal = CallbackDispatcher()
         self._svg_requests: dict[int, SvgCallback] = {}
         self._request_ids = itertools.count(1)
         self.last_layout_error: str = ""
@@ -101,6 +106,7 @@ class GraphPane(anywidget.AnyWidget):
         nodes: dict[str, dict[str, Any]] | None = None,
         legend: list[dict[str, Any]] | None = None,
         keys: dict[str, str] | None = None,
+        index: list[list[str]] | None = None,
     ) -> int:
         """Replace the graph (and optionally node info / legend) in one update; return the revision.
 
@@ -113,6 +119,8 @@ class GraphPane(anywidget.AnyWidget):
                 self.nodes = nodes
             if legend is not None:
                 self.legend = legend
+            if index is not None:
+                self.search_index = index
             self.dot = dot
             self.revision += 1
         return self.revision
@@ -160,10 +168,33 @@ class GraphPane(anywidget.AnyWidget):
         """Register ``callback(message)`` for layouts that failed in the browser."""
         self._layout_error.register_callback(callback, remove=remove)
 
+    def on_fit(self, callback: Callable[[dict[str, Any]], Any], remove: bool = False) -> None:
+        """Register ``callback(report)`` for the page's fit reports after a fresh layout or a
+        new viewport size: ``{"revision", "fits", "width", "height", "cell"}`` (``fits``: the
+        whole graph fitted at readable label size)."""
+        self._fit.register_callback(callback, remove=remove)
+
+    def on_reveal(self, callback: StrCallback, remove: bool = False) -> None:
+        """Register ``callback(name)`` for the search box asking to unfold to a module or
+        parameter that a folded node hides."""
+        self._reveal.register_callback(callback, remove=remove)
+
+    def on_resize(self, callback: Callable[[int], Any], remove: bool = False) -> None:
+        """Register ``callback(cell_width_px)`` for a new width of the widget's output."""
+        self._resize.register_callback(callback, remove=remove)
+
     def close(self) -> None:
         """Close the pane and drop its callbacks: anywidget keeps a pane whose `_esm` is a
         file alive, and through the callbacks it would keep whoever registered them."""
-        for name in ("_node_click", "_toggle_scope", "_layout_error", "_svg_requests"):
+        for name in (
+            "_node_click",
+            "_toggle_scope",
+            "_layout_error",
+            "_svg_requests",
+            "_fit",
+            "_reveal",
+            "_resize",
+        ):
             held = getattr(self, name, None)  # None: closed before __init__ ended
             if held is not None:
                 (held.callbacks if isinstance(held, CallbackDispatcher) else held).clear()
@@ -187,8 +218,32 @@ class GraphPane(anywidget.AnyWidget):
         elif kind == "layout_error":
             self.last_layout_error = str(content.get("message", ""))
             self._layout_error(self.last_layout_error)
+        elif kind == "fit":
+            self._fit(_fit_report(content))
+        elif kind == "reveal":
+            name = content.get("name")
+            if isinstance(name, str) and name:
+                self._reveal(name)
+        elif kind == "resize":
+            cell = _number(content.get("cell"))
+            if cell > 0:
+                self._resize(int(cell))
         elif kind == "svg":
             request = content.get("request")
             callback = self._svg_requests.pop(request, None) if isinstance(request, int) else None
             if callback is not None:
                 callback(str(content.get("svg") or ""))
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _fit_report(content: dict[str, Any]) -> dict[str, Any]:
+    """A fit message from the page as plain, checked values."""
+    revision = content.get("revision")
+    return {
+        "revision": revision if isinstance(revision, int) else -1,
+        "fits": content.get("fits") is not False,
+        **{k: int(_number(content.get(k))) for k in ("width", "height", "cell")},
+    }

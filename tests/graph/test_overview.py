@@ -27,7 +27,7 @@ def gpt2():
 def test_gpt2_blocks_fold_into_one_group(gpt2):
     view = gpt2.view(0, group=True)
     group = view.node("group:h.0-11")
-    assert group.label.startswith("h.0–h.11 ×12")
+    assert group.label.startswith("h.0–11 ×12")
     assert not any(n.id.startswith("module:h.") for n in view.nodes)
     assert "param:h.5.attn.c_attn.weight" in group.members
 

@@ -90,7 +90,7 @@ def test_nan_in_forward_gives_nan_loss_and_says_so() -> None:
     model, x, y = nan_mid_graph_example("forward")
     report = GradExplorer(model, x, loss_fn=CE, target=y).run()
     assert math.isnan(report.loss)
-    assert report.findings[0].startswith("the loss is nan")
+    assert report.findings[0].startswith("the loss is NaN")
     assert "forward" in report.findings[0]
     assert set(report.param_status.values()) == {"nonfinite"}
     assert report.nonfinite_origin == "output"
@@ -105,7 +105,7 @@ def test_nan_inputs_give_a_report() -> None:
     assert math.isnan(report.loss)
     assert report.param_status["0.weight"] == "nonfinite"
     assert report.nonfinite_origin == "output"
-    assert report.findings[0].startswith("the loss is nan")
+    assert report.findings[0].startswith("the loss is NaN")
 
 
 def test_inf_input_finite_loss_nan_weight_gradient() -> None:

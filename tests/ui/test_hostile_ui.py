@@ -104,7 +104,8 @@ def test_hostile_names_in_jupyterlab(lab: LabPage) -> None:
     assert "<img src=x onerror=alert(1)>" in tooltip.inner_text()
     lab.page.wait_for_function(
         "() => [...document.querySelectorAll('.js-plotly-plot :is(.xtick, .xtick2) text')]"
-        ".some(t => t.textContent === '<img src=x onerror=alert(1)>')",
+        # shown as text (a long module label is elided in the middle: its ends stay)
+        ".some(t => t.textContent.startsWith('<img') && t.textContent.endsWith('(1)>'))",
         timeout=60_000,
     )
     assert (

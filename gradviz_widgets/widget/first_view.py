@@ -1,0 +1,166 @@
+"""The first view of a model: how graph and chart share the cell, and how deep the graph opens.
+
+The page knows the sizes, Python the graph: the graph pane reports the width of the widget's
+output (the cell) and, after each fresh layout or new viewport size, whether the whole graph
+fitted at readable label size. `FirstView` turns those reports into the arrangement (chart
+beside the graph on wide cells, below it on narrow ones; both follow the window) and, while the
+fold depth is "auto", into one step more folding each time the graph did not fit: first the
+leaf modules (a Linear's few ops become its box), then one level of depth at a time down to
+the top-level modules. It never unfolds by itself, so
+the view cannot flap; a new arrangement or a new fold choice starts over from `auto_depth`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Collection
+from typing import Any
+
+import ipywidgets as W
+
+from ..graph.grad_graph import GradGraph
+
+SIDE_BY_SIDE_FROM = 1100  # px of cell width: narrower cells get the chart under the graph
+CHART_SHARE = 0.4  # of the cell's width, beside the graph
+CHART_MIN, CHART_MAX = 440, 760  # px, beside the graph
+GAP = 8  # px between graph and chart
+FOLD_ABOVE = 40  # drawn nodes of the default view: a smaller graph is never folded for the
+# screen (it opens readable, on the top of the graph when it does not fit; the examples stay
+# as they were); a larger one, once folding, folds until it fits
+WIDTH_SLACK = 0.85  # a fit report from a viewport narrower than this share of the expected
+# graph width was measured before the arrangement reached the page: a newer one follows
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrangement:
+    """Chart under the graph (`stacked`) or beside it, and the chart's width in px."""
+
+    stacked: bool
+    chart_width: int
+
+    def graph_width(self, cell: int) -> int:
+        """The graph pane's expected width in a cell `cell` px wide."""
+        return cell if self.stacked else cell - self.chart_width - GAP
+
+
+def arrange(cell: int) -> Arrangement:
+    """How a cell `cell` px wide is shared (0: not known yet: the chart beside, 440 px).
+
+    Example:
+        >>> arrange(848), arrange(1500)
+        (Arrangement(stacked=True, chart_width=846), Arrangement(stacked=False, chart_width=600))
+    """
+    if cell <= 0:
+        return Arrangement(False, CHART_MIN)
+    if cell < SIDE_BY_SIDE_FROM:
+        return Arrangement(True, max(300, cell - 2))
+    return Arrangement(False, int(min(CHART_MAX, max(CHART_MIN, cell * CHART_SHARE))))
+
+
+class FirstView:
+    """Owns the cell width, the arrangement and the auto-fold cap of one explorer widget.
+
+    `refresh` redraws the widget (graph, chart), `refresh_chart` the chart alone; `auto` says whether the fold depth is "auto"
+    with nothing folded or unfolded by hand; `revision` is the pane's current graph revision.
+    """
+
+    def __init__(
+        self,
+        boxes: tuple[W.Box, W.Box, W.Box],
+        refresh: Callable[[], None],
+        refresh_chart: Callable[[], None],
+        auto: Callable[[], bool],
+        revision: Callable[[], int],
+    ) -> None:
+        self.body, self.graph_box, self.chart_box = boxes
+        self.refresh = refresh
+        self.refresh_chart = refresh_chart
+        self.auto = auto
+        self.revision = revision
+        self.cell = 0
+        self.shape = arrange(0)
+        self.cap: int | None = None  # deepest fold depth the page may still show (None: any)
+        self.fold_leaves = False  # leaf modules folded (the first step when it did not fit)
+        self.shown: int | None = None  # the depth the auto view was last drawn at
+        self.max_depth = 0
+        self._acted: set[tuple[int, int]] = set()
+        self._apply()
+
+    @property
+    def chart_width(self) -> int:
+        return self.shape.chart_width
+
+    def reset(self) -> None:
+        """Forget the fold cap (a new fold choice, a new arrangement)."""
+        self.cap = None
+        self.fold_leaves = False
+        self._acted.clear()
+
+    def auto_depth(
+        self, graph: GradGraph, max_nodes: int, expand: Collection[str] = ()
+    ) -> tuple[int | None, bool | None, frozenset[str]]:
+        """(depth, group, folded leaves) for the auto view: `graph.auto_depth`, no deeper than
+        the cap; leaf modules (none in `expand`) folded once the screen made it fold."""
+        self.max_depth = graph.max_depth
+        depth = graph.auto_depth(max_nodes)
+        if self.cap is not None:
+            depth = min(self.max_depth if depth is None else depth, self.cap)
+        self.shown = depth
+        if not self.fold_leaves:
+            return depth, None, frozenset()
+        leaves = frozenset(
+            p for p, m in graph.modules.items() if p and not m.children and p not in expand
+        )
+        # runs of blocks are grouped as by default (big views): forcing it would also merge
+        # sibling leaf modules called between other ops into one fan-shaped node
+        return depth, None, leaves
+
+    def resized(self, cell: int) -> None:
+        """The cell is `cell` px wide now: re-arrange when that changes the arrangement."""
+        self.cell = cell
+        shape = arrange(cell)
+        if shape == self.shape:
+            return
+        self.shape = shape
+        self._apply()
+        if self.auto() and self.cap is not None:
+            self.reset()  # more (or less) room: start over from the node budget
+            self.refresh()
+        else:
+            self.refresh_chart()
+
+    def fitted(self, report: dict[str, Any], drawn: int = FOLD_ABOVE + 1) -> None:
+        """The page's fit report: fold one step further when the whole graph (`drawn` nodes
+        now) did not fit."""
+        if report["cell"] > 0 and report["cell"] != self.cell:
+            self.resized(report["cell"])
+        if report["fits"] or not self.auto() or report["revision"] != self.revision():
+            return
+        if not self.fold_leaves and drawn <= FOLD_ABOVE:
+            return  # a small graph as it is drawn by default: never folded for the screen
+        expected = self.shape.graph_width(self.cell) if self.cell else 0
+        if report["width"] < WIDTH_SLACK * expected:
+            return  # measured before the new arrangement showed
+        key = (report["revision"], report["width"] // 10)
+        current = self.max_depth if self.shown is None else self.shown
+        if key in self._acted:
+            return
+        self._acted.add(key)
+        if not self.fold_leaves:  # first: leaf modules as boxes, runs of blocks grouped
+            self.fold_leaves = True
+            self.cap = current
+        elif current > 0:
+            self.cap = current - 1
+        else:
+            return  # nothing left to fold: the page shows the readable top of the graph
+        self.refresh()
+
+    def _apply(self) -> None:
+        """The arrangement as ipywidgets layout: a column when stacked, else a row."""
+        s = self.shape
+        self.body.layout.flex_flow = "column" if s.stacked else "row nowrap"
+        self.body.layout.align_items = "stretch" if s.stacked else "flex-start"
+        self.graph_box.layout.flex = "0 0 auto" if s.stacked else "1 1 0%"
+        self.graph_box.layout.width = "100%" if s.stacked else "auto"
+        self.chart_box.layout.width = "100%" if s.stacked else f"{s.chart_width}px"
+        self.chart_box.layout.flex = "0 0 auto"

@@ -1,0 +1,37 @@
+// The first view's pure parts: where a too-big graph opens, what search finds folded away.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { readableBox } from "../pan_zoom.js";
+import { findMatches, foldedMatches, indexEntries } from "../search.js";
+
+test("readableBox: a wide graph opens on the busiest part of its top band, not its left edge", () => {
+  const base = { x: 0, y: 0, w: 2000, h: 3000 };
+  // an empty cluster margin on the left; the top band's nodes sit around x = 1200..1500
+  const centres = [{ x: 1200, y: 40 }, { x: 1350, y: 60 }, { x: 1500, y: 50 }, { x: 100, y: 2500 }];
+  const box = readableBox(base, 10, 800, 500, centres);
+  assert.equal(box.y, -10);
+  assert.ok(box.x <= 1200 && box.x + box.w >= 1500, JSON.stringify(box));
+  // a graph narrower than the view is centred
+  const narrow = readableBox({ x: 0, y: 0, w: 300, h: 3000 }, 6, 800, 500, centres);
+  assert.equal(narrow.x, 150 - 400);
+  // never beyond the graph's right edge
+  const edge = readableBox(base, 10, 800, 500, [{ x: 1990, y: 10 }]);
+  assert.equal(edge.x + edge.w, 2010);
+});
+
+test("search: names folded into a node match it once, and say what they hide", () => {
+  const index = [
+    ["h.0.attn.c_attn", "module", "group:h.0-3", "folded"],
+    ["h.0.attn.c_attn.weight", "param", "group:h.0-3", "folded"],
+    ["h.1.attn.c_attn.weight", "param", "group:h.0-3", "folded"],
+    ["wte", "module", "module:wte", ""],
+    ["lost", "param", "", ""],
+  ];
+  const entries = [{ id: "group:h.0-3", label: "h.0–3 ×4" }, ...indexEntries(index)];
+  assert.deepEqual(findMatches("c_attn", entries), ["group:h.0-3"]);
+  assert.equal(foldedMatches("c_attn", entries).get("group:h.0-3"), "h.0.attn.c_attn");
+  assert.deepEqual(findMatches("wte", entries), ["module:wte"]);
+  assert.equal(foldedMatches("wte", entries).size, 0);
+  assert.equal(foldedMatches("×4", entries).size, 0); // the node's own label: nothing hidden
+  assert.deepEqual(indexEntries("not a list"), []);
+});

@@ -1,0 +1,147 @@
+"""The first view without a browser: the page's fit and resize messages, simulated, drive the
+fold depth and the arrangement; folded modules carry their parameters' health; search finds
+every module and parameter and unfolds to it; ×N blocks fold back from their frame."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from gradviz_widgets import GradExplorer
+from gradviz_widgets.examples.cnn import resnet18
+from gradviz_widgets.graph.ghosts import add_ghosts
+from gradviz_widgets.graph.search import search_index
+from gradviz_widgets.render.chart import elide_middle, figure_dict
+from gradviz_widgets.vocabulary import format_norm
+from gradviz_widgets.widget.explorer_widget import ExplorerWidget
+from gradviz_widgets.widget.first_view import FOLD_ABOVE, arrange
+
+
+def page(w: ExplorerWidget, msg: dict[str, Any]) -> None:
+    """A message from the page, as the pane's comm delivers it."""
+    w.pane._on_frontend_msg(w.pane, msg, [])
+
+
+def too_big(w: ExplorerWidget, width: int, cell: int) -> None:
+    page(
+        w, {"kind": "fit", "revision": w.pane.revision, "fits": False, "width": width, "cell": cell}
+    )
+
+
+@pytest.fixture
+def frozen_resnet() -> ExplorerWidget:
+    torch.manual_seed(0)
+    model = resnet18(num_classes=10, width=4)
+    model.layer2.requires_grad_(False)
+    ex = GradExplorer(model, torch.randn(2, 3, 32, 32), loss_fn=nn.CrossEntropyLoss(),
+                      target=torch.tensor([1, 2]))  # fmt: skip
+    return ex.show()
+
+
+def deep_mlp() -> ExplorerWidget:
+    torch.manual_seed(0)
+    blocks = [nn.Sequential(nn.Linear(4, 4), nn.Tanh()) for _ in range(30)]
+    ex = GradExplorer(nn.Sequential(nn.Sequential(*blocks), nn.Linear(4, 1)), torch.randn(3, 4))
+    return ex.show()
+
+
+def test_the_cell_width_decides_the_arrangement_and_the_chart_follows() -> None:
+    w = deep_mlp()
+    assert w.pane.layout.width == "100%"  # the pane fills its box (it stopped at ~680 px)
+    page(w, {"kind": "resize", "cell": 848})
+    assert w.first_view.shape.stacked and w.chart.layout.width == 846
+    assert w.children[2].layout.flex_flow == "column"
+    page(w, {"kind": "resize", "cell": 1500})
+    assert not w.first_view.shape.stacked and w.chart.layout.width == 600
+    assert w.children[2].layout.flex_flow == "row nowrap"
+    assert arrange(3000).chart_width == 760
+
+
+def test_a_graph_too_big_for_the_pane_folds_step_by_step_until_it_fits() -> None:
+    w = deep_mlp()
+    page(w, {"kind": "resize", "cell": 848})
+    drawn = [len(w.view.nodes)]
+    for _ in range(6):
+        too_big(w, 848, 848)
+        drawn.append(len(w.view.nodes))
+    assert drawn[0] > FOLD_ABOVE and drawn[1] < drawn[0]  # leaf modules became boxes
+    assert drawn[-1] < drawn[1] and drawn[-1] <= FOLD_ABOVE  # then a level, until small
+    assert all(a >= b for a, b in zip(drawn, drawn[1:]))  # never unfolds by itself
+    assert "folded at depth" in w.controls.loss_label.value
+    # a report measured before the new arrangement reached the page changes nothing
+    before = w.pane.revision
+    too_big(w, 300, 848)
+    assert w.pane.revision == before
+    # a fold chosen by hand starts over
+    w.controls.depth_box.value = "full"
+    assert w.first_view.cap is None
+
+
+def test_a_folded_frozen_stage_says_its_weights_get_no_gradient(frozen_resnet: Any) -> None:
+    w = frozen_resnet
+    w.controls.depth_box.value = 0
+    node = w.view.node("module:layer2")
+    assert node.status == "healthy"  # its input gradient flows through
+    assert node.param_status == "none"
+    assert node.param_text.endswith("params: no gradient (frozen)")
+    info = w.pane.nodes["module:layer2"]
+    assert info["param_text"] == node.param_text and info["param_color"]
+    assert node.param_text in w.pane.dot  # also written on the node's box
+    assert w.view.node("module:layer1").param_text == ""  # healthy weights: nothing added
+
+
+def test_frozen_and_trained_stages_are_never_grouped(frozen_resnet: Any) -> None:
+    w = frozen_resnet
+    graph = add_ghosts(w.explorer.graph, w.explorer.report.none_reasons)
+    view = graph.view(0, group=True)
+    assert not any(n.id.startswith("group:") for n in view.nodes)  # layer2..4 differ
+
+
+def test_search_finds_folded_parameters_and_unfolds_to_them() -> None:
+    w = deep_mlp()
+    w.controls.depth_box.value = 0
+    index = {e[0]: e for e in w.pane.search_index}
+    assert index["0.3.0.weight"][2] == "module:0" and index["0.3.0.weight"][3] == "folded"
+    assert index["1.bias"][3] == "folded" and index["0.3"][1] == "module"
+    page(w, {"kind": "reveal", "name": "0.3.0.weight"})
+    assert w.selected == "param:0.3.0.weight" and "param:0.3.0.weight" in w.view
+    own = {e[0]: e for e in search_index(w.explorer.graph, w.view)}
+    assert own["0.3.0.weight"][3] == ""
+
+
+def test_clicking_a_container_outlines_all_its_bars() -> None:
+    w = deep_mlp()
+    fig = figure_dict(w.explorer.report, "param", selected_module="0.3")
+    names = fig["data"][0]["customdata"]
+    widths = fig["data"][0]["marker"]["line"]["width"]
+    outlined = {n[0] for n, wd in zip(names, widths) if wd > 1}
+    assert outlined == {"0.3.0.weight", "0.3.0.bias"}
+
+
+def test_unfolded_blocks_fold_back_from_their_frame() -> None:
+    torch.manual_seed(0)
+    blocks = nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.Tanh()) for _ in range(160)])
+    w = GradExplorer(blocks, torch.randn(2, 4)).show()
+    w.controls.depth_box.value = 0
+    group = next(n for n in w.view.nodes if n.id.startswith("group:"))
+    w.toggle_scope(group.module)  # the page's double-click on the ×N node
+    assert not any(n.id.startswith("group:") for n in w.view.nodes)
+    w.toggle_scope("")  # the frame around the blocks
+    assert any(n.id == group.id for n in w.view.nodes)
+    w.click_node(group.id)
+    assert "␊" not in w.status_text and "×" in w.status_text
+
+
+def test_numbers_read_the_same_everywhere() -> None:
+    assert format_norm(float("-inf")) == "-Inf" and format_norm(float("inf")) == "Inf"
+    assert elide_middle("a" * 30 + "b" * 30, 21) == "a" * 10 + "…" + "b" * 10
+
+
+def test_a_healthy_status_line_names_the_key_fact() -> None:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 1))
+    w = GradExplorer(net, torch.randn(3, 4)).show()
+    assert "all 4 gradients healthy, ‖g‖ from" in w.status_text
