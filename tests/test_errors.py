@@ -172,3 +172,14 @@ def test_error_is_a_runtime_error_and_explorer_still_works() -> None:
         ex.run()
     ex.sample_input = torch.randn(2, 4)  # fix the input and run again
     assert set(ex.run().param_status.values()) == {"healthy"}
+
+
+def test_a_name_with_nothing_close_gets_no_empty_suggestion() -> None:
+    """`toggle_hook("nonexistent")` said "did you mean []?"; a near miss still gets names."""
+    ex = GradExplorer(nn.Sequential(nn.Linear(2, 2)), torch.ones(1, 2))
+    with pytest.raises(GradExplorerError) as far:
+        ex.toggle_hook("zzzzzz")
+    assert "[]" not in str(far.value) and "did you mean" not in str(far.value)
+    ex = GradExplorer(nn.ModuleDict({"gate": nn.Linear(2, 2)}), torch.ones(1, 2))
+    with pytest.raises(GradExplorerError, match=r"did you mean 'gate'\?"):
+        ex.set_hook("gat")

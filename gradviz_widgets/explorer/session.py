@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ..distributed.ddp import gathers_ranks, with_ranks
-from ..errors import GradExplorerError
+from ..errors import GradExplorerError, did_you_mean
 from ..graph.grad_graph import GradGraph
 from ..hooks.clash import HookFacts
 from ..hooks.config import DEFAULT_KIND, check_hook, modifier_kind
@@ -244,8 +244,8 @@ class GradExplorer:
                 target, [n.id for n in graph.nodes if n.kind == "op"], n=5
             )
             raise GradExplorerError(
-                f"no op node {target!r} in the newest graph; tensor hooks go on op nodes "
-                f"(parameter gradients are in the report). Did you mean {close}?"
+                f"no op node {target!r} in the newest graph{did_you_mean(close)}; tensor hooks "
+                "go on op nodes (parameter gradients are in the report)."
             )
 
     def set_modifier(

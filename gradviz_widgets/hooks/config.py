@@ -6,7 +6,7 @@ import difflib
 from collections.abc import Collection
 
 from .. import ids
-from ..errors import GradExplorerError
+from ..errors import GradExplorerError, did_you_mean
 
 MODULE_KINDS = ("forward_pre", "forward", "backward")
 HOOK_KINDS = (*MODULE_KINDS, "tensor")
@@ -32,8 +32,8 @@ def check_hook(paths: Collection[str], target: str, kind: str) -> None:
     if target not in paths:
         close = difflib.get_close_matches(target, [p for p in paths if p], n=5)
         raise GradExplorerError(
-            f"no module {target!r} in the model; did you mean {close}? "
-            "Module paths are those of model.named_modules() ('' is the root)."
+            f"no module {target!r} in the model{did_you_mean(close)}; module paths are those "
+            "of model.named_modules() ('' is the root)."
         )
 
 

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from ..errors import GradExplorerError
+from ..errors import GradExplorerError, did_you_mean
 from ..stats.norms import NormBatch
 from ..trace.walk import RawGraph
 from .clash import HookFacts, InplaceClash, Unhookable, inplace_clash
@@ -145,7 +145,7 @@ class HookRun:
                 ops = [i for i, n in raw.nodes.items() if n.kind == "op"]
                 close = difflib.get_close_matches(target, ops, n=5, cutoff=0.5)
                 raise GradExplorerError(
-                    f"no op node {target!r} in this run's graph; did you mean {close}? Tensor "
+                    f"no op node {target!r} in this run's graph{did_you_mean(close)}. Tensor "
                     "hooks go on op nodes (parameter gradients are in the report already); ids "
                     "change when the graph does, see ex.graph. Turn this hook off with "
                     f"ex.set_hook({target!r}, kind='tensor', on=False)."
