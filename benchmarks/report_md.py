@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.accuracy import markdown_sections
+from benchmarks.browser_latency import markdown_section as latency_section
 from benchmarks.stages import markdown_section
 
 HERE = Path(__file__).resolve().parent
@@ -144,6 +145,7 @@ def markdown(result: dict[str, Any]) -> str:
         )
     L.append("")
     L.extend(markdown_sections(result))
+    L.extend(latency_section(result.get("browser_latency") or {}))
     L.append("## Targets")
     L.append("")
     L.append("| target | status | per model |")
