@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks.util import log
 
 ROOT = Path(__file__).resolve().parent.parent
 UI = ROOT / "tests" / "ui"
@@ -73,10 +73,6 @@ CLOSE_ALL = """async () => {
   await app.serviceManager.sessions.shutdownAll();
   await new Promise(r => setTimeout(r, 1500));
 }"""
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def load() -> str:
@@ -215,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=10, help="clicks per model (default 10)")
     ap.add_argument("--out-dir", default=str(ROOT / "docs"))
     args = ap.parse_args(argv)
-    from benchmarks.report_md import markdown
+    from benchmarks.report_md import write_section
 
     command = "python -m benchmarks.browser_latency " + " ".join(
         sys.argv[1:] if argv is None else argv
@@ -232,18 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         **versions,
     }
     section = {"meta": meta, "models": rows}
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "benchmarks.json"
-    result = json.loads(path.read_text()) if path.exists() else None
-    if result is None:
-        (out / "browser_latency.json").write_text(json.dumps(section, indent=1) + "\n")
-        print("\n".join(markdown_section(section)))
-        return 0
-    result["browser_latency"] = section
-    path.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    (out / "benchmarks.md").write_text(markdown(result))
-    log(f"wrote {out / 'benchmarks.md'} and benchmarks.json")
+    written = write_section(Path(args.out_dir), "browser_latency", section, markdown_section)
+    log(f"wrote {written}")
     return 0
 
 

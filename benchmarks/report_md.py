@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +183,23 @@ def analysis_text() -> str:
     """benchmarks/analysis.md (hand-written: what bounds the misses), appended to the full report."""
     path = HERE / "analysis.md"
     return path.read_text() if path.exists() else ""
+
+
+def write_section(
+    out: Path, key: str, section: dict[str, Any], render: Callable[[dict[str, Any]], list[str]]
+) -> Path:
+    """Put one benchmark's `section` under `key` in out/benchmarks.json and re-render
+    out/benchmarks.md from it; without a benchmarks.json there, write out/<key>.json and print
+    the section. Returns the file written."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "benchmarks.json"
+    if not path.exists():
+        alone = out / f"{key}.json"
+        alone.write_text(json.dumps(section, indent=1) + "\n")
+        print("\n".join(render(section)))
+        return alone
+    result = json.loads(path.read_text())
+    result[key] = section
+    path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    (out / "benchmarks.md").write_text(markdown(result))
+    return out / "benchmarks.md"

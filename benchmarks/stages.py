@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import gc
-import json
 import os
 import sys
 import time
@@ -341,22 +340,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", default=str(ROOT / "docs"))
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    from benchmarks.report_md import markdown
+    from benchmarks.report_md import write_section
 
     command = "python -m benchmarks.stages " + " ".join(sys.argv[1:] if argv is None else argv)
     stages = run_stages(args.models.split(","), args.repeats, command.strip())
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "benchmarks.json"
-    result = json.loads(path.read_text()) if path.exists() else None
-    if result is None:
-        (out / "stages.json").write_text(json.dumps(stages, indent=1) + "\n")
-        print("\n".join(markdown_section(stages)))
-        return 0
-    result["stages"] = stages
-    path.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    (out / "benchmarks.md").write_text(markdown(result))
-    log(f"wrote {out / 'benchmarks.md'} and benchmarks.json")
+    log(f"wrote {write_section(Path(args.out_dir), 'stages', stages, markdown_section)}")
     return 0
 
 
