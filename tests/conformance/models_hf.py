@@ -42,19 +42,27 @@ case("hf_gpt2_tied")(lambda: _gpt2(True))
 case("hf_gpt2_untied")(lambda: _gpt2(False))
 
 
-@case("hf_bert_mlm_tied")
-def _bert():
-    from transformers import BertConfig, BertForMaskedLM
+def _bert_config(**extra: object) -> object:
+    """The small BERT both BERT cases build (`extra`: the head's settings)."""
+    from transformers import BertConfig
 
-    torch.manual_seed(0)
-    cfg = BertConfig(
+    return BertConfig(
         vocab_size=VOCAB,
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=16,
+        **extra,
     )
+
+
+@case("hf_bert_mlm_tied")
+def _bert():
+    from transformers import BertForMaskedLM
+
+    torch.manual_seed(0)
+    cfg = _bert_config()
     model = BertForMaskedLM(cfg).eval()
     sample = {"input_ids": _ids(), "attention_mask": torch.ones(BATCH, SEQ, dtype=torch.long)}
     return Case(
@@ -139,18 +147,10 @@ def _gpt2_labels():
 
 @case("hf_bert_classifier_labels_own_loss")
 def _bert_classifier_labels():
-    from transformers import BertConfig, BertForSequenceClassification
+    from transformers import BertForSequenceClassification
 
     torch.manual_seed(0)
-    cfg = BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=16,
-        num_labels=3,
-    )
+    cfg = _bert_config(num_labels=3)
     model = BertForSequenceClassification(cfg).train()
     sample = {"input_ids": _ids(), "labels": torch.tensor([0, 2])}
     return Case(model, sample, None, None, "BERT classifier with labels=, dropout train")
