@@ -16,7 +16,16 @@ import torch
 
 # the statuses, thresholds and `classify` live in vocabulary.py (no torch); re-exported
 from ..vocabulary import STATUSES, Thresholds, classify, combine_norms  # noqa: F401
-from .reduce import Scratch, chunk_size, distinct, norms_and_maxes, segmented, squares_fit
+from .reduce import (
+    Scratch,
+    chunk_size,
+    distinct,
+    exact_squares,
+    finished_pairs,
+    norms_and_maxes,
+    segmented,
+    squares_fit,
+)
 
 
 def accumulation_dtype(device: torch.device) -> torch.dtype:
@@ -30,9 +39,11 @@ class NormBatch:
     gradients (up to SMALL elements) are copied as float64 into one pending buffer of PENDING
     elements, one cat + copy per `add`, and reduced together (`segmented`) when it
     fills and at `resolve()`, into the slots it reserved: deep graphs of small tensors cost
-    a few kernels per node, not ~10 per tensor, and no gradient is kept alive for it. Other
-    tensors queued twice while alive (a gradient seen as one node's output and the next one's
-    input) are measured once.
+    a few kernels per node, not ~10 per tensor, and no gradient is kept alive for it. Larger
+    CPU float32/16/bf16 gradients take three kernels each (a float64 copy, its dot product,
+    the min/max; `exact_squares`) whose 0-d results are finished together at the same flush.
+    Other tensors queued twice while alive (a gradient seen as one node's output and the next
+    one's input) are measured once.
 
     Example:
         >>> batch = NormBatch(torch.device("cpu"))
@@ -61,6 +72,15 @@ class NormBatch:
         self._lengths: list[int] = []
         # [index in _chunks, pairs]: runs of consecutive slots the buffer fills at the flush
         self._runs: list[list[int]] = []
+        # per reserved slot pair, in order: from the buffer (True) or deferred (False)
+        self._order: list[bool] = []
+        # deferred CPU tensors: (sum of squares, min, max) 0-d tensors and repeats
+        self._deferred: tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]] = (
+            [],
+            [],
+            [],
+        )
+        self._repeats: list[int] = []
         self._open = False  # whether the last chunk is the last run (small tensors extend it)
         self._hole = torch.empty(0, dtype=self.dtype)  # a run's place in _chunks until _flush
         self._exact = {
@@ -90,16 +110,50 @@ class NormBatch:
             first = self._add_small([grads[i] for i in at])
             for k, i in enumerate(at):
                 slots[i] = first + 2 * k
-        if fresh:
-            dense = [g.coalesce().values() if g.is_sparse else g for _, g, _ in fresh]
+        later = []
+        for i, g, key in fresh:
+            if self._deferrable(g):
+                slots[i] = self._defer(g)
+                if key is not None:
+                    self._seen[key] = (weakref.ref(g), slots[i])  # type: ignore[assignment]
+            else:
+                later.append((i, g, key))
+        if later:
+            dense = [g.coalesce().values() if g.is_sparse else g for _, g, _ in later]
             for indices, pairs in norms_and_maxes(dense, self.dtype, self.scratch):
                 start = self.add_vector(pairs)
                 for k, j in enumerate(indices):
-                    i, g, key = fresh[j]
+                    i, g, key = later[j]
                     slots[i] = start + 2 * k
                     if key is not None:
                         self._seen[key] = (weakref.ref(g), start + 2 * k)
         return slots  # type: ignore[return-value]
+
+    def _deferrable(self, g: torch.Tensor) -> bool:
+        """A dense CPU gradient whose squares are exact in the accumulator (not small)."""
+        return g.is_cpu and g.dtype in self._exact and g.layout is torch.strided
+
+    def _defer(self, g: torch.Tensor) -> int:
+        """Reduce one gradient to 0-d partial results now (no gradient kept), finished with
+        the pending buffer; its slot."""
+        x, repeats = distinct(g)
+        parts = exact_squares(x.reshape(-1), self.dtype, self.scratch)
+        for have, part in zip(self._deferred, parts):
+            have.append(part)
+        self._repeats.append(repeats)
+        return self._reserve(False, 1)
+
+    def _reserve(self, from_buffer: bool, count: int) -> int:
+        """Reserve `count` slot pairs in the open run (opening one); the first slot."""
+        if not self._open:
+            self._chunks.append(self._hole)  # replaced by _flush
+            self._runs.append([len(self._chunks) - 1, 0])
+            self._open = True
+        self._runs[-1][1] += count
+        self._order += [from_buffer] * count
+        first = self._size
+        self._size += 2 * count
+        return first
 
     def _small(self, g: torch.Tensor) -> bool:
         """A dense CPU gradient small enough for the pending buffer, with squares exact in it."""
@@ -137,23 +191,35 @@ class NormBatch:
         self._buf[used : used + total].copy_(flat)  # type: ignore[index]
         self._used = used + total
         self._lengths += lengths
-        if not self._open:
-            self._chunks.append(self._hole)  # replaced by _flush
-            self._runs.append([len(self._chunks) - 1, 0])
-            self._open = True
-        self._runs[-1][1] += len(xs)
-        self._size += 2 * len(xs)
+        self._reserve(True, len(xs))
 
     def _flush(self) -> None:
-        """Reduce the pending buffer into the runs of slots it reserved."""
+        """Reduce the pending buffer and finish the deferred tensors, into the runs of slots
+        they reserved."""
+        if self._order:
+            pairs = self._pending_pairs()
+            for (index, _), part in zip(self._runs, pairs.split([2 * n for _, n in self._runs])):
+                self._chunks[index] = part
+            self._used, self._lengths, self._runs, self._order = 0, [], [], []
+            self._deferred, self._repeats = ([], [], []), []
+        self._open = False
+
+    def _pending_pairs(self) -> torch.Tensor:
+        """The pairs of every reserved slot, in order (buffer and deferred interleaved)."""
+        from_buffer = deferred = None
         if self._lengths:
             assert self._buf is not None
             ones = [1] * len(self._lengths)
-            pairs = segmented(self._buf[: self._used], self._lengths, ones)
-            for (index, _), part in zip(self._runs, pairs.split([2 * n for _, n in self._runs])):
-                self._chunks[index] = part
-            self._used, self._lengths, self._runs = 0, [], []
-        self._open = False
+            from_buffer = segmented(self._buf[: self._used], self._lengths, ones)
+        if self._repeats:
+            deferred = finished_pairs(*self._deferred, self._repeats)
+        if deferred is None or from_buffer is None:
+            return deferred if from_buffer is None else from_buffer  # type: ignore[return-value]
+        where = torch.tensor(self._order)
+        out = torch.empty(len(self._order), 2, dtype=self.dtype)
+        out[where] = from_buffer.view(-1, 2)
+        out[~where] = deferred.view(-1, 2)
+        return out.reshape(-1)
 
     def add_nonzero_counts(self, grads: Sequence[torch.Tensor]) -> int:
         """Queue the number of non-zero elements of each gradient (exact: counted in int64);
@@ -219,18 +285,21 @@ def _segment_nonzeros(xs: list[torch.Tensor]) -> torch.Tensor:
 
 
 def _identity(g: torch.Tensor) -> tuple | None:
-    """What makes two live tensors hold the same values (None: do not share)."""
+    """What makes two live tensors hold the same values, in any order (None: do not share).
+
+    The same first element and the same (size, stride) pairs in any order address the same
+    elements: a gradient and its transpose (a Linear weight's `t()` on its way to the leaf)
+    share one measurement, since norm and max |g| do not depend on the order.
+
+    Example:
+        >>> g = torch.randn(3, 4)
+        >>> _identity(g) == _identity(g.t()), _identity(g) == _identity(g[1:])
+        (True, False)
+    """
     if g.layout != torch.strided or g.device.type == "meta":
         return None
     try:
-        return (
-            g.data_ptr(),
-            g.dtype,
-            tuple(g.shape),
-            g.stride(),
-            g.storage_offset(),
-            g._version,
-            g.device,
-        )
+        dims = sorted((size, stride) for size, stride in zip(g.shape, g.stride()) if size != 1)
+        return (g.data_ptr(), g.dtype, tuple(dims), g._version, g.device)
     except RuntimeError:  # tensors without storage (fake, functorch wrappers)
         return None

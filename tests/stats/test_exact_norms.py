@@ -194,3 +194,65 @@ def test_public_api_zero_fraction_exact_past_2_to_25() -> None:
     assert p.zero_fraction == 100 / 6400
     assert p.norm == pytest.approx(math.sqrt(6300 * 6400), rel=REL)
     assert report.host_syncs == 1
+
+
+def test_deferred_tensors_interleave_with_small_ones_across_flushes() -> None:
+    """Medium CPU tensors (above SMALL) are reduced to 0-d parts at `add` and finished with
+    the pending buffer: mixed in one call, across the buffer's flushes and around vectors,
+    each slot holds its own tensor's exact pair (float16, bfloat16, expanded and transposed
+    tensors included)."""
+    gen = torch.Generator().manual_seed(3)
+    batch = NormBatch(torch.device("cpu"))
+    expected: list[tuple[int, torch.Tensor]] = []
+    for k in range(40):  # 40 x ~3 small tensors of 3,000 elements overflow the 2^18 buffer
+        small = torch.randn(3000, generator=gen) * 10.0**k
+        medium = torch.randn(70, 90, generator=gen) * 10.0 ** (-k)
+        kinds = [medium.t(), medium.to(torch.float16), medium.to(torch.bfloat16)]
+        big = torch.randn(1, 9000, generator=gen).expand(3, 9000)  # stride 0: 3 repeats
+        grads = [small, kinds[k % 3], small * 2, big, small * 3]
+        expected += list(zip(batch.add(grads), grads))
+        if k % 7 == 0:
+            batch.add_scalar(torch.tensor(float(k)))  # a vector closes the open run
+    values = batch.resolve()
+    assert batch.syncs == 1
+    for slot, g in expected:
+        norm, top = NormBatch.pair(values, slot)
+        assert norm == pytest.approx(ref_norm(g), rel=REL)
+        assert top == g.abs().max().double().item()
+
+
+def test_a_transposed_gradient_is_measured_once() -> None:
+    """A Linear weight's gradient reaches its leaf as the transpose of what the matmul sent:
+    both views address the same elements, so they share one measurement (a slice does not)."""
+    g = torch.randn(300, 200)
+    batch = NormBatch(torch.device("cpu"))
+    first, again, part = batch.add([g]), batch.add([g.t()]), batch.add([g[1:]])
+    assert again == first and part != first
+    values = batch.resolve()
+    assert NormBatch.pair(values, part[0])[0] == pytest.approx(ref_norm(g[1:]), rel=REL)
+
+
+def test_a_medium_gradient_costs_a_few_kernels() -> None:
+    """Cost without timing: the exact pair of a CPU gradient above SMALL takes a float64 copy,
+    a dot product and a min/max at `add` (the old path ran ~30 small ops per tensor), and the
+    pairs of all of them are finished together by a handful of kernels at `resolve`."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        ops = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            Count.ops += 1
+            return func(*args, **(kwargs or {}))
+
+    grads = [torch.randn(20_000) for _ in range(50)]
+    batch = NormBatch(torch.device("cpu"))
+    batch.add(grads[:1])  # the scratch buffer is allocated once
+    with Count():
+        for g in grads[1:]:
+            batch.add([g])
+        at_add = Count.ops
+        values = batch.resolve()
+    assert at_add <= 5 * 49, at_add
+    assert Count.ops - at_add <= 20, Count.ops - at_add
+    assert NormBatch.pair(values, 2 * 49)[0] == pytest.approx(ref_norm(grads[-1]), rel=REL)
