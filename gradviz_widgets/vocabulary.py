@@ -137,6 +137,25 @@ def classify_codes(norm: np.ndarray, max_abs: np.ndarray, thresholds: Thresholds
     return out
 
 
+def classify_many(
+    norms: Sequence[float | None], maxes: Sequence[float | None], thresholds: Thresholds
+) -> list[str]:
+    """`classify` of many gradients at once (the thousands of nodes and edges of one run), by
+    `classify_codes`: the same rules, one numpy pass instead of a Python call each.
+
+    Example:
+        >>> classify_many([None, 0.0, 1.0, float("inf")], [None, 0.0, 0.5, None], Thresholds())
+        ['none', 'zero', 'healthy', 'nonfinite']
+    """
+    if not norms:
+        return []
+    nan = math.nan
+    norm = np.array([nan if v is None else v for v in norms], dtype=np.float64)
+    top = np.array([nan if v is None else v for v in maxes], dtype=np.float64)
+    codes = classify_codes(norm, top, thresholds).tolist()
+    return ["none" if v is None else STATUSES[c] for v, c in zip(norms, codes)]
+
+
 def worst(statuses: Iterable[str]) -> str:
     """The most severe of `statuses` ("none" when there are none).
 

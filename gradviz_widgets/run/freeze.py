@@ -17,9 +17,12 @@ from ..graph.nodes import GradEdge, GradNode, ModuleScope, built
 from ..report import diagnose
 from ..report.grad_report import GradReport, ParamRecord
 from ..stats.norms import NormBatch
-from ..vocabulary import classify, combine_norms
+from ..trace.walk import RawEdge, RawGraph
+from ..vocabulary import classify, classify_many, combine_norms
 from .model_state import ModelIndex
 from .state import RunState
+
+Pair = tuple[float, float]
 
 #: none reason for parameters inside a reentrant checkpoint whose inputs need no grad
 CHECKPOINT_NO_GRAD = (
@@ -41,48 +44,57 @@ def freeze_graph(state: RunState) -> GradGraph:
         pairs = [NormBatch.pair(values, s) for s in slots]
         return combine_norms([p[0] for p in pairs]), max(p[1] for p in pairs)
 
-    nodes = []
+    pairs: list[tuple[float | None, float | None]] = []
     for n in raw.nodes.values():
         if n.kind in ("param", "input", "tensor"):
-            norm, gmax = leaf_by_id.get(n.id) or (None, None)
+            pairs.append(leaf_by_id.get(n.id) or (None, None))
         elif n.kind == "accumulate":
-            norm, gmax = leaf_by_id.get(ids.acc_leaf(n.id)) or (None, None)
+            pairs.append(leaf_by_id.get(ids.acc_leaf(n.id)) or (None, None))
         elif n.kind == "output":
-            norm, gmax = 1.0, 1.0  # d loss / d loss
+            pairs.append((1.0, 1.0))  # d loss / d loss
         else:
-            norm, gmax = pair_of(n.inflow)
-        status = classify(norm, gmax, thresholds)
-        nodes.append(
-            built(
-                GradNode,
-                n.id,
-                n.op,
-                n.kind,
-                n.module,
-                _label(n),
-                n.scope,
-                n.shape,
-                norm,
-                gmax,
-                status,
-                n.order,
-                (),
-            )
+            pairs.append(pair_of(n.inflow))
+    statuses = classify_many([p[0] for p in pairs], [p[1] for p in pairs], thresholds)
+    nodes = [
+        built(
+            GradNode,
+            n.id,
+            n.op,
+            n.kind,
+            n.module,
+            _label(n),
+            n.scope,
+            n.shape,
+            norm,
+            gmax,
+            status,
+            n.order,
+            (),
         )
-    edges = []
-    for e in raw.edges:
-        if e.slot is not None:
-            norm, gmax = NormBatch.pair(values, e.slot)
-        elif e.leaf is not None:  # a leaf's only edge: the leaf's gradient, measured once
-            norm, gmax = leaf_by_id.get(e.leaf) or (None, None)
-        elif e.dst.startswith(ids.ACC) or e.dst == ids.OUTPUT:
-            leaf = raw.nodes[e.src].kind != "op"
-            norm, gmax = (leaf_by_id.get(e.src) or (None, None)) if leaf else (1.0, 1.0)
-        else:
-            norm, gmax = None, None
-        edges.append(built(GradEdge, e.src, e.dst, norm, gmax, classify(norm, gmax, thresholds)))
+        for n, (norm, gmax), status in zip(raw.nodes.values(), pairs, statuses)
+    ]
+    flows = [_edge_pair(e, raw, values, leaf_by_id) for e in raw.edges]
+    statuses = classify_many([p[0] for p in flows], [p[1] for p in flows], thresholds)
+    edges = [
+        built(GradEdge, e.src, e.dst, norm, gmax, status)
+        for e, (norm, gmax), status in zip(raw.edges, flows, statuses)
+    ]
     tree = _module_tree(state.index, state.tracker.calls)
     return GradGraph(tuple(nodes), tuple(edges), tree)
+
+
+def _edge_pair(
+    e: RawEdge, raw: RawGraph, values: list[float], leaf_by_id: Mapping[str, Pair | None]
+) -> tuple[float | None, float | None]:
+    """(norm, max |g|) of what flowed along one edge."""
+    if e.slot is not None:
+        return NormBatch.pair(values, e.slot)
+    if e.leaf is not None:  # a leaf's only edge: the leaf's gradient, measured once
+        return leaf_by_id.get(e.leaf) or (None, None)
+    if e.dst.startswith(ids.ACC) or e.dst == ids.OUTPUT:
+        leaf = raw.nodes[e.src].kind != "op"
+        return (leaf_by_id.get(e.src) or (None, None)) if leaf else (1.0, 1.0)
+    return None, None
 
 
 def _label(n) -> str:
