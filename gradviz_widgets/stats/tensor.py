@@ -80,6 +80,13 @@ def stats_vector(x: torch.Tensor, acc: torch.dtype, scratch: Scratch | None = No
         lo, hi = torch.aminmax(x)
         if math.isfinite(lo.item()) and math.isfinite(hi.item()):  # CPU: no sync to wait for
             return _finite_cpu_stats(x, lo.item(), hi.item(), acc, scratch)
+    return general_stats(x, acc, scratch)
+
+
+def general_stats(x: torch.Tensor, acc: torch.dtype, scratch: Scratch) -> torch.Tensor:
+    """`stats_vector` of any non-empty flat tensor on any device, NaN/Inf and float64 included,
+    without reading anything back."""
+    n = x.numel()
     size = min(chunk_size(x.device), n)
     buf, tmp = scratch.get(1, size, acc, x.device), scratch.get(2, size, acc, x.device)
     one = torch.ones((), dtype=acc, device=x.device)

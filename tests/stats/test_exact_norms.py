@@ -256,3 +256,39 @@ def test_a_medium_gradient_costs_a_few_kernels() -> None:
     assert at_add <= 5 * 49, at_add
     assert Count.ops - at_add <= 20, Count.ops - at_add
     assert NormBatch.pair(values, 2 * 49)[0] == pytest.approx(ref_norm(grads[-1]), rel=REL)
+
+
+def test_finite_cpu_hook_stats_equal_the_general_path() -> None:
+    """The fast path of hook statistics (finite float32/16/bf16 on the CPU) gives the general
+    path's numbers and bins exactly, ties on bin edges and constant tensors included, in
+    fewer than half its kernels per chunk."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from gradviz_widgets.stats.reduce import Scratch
+    from gradviz_widgets.stats.tensor import general_stats, stats_vector
+
+    gen = torch.Generator().manual_seed(5)
+    for trial in range(60):
+        n = 300_000 if trial == 0 else int(torch.randint(1, 4000, (1,), generator=gen))
+        scale = 10.0 ** float(torch.randint(-30, 30, (1,), generator=gen))
+        x = torch.randn(n, generator=gen) * scale
+        x = torch.round(x * 4 / scale) * scale / 4 if trial % 4 == 0 else x  # ties
+        x = torch.full((n,), 2.5) if trial % 9 == 0 else x
+        x = x.to((torch.float32, torch.float16, torch.bfloat16)[trial % 3])
+        fast = stats_vector(x, torch.float64, Scratch())
+        assert torch.equal(fast, general_stats(x, torch.float64, Scratch())), trial
+
+    class Count(TorchDispatchMode):
+        ops = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            Count.ops += 1
+            return func(*args, **(kwargs or {}))
+
+    x, counts = torch.randn(8 * 2**18), []
+    for fn in (stats_vector, general_stats):
+        Count.ops = 0
+        with Count():
+            fn(x, torch.float64, Scratch())
+        counts.append(Count.ops)
+    assert counts[0] * 2 < counts[1], counts
