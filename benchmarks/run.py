@@ -288,10 +288,23 @@ def main(argv: list[str] | None = None) -> int:
         "analysis": analysis_text() if args.size == "full" else "",
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
+    result = _kept_sections(args.out_dir / "benchmarks.json", result)
     (args.out_dir / "benchmarks.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
     (args.out_dir / "benchmarks.md").write_text(markdown(result))
     log(f"wrote {args.out_dir / 'benchmarks.md'} and benchmarks.json in {meta['elapsed_s']:.0f} s")
     return 1 if errors else 0
+
+
+def _kept_sections(path: Path, result: dict) -> dict:
+    """`result` plus the sections of the previous benchmarks.json that the suite does not write
+    (those of separate benchmarks, e.g. the browser's click latency), so a suite run keeps them."""
+    if not path.exists():
+        return result
+    try:
+        previous = json.loads(path.read_text())
+    except ValueError:
+        return result
+    return {**{k: v for k, v in previous.items() if k not in result}, **result}
 
 
 if __name__ == "__main__":
