@@ -45,6 +45,7 @@ class ChartView:
         self._on_module = on_module
         self._width = width  # the cell's arrangement decides it (widget/first_view.py)
         self._clickable: Any = None
+        self._shown: tuple[str, dict, int] | None = None  # what the figure shows now
         self._listen()
 
     def figure_for(
@@ -68,7 +69,12 @@ class ChartView:
         return fig
 
     def show(self, fig: dict, mode: str) -> None:
-        """Draw `fig` (made for `mode`), keeping the traces when their types stay the same."""
+        """Draw `fig` (made for `mode`), keeping the traces when their types stay the same;
+        the same figure again (a hook toggled: the norms do not change) sends nothing, so the
+        page does not draw thousands of bars again."""
+        shown = (mode, fig, self._width())
+        if shown == self._shown:
+            return
         chart = self.figure
         with chart.batch_update():
             if [t.type for t in chart.data] != [t["type"] for t in fig["data"]]:
@@ -79,8 +85,9 @@ class ChartView:
                 for trace, new in zip(chart.data, fig["data"]):
                     trace.update(new, overwrite=True)
             chart.layout.update(fig["layout"], overwrite=True)
-            chart.layout.update(width=self._width(), autosize=False)
+            chart.layout.update(width=shown[2], autosize=False)
         self.mode = mode
+        self._shown = shown
         self._listen()
 
     def _listen(self) -> None:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from gradviz_widgets import GradExplorer
+from gradviz_widgets import GradExplorer, Thresholds
 from gradviz_widgets.examples import resnet18
 
 
@@ -342,3 +342,21 @@ def test_a_click_on_a_group_of_identical_blocks_explains_itself() -> None:
         status="healthy",
     )
     assert explain_click(op) is None
+
+
+def test_a_rerun_with_the_same_norms_does_not_redraw_the_chart(dead_explorer, monkeypatch):
+    """A second click on the same node (hook off again) reruns with the same norms and the same
+    selection: the chart is not sent again (thousands of bars on a deep model); a change of
+    what it shows (new thresholds) is."""
+    w = dead_explorer.show()
+    click(w, "gate/AddmmBackward0#0")
+    updates = []
+    real = w.chart.batch_update
+    monkeypatch.setattr(w.chart, "batch_update", lambda: updates.append(1) or real())
+    runs = w.runs
+    click(w, "gate/AddmmBackward0#0")
+    click(w, "gate/AddmmBackward0#0")
+    assert w.runs == runs + 2 and updates == []
+    dead_explorer.thresholds = Thresholds(vanishing=1e-2)
+    w.rerun()
+    assert updates  # redrawn (the explorer tells the change, then the run)
