@@ -207,7 +207,7 @@ def test_chain_1000_full_depth_zoom_fps_and_click_latency(small_lab: LabPage) ->
     assert perf["fps"] >= 10, perf  # target 20; lenient floor on a loaded machine
 
     target = py(lab, "next(n.id for n in w.view.nodes if n.kind == 'op' and n.module)")
-    # one click (a hook toggled: the drawing is unchanged, so no new layout); recorded, with a
+    # three clicks (a hook toggled: the drawing is unchanged, so no new layout); recorded, with a
     # ceiling that catches a hang (target 3 s)
     times = median_click_ms(lab, target, 3, 90)
     record(
