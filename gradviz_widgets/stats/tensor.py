@@ -140,23 +140,27 @@ def _finite_cpu_stats(
     x: torch.Tensor, lo: float, hi: float, acc: torch.dtype, scratch: Scratch
 ) -> torch.Tensor:
     """`stats_vector` of a finite float32/16/bf16 CPU tensor with range [lo, hi] (read first:
-    a CPU read waits for nothing), the same numbers as the general path in about half the
-    kernels: no NaN/Inf to mask out, no second copy for the bins, and a `bincount` where the
-    general path scatters (over byte-sized bin indices). Squares and sums of these values are exact in float64; the bins
-    are the general path's ((x - lo) * HIST_BINS / (hi - lo), floored, in float64)."""
+    a CPU read waits for nothing), the same numbers as the general path in under half the
+    kernels: no NaN/Inf to mask out, the bins from the float64 copy in place, and a
+    `bincount` over byte-sized bin indices where the general path scatters. Squares and sums
+    of these values are exact in float64; the bins are the general path's
+    ((x - lo) * HIST_BINS / (hi - lo), floored, in float64; the maximum in the last bin)."""
     n = x.numel()
     size = min(chunk_size(x.device), n)
-    buf, tmp = scratch.get(1, size, acc, x.device), scratch.get(2, size, acc, x.device)
+    buf = scratch.get(1, size, acc, x.device)
     where = torch.empty(size, dtype=torch.uint8)  # bin indices: bincount reads bytes fastest
     per_bin = HIST_BINS / (hi - lo) if hi > lo else 0.0  # one value: all in the first bin
-    parts, counts = [], torch.zeros(HIST_BINS, dtype=torch.int64)
+    parts, counts = [], torch.zeros(HIST_BINS + 1, dtype=torch.int64)
     for chunk in x.split(size):
         k = chunk.numel()
         b = buf[:k].copy_(chunk)
         parts += [torch.dot(b, b), b.sum()]
-        t = torch.sub(b, lo, out=tmp[:k]).mul_(per_bin).clamp_(max=HIST_BINS - 1)
-        # t >= 0 (lo is the minimum), so the conversion's truncation is the floor
-        counts += torch.bincount(where[:k].copy_(t), minlength=HIST_BINS)
+        # in place on the copy, still in cache; b - lo >= 0 (lo is the minimum), so the
+        # conversion's truncation is the floor; x == hi lands in bin HIST_BINS, folded below
+        b.sub_(lo).mul_(per_bin)
+        counts += torch.bincount(where[:k].copy_(b), minlength=HIST_BINS + 1)
+    counts[HIST_BINS - 1] += counts[HIST_BINS]
+    counts = counts[:HIST_BINS]
     norm2, total = torch.stack(parts).view(-1, 2).sum(0)
     rest = torch.tensor([lo, hi, 0.0, 0.0, 0.0, float(n), float(n)], dtype=acc)
     rest[2] = total / n
