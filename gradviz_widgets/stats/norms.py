@@ -64,6 +64,9 @@ class NormBatch:
         self._chunks: list[torch.Tensor] = []
         self._size = 0
         self._seen: dict[tuple, tuple[weakref.ref, int]] = {}
+        # (sum of squares, min, max) of the CPU tensors reduced this run, by identity: a
+        # gradient's flow and the hook statistics of the same tensor share one reduction
+        self._parts: dict[tuple, tuple[weakref.ref, Parts]] = {}
         self.scratch = Scratch()
         self.syncs = 0
         # pending small CPU tensors: their float64 copies and lengths (slots reserved)
@@ -137,11 +140,35 @@ class NormBatch:
         """Reduce one gradient to 0-d partial results now (no gradient kept), finished with
         the pending buffer; its slot."""
         x, repeats = distinct(g)
-        parts = exact_squares(x.reshape(-1), self.dtype, self.scratch)
+        if repeats == 1:
+            parts = self.exact_parts(g)
+        else:
+            parts = exact_squares(x.reshape(-1), self.dtype, self.scratch)
         for have, part in zip(self._deferred, parts):
             have.append(part)
         self._repeats.append(repeats)
         return self._reserve(False, 1)
+
+    def exact_parts(self, g: torch.Tensor, owner: torch.Tensor | None = None) -> Parts:
+        """(sum of squares in the accumulator, min, max) of a dense CPU float32/16/bf16 tensor
+        without repeated (stride 0) elements, as 0-d tensors: reduced once per run per live
+        tensor (`exact_squares`), whoever asks first (the flow or a hook's statistics).
+        `owner`: the live tensor `g` was detached from (kept by weak reference).
+
+        Example:
+            >>> batch, g = NormBatch(torch.device("cpu")), torch.tensor([[3.0], [-4.0]])
+            >>> batch.exact_parts(g) is batch.exact_parts(g.t())
+            True
+        """
+        key = _identity(g)
+        hit = self._parts.get(key) if key is not None else None
+        if hit is not None and hit[0]() is not None:
+            return hit[1]
+        x, _ = distinct(g)
+        parts = exact_squares(x.reshape(-1), self.dtype, self.scratch)
+        if key is not None:
+            self._parts[key] = (weakref.ref(g if owner is None else owner), parts)
+        return parts
 
     def _reserve(self, from_buffer: bool, count: int) -> int:
         """Reserve `count` slot pairs in the open run (opening one); the first slot."""
@@ -261,7 +288,7 @@ class NormBatch:
     def resolve(self) -> list[float]:
         """All queued numbers as Python floats: the single host synchronisation of a run."""
         self._flush()
-        self._seen, self.scratch, self._buf = {}, Scratch(), None
+        self._seen, self._parts, self.scratch, self._buf = {}, {}, Scratch(), None
         if not self._chunks:
             return []
         target = self._chunks[0].device
@@ -274,6 +301,9 @@ class NormBatch:
     @staticmethod
     def pair(values: list[float], slot: int) -> tuple[float, float]:
         return values[slot], values[slot + 1]
+
+
+Parts = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def _segment_nonzeros(xs: list[torch.Tensor]) -> torch.Tensor:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import torch
 
 from .norms import NormBatch
-from .reduce import Scratch, chunk_size, pow2_exponent, squares_fit
+from .reduce import Scratch, chunk_size, distinct, pow2_exponent, squares_fit
 
 HIST_BINS = 16
 _FIELDS = 8  # norm, min, max, mean, nan, inf, finite count, numel
@@ -59,14 +59,28 @@ def queue_stats(t: torch.Tensor, batch: NormBatch) -> PendingStats:
         x = x.coalesce().values()
     if x.is_complex():
         x = x.abs()
-    slot = batch.add_vector(stats_vector(x.reshape(-1), batch.dtype, batch.scratch))
+    # x holds t's own memory (not a coalesced or |complex| copy), no element twice: its parts
+    # may be shared, kept while t lives
+    own = t.layout is torch.strided and not t.is_complex() and distinct(x)[1] == 1
+    flat = x.reshape(-1)
+    shared = (batch, (x, t)) if own else (None, None)
+    slot = batch.add_vector(stats_vector(flat, batch.dtype, batch.scratch, *shared))
     return PendingStats(tuple(t.shape), str(t.dtype).replace("torch.", ""), slot)
 
 
-def stats_vector(x: torch.Tensor, acc: torch.dtype, scratch: Scratch | None = None) -> torch.Tensor:
+def stats_vector(
+    x: torch.Tensor,
+    acc: torch.dtype,
+    scratch: Scratch | None = None,
+    batch: NormBatch | None = None,
+    whole: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
     """The _FIELDS + HIST_BINS numbers of a flat tensor, exact at any size and magnitude and
     without a host sync: chunks are copied to `acc` (float64; float64 tensors are divided by a
-    power of two near their largest finite |x| first), counts are exact integers.
+    power of two near their largest finite |x| first), counts are exact integers. With `batch`
+    (and `whole`: the tensor `x` flattens and the live tensor it was detached from), a finite
+    CPU tensor takes its sum of squares and range from `batch.exact_parts`: measured once
+    whether the flow or the hook asks first.
 
     Example:
         >>> stats_vector(torch.tensor([3.0, 4.0, float("nan")]), torch.float64)[:8].tolist()
@@ -77,9 +91,13 @@ def stats_vector(x: torch.Tensor, acc: torch.dtype, scratch: Scratch | None = No
         return torch.zeros(_FIELDS + HIST_BINS, dtype=acc, device=x.device)
     scratch = scratch or Scratch()
     if x.device.type == "cpu" and squares_fit(x.dtype, acc) and x.dtype.is_floating_point:
-        lo, hi = torch.aminmax(x)
+        norm2 = None
+        if batch is not None and batch.dtype == acc:
+            norm2, lo, hi = batch.exact_parts(*(whole or (x, x)))
+        else:
+            lo, hi = torch.aminmax(x)
         if math.isfinite(lo.item()) and math.isfinite(hi.item()):  # CPU: no sync to wait for
-            return _finite_cpu_stats(x, lo.item(), hi.item(), acc, scratch)
+            return _finite_cpu_stats(x, lo.item(), hi.item(), acc, scratch, norm2)
     return general_stats(x, acc, scratch)
 
 
@@ -137,31 +155,41 @@ def general_stats(x: torch.Tensor, acc: torch.dtype, scratch: Scratch) -> torch.
 
 
 def _finite_cpu_stats(
-    x: torch.Tensor, lo: float, hi: float, acc: torch.dtype, scratch: Scratch
+    x: torch.Tensor,
+    lo: float,
+    hi: float,
+    acc: torch.dtype,
+    scratch: Scratch,
+    norm2: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """`stats_vector` of a finite float32/16/bf16 CPU tensor with range [lo, hi] (read first:
     a CPU read waits for nothing), the same numbers as the general path in under half the
     kernels: no NaN/Inf to mask out, the bins from the float64 copy in place, and a
     `bincount` over byte-sized bin indices where the general path scatters. Squares and sums
     of these values are exact in float64; the bins are the general path's
-    ((x - lo) * HIST_BINS / (hi - lo), floored, in float64; the maximum in the last bin)."""
+    ((x - lo) * HIST_BINS / (hi - lo), floored, in float64; the maximum in the last bin).
+    `norm2`: the sum of squares, when already measured."""
     n = x.numel()
     size = min(chunk_size(x.device), n)
     buf = scratch.get(1, size, acc, x.device)
     where = torch.empty(size, dtype=torch.uint8)  # bin indices: bincount reads bytes fastest
     per_bin = HIST_BINS / (hi - lo) if hi > lo else 0.0  # one value: all in the first bin
-    parts, counts = [], torch.zeros(HIST_BINS + 1, dtype=torch.int64)
+    sums, dots, counts = [], [], torch.zeros(HIST_BINS + 1, dtype=torch.int64)
     for chunk in x.split(size):
         k = chunk.numel()
         b = buf[:k].copy_(chunk)
-        parts += [torch.dot(b, b), b.sum()]
+        sums.append(b.sum())
+        if norm2 is None:
+            dots.append(torch.dot(b, b))
         # in place on the copy, still in cache; b - lo >= 0 (lo is the minimum), so the
         # conversion's truncation is the floor; x == hi lands in bin HIST_BINS, folded below
         b.sub_(lo).mul_(per_bin)
         counts += torch.bincount(where[:k].copy_(b), minlength=HIST_BINS + 1)
     counts[HIST_BINS - 1] += counts[HIST_BINS]
     counts = counts[:HIST_BINS]
-    norm2, total = torch.stack(parts).view(-1, 2).sum(0)
+    total = sums[0] if len(sums) == 1 else torch.stack(sums).sum()
+    if norm2 is None:
+        norm2 = dots[0] if len(dots) == 1 else torch.stack(dots).sum()
     rest = torch.tensor([lo, hi, 0.0, 0.0, 0.0, float(n), float(n)], dtype=acc)
     rest[2] = total / n
     return torch.cat([norm2.sqrt().reshape(1), rest, counts.to(acc)])
