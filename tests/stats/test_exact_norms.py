@@ -292,3 +292,43 @@ def test_finite_cpu_hook_stats_equal_the_general_path() -> None:
             fn(x, torch.float64, Scratch())
         counts.append(Count.ops)
     assert counts[0] * 2 < counts[1], counts
+
+
+def test_flow_and_hook_statistics_of_one_tensor_share_one_reduction() -> None:
+    """A hooked gradient is measured by the flow and by the hook's statistics: one min/max
+    and one sum of squares for both, in either order, with the same numbers as measured apart;
+    a copy (a |complex| tensor) never borrows the parts of its source."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from gradviz_widgets.stats.reduce import Scratch
+    from gradviz_widgets.stats.tensor import stats_vector
+
+    class Count(TorchDispatchMode):
+        ops: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            Count.ops.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    g, h = torch.randn(300, 70), torch.randn(5000)
+    batch = NormBatch(torch.device("cpu"))
+    with Count():
+        slot = batch.add([g])[0]
+        first = queue_stats(g, batch)  # flow first, then the hook
+        second = queue_stats(h, batch)
+        again = batch.add([h])[0]  # the hook first, then the flow
+    assert Count.ops.count("aminmax.default") == 2 and Count.ops.count("dot.default") == 2
+    values = batch.resolve()
+    for t, stats, at in ((g, first, slot), (h, second, again)):
+        alone = stats_vector(t.reshape(-1), torch.float64, Scratch()).tolist()
+        got = read_stats(stats, values)
+        assert got.norm == pytest.approx(alone[0], rel=1e-15)
+        assert values[at] == pytest.approx(alone[0], rel=1e-15)
+        assert (got.min, got.max, got.histogram) == (alone[1], alone[2], tuple(map(int, alone[8:])))
+        assert values[at + 1] == t.abs().max().item()
+    z = torch.randn(5000, dtype=torch.complex64)
+    batch = NormBatch(torch.device("cpu"))
+    queue_stats(z, batch)
+    assert read_stats(queue_stats(z, batch), batch.resolve()).norm == pytest.approx(
+        ref_norm(z.abs()), rel=REL
+    )
