@@ -138,22 +138,26 @@ def classify_codes(norm: np.ndarray, max_abs: np.ndarray, thresholds: Thresholds
 
 
 def classify_many(
-    norms: Sequence[float | None], maxes: Sequence[float | None], thresholds: Thresholds
+    pairs: Sequence[tuple[float | None, float | None]], thresholds: Thresholds
 ) -> list[str]:
-    """`classify` of many gradients at once (the thousands of nodes and edges of one run), by
-    `classify_codes`: the same rules, one numpy pass instead of a Python call each.
+    """`classify` of many (norm, max |g|) pairs at once (the thousands of nodes and edges of one
+    run), by `classify_codes`: the same rules, one numpy pass instead of a Python call each.
 
     Example:
-        >>> classify_many([None, 0.0, 1.0, float("inf")], [None, 0.0, 0.5, None], Thresholds())
+        >>> classify_many([(None, None), (0.0, 0.0), (1.0, 0.5), (float("inf"), None)], Thresholds())
         ['none', 'zero', 'healthy', 'nonfinite']
     """
-    if not norms:
+    if not pairs:
         return []
-    nan = math.nan
-    norm = np.array([nan if v is None else v for v in norms], dtype=np.float64)
-    top = np.array([nan if v is None else v for v in maxes], dtype=np.float64)
-    codes = classify_codes(norm, top, thresholds).tolist()
-    return ["none" if v is None else STATUSES[c] for v, c in zip(norms, codes)]
+    both = np.array(
+        [
+            (math.nan, math.nan) if n is None else (n, math.nan if m is None else m)
+            for n, m in pairs
+        ],
+        dtype=np.float64,
+    )
+    codes = classify_codes(both[:, 0], both[:, 1], thresholds).tolist()
+    return ["none" if n is None else STATUSES[c] for (n, _), c in zip(pairs, codes)]
 
 
 def worst(statuses: Iterable[str]) -> str:

@@ -135,8 +135,8 @@ def render_dot(
     for n in nodes:
         key = n.scope[:-1] if n.kind == "module" else n.scope
         tree.setdefault(key, []).append(n)
-    emit = _Emitter(graph, lines, set(hooked), selected)
-    emit.cluster((), tree, "  ")
+    emit = _Emitter(graph, tree, lines, set(hooked), selected)
+    emit.cluster((), "  ")
     for e in graph.edges:
         src = into_acc.get(e.src, e.src) if e.src in skip else e.src
         if e.dst in skip or src in skip or src not in emit.key_of or e.dst not in emit.key_of:
@@ -158,24 +158,26 @@ class _Emitter:
     """Writes nodes and nested clusters, handing out the keys n0, n1, ... and c0, c1, ..."""
 
     def __init__(
-        self, graph: GradGraph, lines: list[str], hooked: set[str], selected: str | None
+        self,
+        graph: GradGraph,
+        tree: dict[tuple[Any, ...], list[GradNode]],
+        lines: list[str],
+        hooked: set[str],
+        selected: str | None,
     ) -> None:
         self.graph, self.lines, self.hooked, self.selected = graph, lines, hooked, selected
+        self.tree = tree  # scope -> the nodes drawn directly in it
+        self.children = _children(tree)
         self.keys: dict[str, str] = {}
         self.key_of: dict[str, str] = {}
         self.clusters = 0
-        self.children: dict[tuple[Any, ...], set[tuple[Any, ...]]] | None = None
 
-    def cluster(
-        self, scope: tuple[Any, ...], tree: dict[tuple[Any, ...], list[GradNode]], pad: str
-    ) -> None:
-        for n in tree.get(scope, ()):
+    def cluster(self, scope: tuple[Any, ...], pad: str) -> None:
+        for n in self.tree.get(scope, ()):
             key = f"n{len(self.key_of)}"
             self.key_of[n.id] = key
             self.keys[key] = n.id
             self.lines.append(pad + _node_line(key, n, n.id in self.hooked, n.id == self.selected))
-        if self.children is None:
-            self.children = _children(tree)
         for child in sorted(self.children.get(scope, ())):
             path, call = child[-1]
             info = self.graph.modules.get(path)
@@ -190,7 +192,7 @@ class _Emitter:
                 f'{pad}  id="{key}"; label="{_dot_text([f"{path}{suffix} · {kind}"])}"; '
                 'labeljust=l; style="rounded,dashed"; color="#8a8a8a"; fontsize=10;'
             )
-            self.cluster(child, tree, pad + "  ")
+            self.cluster(child, pad + "  ")
             self.lines.append(f"{pad}}}")
 
 

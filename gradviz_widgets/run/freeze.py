@@ -54,7 +54,7 @@ def freeze_graph(state: RunState) -> GradGraph:
             pairs.append((1.0, 1.0))  # d loss / d loss
         else:
             pairs.append(pair_of(n.inflow))
-    statuses = classify_many([p[0] for p in pairs], [p[1] for p in pairs], thresholds)
+    statuses = classify_many(pairs, thresholds)
     nodes = [
         built(
             GradNode,
@@ -74,7 +74,7 @@ def freeze_graph(state: RunState) -> GradGraph:
         for n, (norm, gmax), status in zip(raw.nodes.values(), pairs, statuses)
     ]
     flows = [_edge_pair(e, raw, values, leaf_by_id) for e in raw.edges]
-    statuses = classify_many([p[0] for p in flows], [p[1] for p in flows], thresholds)
+    statuses = classify_many(flows, thresholds)
     edges = [
         built(GradEdge, e.src, e.dst, norm, gmax, status)
         for e, (norm, gmax), status in zip(raw.edges, flows, statuses)

@@ -96,8 +96,9 @@ def stats_vector(
             norm2, lo, hi = batch.exact_parts(*(whole or (x, x)))
         else:
             lo, hi = torch.aminmax(x)
-        if math.isfinite(lo.item()) and math.isfinite(hi.item()):  # CPU: no sync to wait for
-            return _finite_cpu_stats(x, lo.item(), hi.item(), acc, scratch, norm2)
+        low, high = lo.item(), hi.item()  # on the CPU a read waits for nothing
+        if math.isfinite(low) and math.isfinite(high):
+            return _finite_cpu_stats(x, low, high, acc, scratch, norm2)
     return general_stats(x, acc, scratch)
 
 
