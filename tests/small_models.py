@@ -1,4 +1,5 @@
-"""A tiny named MLP and its data, shared by the hook and modifier tests."""
+"""A tiny named MLP and its data, shared by the hook and modifier tests; the tiny transformers
+configs (GPT-2, BERT) the run and conformance tests build."""
 
 from __future__ import annotations
 
@@ -30,6 +31,32 @@ def data(n: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     """n inputs of width 4 and class targets in 0..2, from a fixed generator."""
     g = torch.Generator().manual_seed(1)
     return torch.randn(n, 4, generator=g), torch.randint(0, 3, (n,), generator=g)
+
+
+#: vocabulary of the tiny transformers configs
+HF_VOCAB = 64
+
+
+def tiny_gpt2_config(**extra: object) -> object:
+    """GPT-2, 2 layers of width 32, 2 heads, 16 positions (`extra`: dropout, tying, ...)."""
+    from transformers import GPT2Config
+
+    return GPT2Config(vocab_size=HF_VOCAB, n_positions=16, n_embd=32, n_layer=2, n_head=2, **extra)
+
+
+def tiny_bert_config(**extra: object) -> object:
+    """BERT, 2 layers of width 32, 2 heads, 16 positions (`extra`: the head's settings)."""
+    from transformers import BertConfig
+
+    return BertConfig(
+        vocab_size=HF_VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=16,
+        **extra,
+    )
 
 
 #: The seed's gradient-norm table for the dead-branch network (CrossEntropyLoss, seed 0),

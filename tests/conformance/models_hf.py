@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import torch
+from small_models import HF_VOCAB, tiny_bert_config, tiny_gpt2_config  # tests/small_models.py
 from torch import nn
 
 from .models import Case, case
 
-VOCAB, SEQ, BATCH = 64, 8, 2
+VOCAB, SEQ, BATCH = HF_VOCAB, 8, 2
 
 
 def lm_loss(out, target):
@@ -21,12 +22,10 @@ def _ids(seed: int = 1):
 
 
 def _gpt2(tied: bool) -> Case:
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2LMHeadModel
 
     torch.manual_seed(0)
-    cfg = GPT2Config(
-        vocab_size=VOCAB, n_positions=16, n_embd=32, n_layer=2, n_head=2, tie_word_embeddings=tied
-    )
+    cfg = tiny_gpt2_config(tie_word_embeddings=tied)
     model = GPT2LMHeadModel(cfg).train()
     assert (model.lm_head.weight is model.transformer.wte.weight) == tied
     return Case(
@@ -42,27 +41,12 @@ case("hf_gpt2_tied")(lambda: _gpt2(True))
 case("hf_gpt2_untied")(lambda: _gpt2(False))
 
 
-def _bert_config(**extra: object) -> object:
-    """The small BERT both BERT cases build (`extra`: the head's settings)."""
-    from transformers import BertConfig
-
-    return BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=16,
-        **extra,
-    )
-
-
 @case("hf_bert_mlm_tied")
 def _bert():
     from transformers import BertForMaskedLM
 
     torch.manual_seed(0)
-    cfg = _bert_config()
+    cfg = tiny_bert_config()
     model = BertForMaskedLM(cfg).eval()
     sample = {"input_ids": _ids(), "attention_mask": torch.ones(BATCH, SEQ, dtype=torch.long)}
     return Case(
@@ -136,10 +120,10 @@ def _t5():
 # ---- the model's own loss (labels=, no loss_fn): the loss is output.loss -------------------------
 @case("hf_gpt2_labels_own_loss")
 def _gpt2_labels():
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2LMHeadModel
 
     torch.manual_seed(0)
-    cfg = GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=32, n_layer=2, n_head=2)
+    cfg = tiny_gpt2_config()
     model = GPT2LMHeadModel(cfg).train()
     sample = {"input_ids": _ids(), "labels": _ids()}
     return Case(model, sample, None, None, "GPT-2 called with labels=, no loss_fn: output.loss")
@@ -150,7 +134,7 @@ def _bert_classifier_labels():
     from transformers import BertForSequenceClassification
 
     torch.manual_seed(0)
-    cfg = _bert_config(num_labels=3)
+    cfg = tiny_bert_config(num_labels=3)
     model = BertForSequenceClassification(cfg).train()
     sample = {"input_ids": _ids(), "labels": torch.tensor([0, 2])}
     return Case(model, sample, None, None, "BERT classifier with labels=, dropout train")

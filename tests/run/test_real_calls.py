@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from model_state import assert_unchanged, model_state
+from small_models import HF_VOCAB, tiny_bert_config, tiny_gpt2_config
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -23,21 +24,12 @@ from gradviz_widgets.watch import GradWatch
 from gradviz_widgets.widget.controller import loss_line_html
 
 transformers = pytest.importorskip("transformers")
-VOCAB = 64
+VOCAB = HF_VOCAB
 
 
 def gpt2(dropout: float = 0.1) -> nn.Module:
     torch.manual_seed(0)
-    cfg = transformers.GPT2Config(
-        vocab_size=VOCAB,
-        n_positions=16,
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        resid_pdrop=dropout,
-        embd_pdrop=dropout,
-        attn_pdrop=dropout,
-    )
+    cfg = tiny_gpt2_config(resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout)
     return transformers.GPT2LMHeadModel(cfg).train()
 
 
@@ -90,15 +82,7 @@ def test_gpt2_with_labels_differentiates_output_loss_and_says_so() -> None:
 
 def test_bert_classifier_with_labels_uses_its_loss() -> None:
     torch.manual_seed(0)
-    cfg = transformers.BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=16,
-        num_labels=3,
-    )
+    cfg = tiny_bert_config(num_labels=3)
     model = transformers.BertForSequenceClassification(cfg).train()
     batch = {"input_ids": ids(), "labels": torch.tensor([2, 0])}
     report = GradExplorer(model, batch).run()
