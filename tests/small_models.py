@@ -38,10 +38,12 @@ HF_VOCAB = 64
 
 
 def tiny_gpt2_config(**extra: object) -> object:
-    """GPT-2, 2 layers of width 32, 2 heads, 16 positions (`extra`: dropout, tying, ...)."""
+    """GPT-2, 2 layers of width 32, 2 heads, 16 positions (`extra`: dropout, tying, or any of
+    these settings otherwise)."""
     from transformers import GPT2Config
 
-    return GPT2Config(vocab_size=HF_VOCAB, n_positions=16, n_embd=32, n_layer=2, n_head=2, **extra)
+    settings = {"vocab_size": HF_VOCAB, "n_positions": 16, "n_embd": 32, "n_layer": 2, "n_head": 2}
+    return GPT2Config(**{**settings, **extra})
 
 
 def tiny_bert_config(**extra: object) -> object:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from small_models import tiny_gpt2_config
 
 from gradviz_widgets import GradWatch
 from gradviz_widgets.errors import GradExplorerError
@@ -26,12 +27,9 @@ STEPS = 44
 
 def _gpt2(n_layer: int = 4) -> Any:
     torch.manual_seed(0)
-    config = hf.GPT2Config(
+    config = tiny_gpt2_config(
         n_layer=n_layer,
-        n_embd=32,
-        n_head=2,
         vocab_size=101,
-        n_positions=16,
         bos_token_id=0,
         eos_token_id=0,
         resid_pdrop=0.0,
