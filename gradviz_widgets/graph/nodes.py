@@ -19,7 +19,9 @@ class GradNode:
     """One node: an autograd op, a leaf tensor, the loss output, or a collapsed module call.
 
     `grad_norm` / `grad_max` describe the gradient w.r.t. what this node produced, as it
-    arrived in this run (None when no gradient reached it).
+    arrived in this run (None when no gradient reached it). `grad_max` (max |g|) is read for
+    leaves (parameters, inputs, their AccumulateGrad); for an op node or a folded module only
+    the norm is measured, so its `grad_max` is 0.0 when the norm is 0.0 and None otherwise.
     """
 
     id: str
@@ -42,7 +44,11 @@ class GradNode:
 
 @dataclasses.dataclass(frozen=True)
 class GradEdge:
-    """Producer `src` fed consumer `dst` in forward; `grad_norm` flowed dst -> src in backward."""
+    """Producer `src` fed consumer `dst` in forward; `grad_norm` flowed dst -> src in backward.
+
+    Along edges only the norm is measured (exactly): `grad_max` is 0.0 when nothing but zeros
+    flowed, else None.
+    """
 
     src: str
     dst: str

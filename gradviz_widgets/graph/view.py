@@ -176,9 +176,15 @@ def _boundary_flow(
 
 
 def _combine(edges: list[GradEdge]) -> tuple[float | None, float | None]:
+    """(norm, max |g|) of several edges' flows together: the max only where every measured
+    edge has one (edges carry their norm only; 0.0 where nothing but zeros flowed)."""
     norm = combine_norms([e.grad_norm for e in edges])
-    maxes = [e.grad_max for e in edges if e.grad_max is not None]
-    return norm, (max(maxes) if maxes and norm is not None else None)
+    measured = [e for e in edges if e.grad_norm is not None]
+    if norm is None:
+        return None, None
+    if all(e.grad_max is not None for e in measured):
+        return norm, max((e.grad_max for e in measured), default=None)  # type: ignore[type-var]
+    return norm, (0.0 if norm == 0.0 else None)
 
 
 def _status_of(inside: list[GradNode], leaving: Iterable[str], entering: Iterable[str]) -> str:

@@ -65,9 +65,9 @@ def zero_origins(graph: GradGraph) -> Mapping[str, str]:
 
     Example:
         >>> from gradviz_widgets.graph.grad_graph import GradEdge, GradNode
-        >>> nodes = (GradNode("param:w", "Param", "param", "", "w", grad_max=0.0),
-        ...          GradNode("relu", "ReluBackward0", "op", "", "relu", grad_max=1.0))
-        >>> g = GradGraph(nodes, (GradEdge("param:w", "relu", grad_max=0.0),), {})
+        >>> nodes = (GradNode("param:w", "Param", "param", "", "w", grad_norm=0.0),
+        ...          GradNode("relu", "ReluBackward0", "op", "", "relu", grad_norm=1.0))
+        >>> g = GradGraph(nodes, (GradEdge("param:w", "relu", grad_norm=0.0),), {})
         >>> dict(zero_origins(g))
         {'param:w': 'relu'}
     """
@@ -79,15 +79,16 @@ def _zero_origins(graph: GradGraph) -> dict[str, str]:
     # non-zero gradient, by one breadth-first pass backward from all such nodes at once
     by_id = graph.by_id
 
+    # exact norms are 0.0 only when every element is (what flowed along edges has no max |g|)
     def live(node_id: str) -> bool:
-        return by_id[node_id].grad_max not in (None, 0.0)
+        return by_id[node_id].grad_norm not in (None, 0.0)
 
     dead_feeders: dict[str, list[str]] = {}
     for e in graph.edges:
-        if e.grad_max == 0.0:
+        if e.grad_norm == 0.0:
             dead_feeders.setdefault(e.dst, []).append(e.src)
     dist: dict[str, int] = {}
-    todo = collections.deque((n.id, 0) for n in graph.nodes if n.grad_max not in (None, 0.0))
+    todo = collections.deque((n.id, 0) for n in graph.nodes if n.grad_norm not in (None, 0.0))
     ordered: list[str] = []
     while todo:  # level by level: a queue takes the nodes in the order levels would
         node_id, depth = todo.popleft()
@@ -103,7 +104,7 @@ def _zero_origins(graph: GradGraph) -> dict[str, str]:
     consumers = graph.consumers()
     for node_id in ordered:
         for e in consumers.get(node_id, ()):
-            if e.grad_max != 0.0:
+            if e.grad_norm != 0.0:
                 continue
             if live(e.dst):
                 if dist[node_id] == 1:

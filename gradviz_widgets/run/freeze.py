@@ -16,7 +16,6 @@ from ..graph.grad_graph import GradGraph
 from ..graph.nodes import GradEdge, GradNode, ModuleScope, built
 from ..report import diagnose
 from ..report.grad_report import GradReport, ParamRecord
-from ..stats.norms import NormBatch
 from ..trace.walk import RawEdge, RawGraph
 from ..vocabulary import classify, classify_many, combine_norms
 from .model_state import ModelIndex
@@ -39,10 +38,7 @@ def freeze_graph(state: RunState) -> GradGraph:
     leaf_by_id = state.leaf_pairs
 
     def pair_of(slots: list[int]) -> tuple[float | None, float | None]:
-        if not slots:
-            return None, None
-        pairs = [NormBatch.pair(values, s) for s in slots]
-        return combine_norms([p[0] for p in pairs]), max(p[1] for p in pairs)
+        return flow_pair(combine_norms([values[s] for s in slots])) if slots else (None, None)
 
     pairs: list[tuple[float | None, float | None]] = []
     for n in raw.nodes.values():
@@ -73,7 +69,7 @@ def freeze_graph(state: RunState) -> GradGraph:
         )
         for n, (norm, gmax), status in zip(raw.nodes.values(), pairs, statuses)
     ]
-    flows = [_edge_pair(e, raw, values, leaf_by_id) for e in raw.edges]
+    flows = [flow_pair(_edge_norm(e, raw, values, leaf_by_id)) for e in raw.edges]
     statuses = classify_many(flows, thresholds)
     edges = [
         built(GradEdge, e.src, e.dst, norm, gmax, status)
@@ -83,18 +79,30 @@ def freeze_graph(state: RunState) -> GradGraph:
     return GradGraph(tuple(nodes), tuple(edges), tree)
 
 
-def _edge_pair(
+def flow_pair(norm: float | None) -> tuple[float | None, float | None]:
+    """(norm, max |g|) of what flowed along an edge or into an op node: only the norm is
+    measured there (it is what the graph shows), so max |g| is 0.0 where the norm is (exact
+    sums of squares are 0 only when every element is) and None otherwise.
+
+    Example:
+        >>> flow_pair(0.0), flow_pair(2.5), flow_pair(None)
+        ((0.0, 0.0), (2.5, None), (None, None))
+    """
+    return norm, (0.0 if norm == 0.0 else None)
+
+
+def _edge_norm(
     e: RawEdge, raw: RawGraph, values: list[float], leaf_by_id: Mapping[str, Pair | None]
-) -> tuple[float | None, float | None]:
-    """(norm, max |g|) of what flowed along one edge."""
+) -> float | None:
+    """The norm of what flowed along one edge."""
     if e.slot is not None:
-        return NormBatch.pair(values, e.slot)
+        return values[e.slot]
     if e.leaf is not None:  # a leaf's only edge: the leaf's gradient, measured once
-        return leaf_by_id.get(e.leaf) or (None, None)
+        return (leaf_by_id.get(e.leaf) or (None, None))[0]
     if e.dst.startswith(ids.ACC) or e.dst == ids.OUTPUT:
         leaf = raw.nodes[e.src].kind != "op"
-        return (leaf_by_id.get(e.src) or (None, None)) if leaf else (1.0, 1.0)
-    return None, None
+        return (leaf_by_id.get(e.src) or (None, None))[0] if leaf else 1.0
+    return None
 
 
 def _label(n) -> str:

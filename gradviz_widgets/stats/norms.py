@@ -21,6 +21,7 @@ from .reduce import (
     chunk_size,
     distinct,
     exact_squares,
+    exact_sum,
     finished_pairs,
     norms_and_maxes,
     segmented,
@@ -63,10 +64,14 @@ class NormBatch:
         self.dtype = accumulation_dtype(device)
         self._chunks: list[torch.Tensor] = []
         self._size = 0
-        self._seen: dict[tuple, tuple[weakref.ref, int]] = {}
+        # identity -> (the tensor, its slot, whether the slot holds its max |g| too)
+        self._seen: dict[tuple, tuple[weakref.ref, int, bool]] = {}
         # (sum of squares, min, max) of the CPU tensors reduced this run, by identity: a
-        # gradient's flow and the hook statistics of the same tensor share one reduction
+        # gradient's flow and the hook statistics of the same tensor share one reduction;
+        # `_sums`: the sums of squares of those whose range nobody asked for yet
         self._parts: dict[tuple, tuple[weakref.ref, Parts]] = {}
+        self._sums: dict[tuple, tuple[weakref.ref, torch.Tensor]] = {}
+        self._unknown = torch.full((), float("nan"), dtype=self.dtype)  # a max not read
         self.scratch = Scratch()
         self.syncs = 0
         # pending small CPU tensors: their float64 copies and lengths (slots reserved)
@@ -90,8 +95,13 @@ class NormBatch:
             d for d in (torch.float32, torch.float16, torch.bfloat16) if squares_fit(d, self.dtype)
         }
 
-    def add(self, grads: Sequence[torch.Tensor]) -> list[int]:
-        """Queue (L2 norm, max |g|) of each gradient; returns the slot of each pair."""
+    def add(self, grads: Sequence[torch.Tensor], norms_only: bool = False) -> list[int]:
+        """Queue (L2 norm, max |g|) of each gradient; returns the slot of each pair.
+
+        `norms_only`: only the norms are wanted (what flowed along the graph's edges): a large
+        CPU or CUDA gradient skips the pass that reads its max |g| (NaN in its place, unless it
+        is known anyway); the norm is as exact, and 0 exactly when every element is 0.
+        """
         small = [self._small(g) for g in grads]
         if all(small):  # the common case in deep graphs: one copy, no per-tensor bookkeeping
             if not grads:
@@ -105,7 +115,8 @@ class NormBatch:
                 continue  # expanded / transposed: the copy to the buffer reads them as they are
             key = _identity(g) if g.device.type != "cuda" else None  # fused there: no gain
             hit = self._seen.get(key) if key is not None else None
-            slots[i] = hit[1] if hit is not None and hit[0]() is not None else None
+            usable = hit is not None and hit[0]() is not None and (hit[2] or norms_only)
+            slots[i] = hit[1] if usable else None  # type: ignore[index]
             if slots[i] is None:
                 fresh.append((i, g, key))
         if any(small):
@@ -116,38 +127,59 @@ class NormBatch:
         later = []
         for i, g, key in fresh:
             if self._deferrable(g):
-                slots[i] = self._defer(g)
+                slots[i], full = self._defer(g, norms_only)
                 if key is not None:
-                    self._seen[key] = (weakref.ref(g), slots[i])  # type: ignore[assignment]
+                    self._seen[key] = (weakref.ref(g), slots[i], full)  # type: ignore[assignment]
             else:
                 later.append((i, g, key))
         if later:
             dense = [g.coalesce().values() if g.is_sparse else g for _, g, _ in later]
-            for indices, pairs in norms_and_maxes(dense, self.dtype, self.scratch):
+            maxes = not norms_only or dense[0].device.type != "cuda"  # elsewhere: read anyway
+            for indices, pairs in norms_and_maxes(dense, self.dtype, self.scratch, maxes):
                 start = self.add_vector(pairs)
                 for k, j in enumerate(indices):
                     i, g, key = later[j]
                     slots[i] = start + 2 * k
                     if key is not None:
-                        self._seen[key] = (weakref.ref(g), start + 2 * k)
+                        self._seen[key] = (weakref.ref(g), start + 2 * k, maxes)
         return slots  # type: ignore[return-value]
 
     def _deferrable(self, g: torch.Tensor) -> bool:
         """A dense CPU gradient whose squares are exact in the accumulator (not small)."""
         return g.is_cpu and g.dtype in self._exact and g.layout is torch.strided
 
-    def _defer(self, g: torch.Tensor) -> int:
+    def _defer(self, g: torch.Tensor, norms_only: bool) -> tuple[int, bool]:
         """Reduce one gradient to 0-d partial results now (no gradient kept), finished with
-        the pending buffer; its slot."""
+        the pending buffer; its slot, and whether it holds the max |g| too."""
         x, repeats = distinct(g)
-        if repeats == 1:
+        if repeats == 1 and norms_only:
+            parts = self._sum_parts(g)
+        elif repeats == 1:
             parts = self.exact_parts(g)
+        elif norms_only:
+            parts = (exact_sum(x.reshape(-1), self.dtype, self.scratch),) + (self._unknown,) * 2
         else:
             parts = exact_squares(x.reshape(-1), self.dtype, self.scratch)
         for have, part in zip(self._deferred, parts):
             have.append(part)
         self._repeats.append(repeats)
-        return self._reserve(False, 1)
+        return self._reserve(False, 1), parts[1] is not self._unknown
+
+    def _sum_parts(self, g: torch.Tensor) -> Parts:
+        """(sum of squares, min, max) where the range is known this run, else (sum of
+        squares, NaN, NaN): the sum computed once per live tensor, as in `exact_parts`."""
+        key = _identity(g)
+        hit = self._parts.get(key) if key is not None else None
+        if hit is not None and hit[0]() is not None:
+            return hit[1]
+        known = self._sums.get(key) if key is not None else None
+        if known is not None and known[0]() is not None:
+            total = known[1]
+        else:
+            total = exact_sum(distinct(g)[0].reshape(-1), self.dtype, self.scratch)
+            if key is not None:
+                self._sums[key] = (weakref.ref(g), total)
+        return total, self._unknown, self._unknown
 
     def exact_parts(self, g: torch.Tensor, owner: torch.Tensor | None = None) -> Parts:
         """(sum of squares in the accumulator, min, max) of a dense CPU float32/16/bf16 tensor
@@ -164,8 +196,12 @@ class NormBatch:
         hit = self._parts.get(key) if key is not None else None
         if hit is not None and hit[0]() is not None:
             return hit[1]
-        x, _ = distinct(g)
-        parts = exact_squares(x.reshape(-1), self.dtype, self.scratch)
+        x = distinct(g)[0].reshape(-1)
+        known = self._sums.get(key) if key is not None else None
+        if known is not None and known[0]() is not None:  # the flow took its sum already
+            parts: Parts = (known[1], *torch.aminmax(x))
+        else:
+            parts = exact_squares(x, self.dtype, self.scratch)
         if key is not None:
             self._parts[key] = (weakref.ref(g if owner is None else owner), parts)
         return parts
@@ -288,7 +324,7 @@ class NormBatch:
     def resolve(self) -> list[float]:
         """All queued numbers as Python floats: the single host synchronisation of a run."""
         self._flush()
-        self._seen, self._parts, self.scratch, self._buf = {}, {}, Scratch(), None
+        self._seen, self._parts, self._sums, self.scratch, self._buf = {}, {}, {}, Scratch(), None
         if not self._chunks:
             return []
         target = self._chunks[0].device

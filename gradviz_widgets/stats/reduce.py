@@ -78,7 +78,10 @@ def pow2_exponent(top: torch.Tensor) -> torch.Tensor:
 
 
 def norms_and_maxes(
-    grads: Sequence[torch.Tensor], acc: torch.dtype, scratch: Scratch | None = None
+    grads: Sequence[torch.Tensor],
+    acc: torch.dtype,
+    scratch: Scratch | None = None,
+    maxes: bool = True,
 ) -> list[tuple[list[int], torch.Tensor]]:
     """[L2 norm, max |g|] of dense tensors as `acc` numbers on their device, without a host sync:
     groups of (indices into `grads`, their pairs interleaved).
@@ -88,6 +91,8 @@ def norms_and_maxes(
     per kind does this (`_foreach_norm(..., dtype=float64)` converts each element before
     squaring); elsewhere chunks are copied to a float64 buffer (see `_chunked`). Where squares
     would not fit (float64 gradients) chunks are first divided by a power of two near max |g|.
+    `maxes=False`: the fused kernels skip max |g| (NaN in its place); the chunked path reads it
+    anyway.
 
     Example:
         >>> x = torch.tensor([3e300, -4e300], dtype=torch.float64)
@@ -100,22 +105,28 @@ def norms_and_maxes(
         return _chunked(list(range(len(flat))), flat, acc, scratch)
     fused = [t for t, (x, _) in enumerate(flat) if x.numel() and squares_fit(x.dtype, acc)]
     rest = sorted(set(range(len(flat))) - set(fused))  # float64 and empty gradients
-    return ([_fused(fused, flat, acc)] if fused else []) + (
+    return ([_fused(fused, flat, acc, maxes)] if fused else []) + (
         _chunked(rest, flat, acc, scratch) if rest else []
     )
 
 
 def _fused(
-    indices: list[int], flat: list[tuple[torch.Tensor, int]], acc: torch.dtype
+    indices: list[int], flat: list[tuple[torch.Tensor, int]], acc: torch.dtype, maxes: bool
 ) -> tuple[list[int], torch.Tensor]:
-    """Two fused kernels for all these tensors (float32/16/bf16 may be mixed)."""
+    """Two fused kernels for all these tensors (float32/16/bf16 may be mixed); one without
+    `maxes`."""
     xs = [flat[t][0] for t in indices]
     l2 = torch._foreach_norm(xs, 2, dtype=acc)
-    linf = torch._foreach_norm(xs, math.inf, dtype=acc)
     repeats = [math.sqrt(flat[t][1]) for t in indices]
     if any(r != 1.0 for r in repeats):
         l2 = torch._foreach_mul(l2, repeats)
-    return indices, torch.stack([torch.stack(l2), torch.stack(linf)], 1).reshape(-1)
+    norms = torch.stack(l2)
+    top = (
+        torch.stack(torch._foreach_norm(xs, math.inf, dtype=acc))
+        if maxes
+        else torch.full_like(norms, math.nan)
+    )
+    return indices, torch.stack([norms, top], 1).reshape(-1)
 
 
 def _chunked(
@@ -164,8 +175,8 @@ def exact_squares(
     x: torch.Tensor, acc: torch.dtype, scratch: Scratch
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(sum of squares in `acc`, min, max) of a 1-d tensor whose squares are exact in `acc`
-    (`squares_fit`), as 0-d tensors: chunks copied to a reused `acc` buffer, one dot product
-    each; min and max read from `x` itself (exact in its own dtype). Three kernels for a tensor
+    (`squares_fit`), as 0-d tensors: `exact_sum`, and min and max read from `x` itself (exact
+    in its own dtype; per chunk, while the chunk is still in cache). Three kernels for a tensor
     of up to one chunk, and nothing else: `finished_pairs` turns many of these into pairs at once.
 
     Example:
@@ -173,15 +184,36 @@ def exact_squares(
         >>> total.item(), lo.item(), hi.item()
         (25.0, -4.0, 3.0)
     """
+    step = chunk_size(x.device)
+    if x.numel() <= step:
+        lo, hi = torch.aminmax(x)
+        return exact_sum(x, acc, scratch), lo, hi
+    buf = scratch.get(0, step, acc, x.device)
+    dots: list[torch.Tensor] = []
+    ends: list[torch.Tensor] = []
+    for c in x.split(step):
+        b = buf[: c.numel()].copy_(c)
+        dots.append(torch.dot(b, b))
+        ends += torch.aminmax(c)
+    lohi = torch.stack(ends).view(-1, 2)
+    return torch.stack(dots).sum(), lohi[:, 0].amin(), lohi[:, 1].amax()
+
+
+def exact_sum(x: torch.Tensor, acc: torch.dtype, scratch: Scratch) -> torch.Tensor:
+    """The sum of squares in `acc` of a 1-d tensor whose squares are exact in `acc`, as a 0-d
+    tensor: chunks copied to a reused `acc` buffer, one dot product each (two kernels for a
+    tensor of up to one chunk). Zero exactly when every element is zero.
+
+    Example:
+        >>> exact_sum(torch.tensor([3.0, -4.0]), torch.float64, Scratch()).item()
+        25.0
+    """
     n, step = x.numel(), chunk_size(x.device)
     buf = scratch.get(0, min(n, step), acc, x.device)
     if n <= step:
-        total = torch.dot(buf.copy_(x), buf)
-    else:
-        dots = [torch.dot(buf[: c.numel()].copy_(c), buf[: c.numel()]) for c in x.split(step)]
-        total = torch.stack(dots).sum()
-    lo, hi = torch.aminmax(x)
-    return total, lo, hi
+        return torch.dot(buf.copy_(x), buf)
+    dots = [torch.dot(buf[: c.numel()].copy_(c), buf[: c.numel()]) for c in x.split(step)]
+    return torch.stack(dots).sum()
 
 
 def finished_pairs(

@@ -232,7 +232,8 @@ def _is_hook_node(fn: Any) -> bool:
 def instrument(
     graph: RawGraph, batch: NormBatch, modified: Collection[str] = (), leaves_whole: bool = True
 ) -> None:
-    """Hook every op node so its incoming and outgoing gradients are measured (no host sync).
+    """Hook every op node so the norms of its incoming and outgoing gradients are measured (no
+    host sync; max |g| is not read along edges: the norm is what the graph shows).
 
     A node whose output feeds exactly one consumer received exactly what that consumer sent
     along their edge, so its inflow reuses the edge's number instead of measuring the same
@@ -304,7 +305,7 @@ def _flow_hook(
         reuse = same is not None and same.slot is not None and len(grad_outputs) == 1
         arrived = [] if reuse else [g for g in grad_outputs if g is not None]
         leaving = [grad_inputs[i] for i in indices]  # type: ignore[index]
-        slots = batch.add(arrived + [g for g in leaving if g is not None])
+        slots = batch.add(arrived + [g for g in leaving if g is not None], norms_only=True)
         node.inflow = [same.slot] if reuse else slots[: len(arrived)]  # type: ignore[list-item, union-attr]
         k = len(arrived)
         for e, g in zip(edges, leaving):
@@ -318,7 +319,7 @@ def _flow_hook(
 def _through_hook(edges: list[RawEdge], batch: NormBatch):
     def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
         present = [(e, grad_inputs[e.via[1]]) for e in edges if grad_inputs[e.via[1]] is not None]  # type: ignore[index]
-        for (e, _), slot in zip(present, batch.add([g for _, g in present])):
+        for (e, _), slot in zip(present, batch.add([g for _, g in present], norms_only=True)):
             e.slot = slot
 
     return hook

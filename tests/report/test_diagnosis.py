@@ -95,10 +95,10 @@ def _slow_zero_origin(graph: GradGraph, leaf_id: str) -> str | None:
     while queue:
         current = queue.popleft()
         for e in consumers.get(current, ()):
-            if e.grad_max != 0.0 or e.dst in seen:
+            if e.grad_norm != 0.0 or e.dst in seen:
                 continue
             dst = graph.node(e.dst)
-            if dst.grad_max not in (None, 0.0):
+            if dst.grad_norm not in (None, 0.0):
                 return dst.id
             seen.add(e.dst)
             queue.append(e.dst)

@@ -317,3 +317,75 @@ def test_flow_and_hook_statistics_of_one_tensor_share_one_reduction() -> None:
     assert read_stats(queue_stats(z, batch), batch.resolve()).norm == pytest.approx(
         ref_norm(z.abs()), rel=REL
     )
+
+
+def test_norms_only_skip_the_max_pass_and_never_lend_a_missing_max() -> None:
+    """What flows along edges is measured by its norm only: a large CPU gradient takes a float64
+    copy and a dot product, no min/max; the norm is the same number as the full pair's. A
+    later request for the full pair of the same tensor (a parameter's gradient, a hook's
+    statistics) reads its max then and shares the sum of squares; the reverse order reuses."""
+    from gradviz_widgets.stats.reduce import Scratch
+    from gradviz_widgets.stats.tensor import stats_vector
+
+    g, h, k = torch.randn(300, 70), torch.randn(900_000), torch.randn(6000)
+    g[0, 0] = -50.0
+    batch = NormBatch(torch.device("cpu"))
+    with CountOps() as count:
+        flow = batch.add([g, h], norms_only=True)
+    assert "aminmax.default" not in count.ops and count.ops.count("dot.default") == 1 + 4
+    with CountOps() as count:
+        full = batch.add([g.t()])  # the same elements: a new slot with its max, sum shared
+        stats = queue_stats(h, batch)  # the hook after the flow: the range only
+    assert full != flow[:1] and "dot.default" not in count.ops
+    assert count.ops.count("aminmax.default") == 2  # g and h
+    full_first = batch.add([k])
+    with CountOps() as count:
+        assert batch.add([k], norms_only=True) == full_first
+    assert count.ops == []
+    values = batch.resolve()
+    for t, slot in ((g, flow[0]), (h, flow[1]), (g, full[0]), (k, full_first[0])):
+        assert values[slot] == pytest.approx(ref_norm(t), rel=REL)
+    assert math.isnan(values[flow[0] + 1]) and math.isnan(values[flow[1] + 1])
+    assert values[full[0] + 1] == 50.0 and values[full_first[0] + 1] == k.abs().max().item()
+    alone = stats_vector(h, torch.float64, Scratch()).tolist()
+    got = read_stats(stats, values)
+    assert (got.norm, got.min, got.max) == pytest.approx(alone[:3], rel=1e-15)
+
+
+def test_what_flowed_along_edges_has_its_norm_and_a_max_only_when_zero() -> None:
+    """The explorer's edges and op nodes carry exact norms; their max |g| is not measured
+    (None), except 0.0 where exactly nothing flowed, so "zero" and the zero origins read as
+    before; leaves keep their max |g|."""
+    from gradviz_widgets.examples import dead_branch_example
+
+    net, x, y = dead_branch_example()
+    ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
+    ex.run()
+    graph = ex.graph
+    zero = [e for e in graph.edges if e.status == "zero"]
+    assert zero and all(e.grad_norm == 0.0 and e.grad_max == 0.0 for e in zero)
+    flowing = [e for e in graph.edges if e.grad_norm]
+    assert flowing and all(e.grad_max is None for e in flowing)
+    ops = [n for n in graph.nodes if n.kind == "op" and n.grad_norm]
+    assert ops and all(n.grad_max is None for n in ops)
+    params = [n for n in graph.nodes if n.kind == "param" and n.grad_norm]
+    assert params and all(n.grad_max is not None and n.grad_max > 0 for n in params)
+    assert ex.report.param_status["gate.weight"] == "zero"
+    for name in ("gate.weight", "gate.bias"):
+        assert graph.node(ex.report.zero_origins[name]).op == "ReluBackward0"
+
+
+def test_the_fused_accelerator_path_skips_max_for_norms_only() -> None:
+    """CUDA's fused reduction (run here on CPU tensors, which `_foreach_norm` also takes): one
+    kernel kind without maxes, NaN where the max would be, the same norms."""
+    from gradviz_widgets.stats.reduce import _fused
+
+    xs = [(torch.randn(5000), 1), (torch.randn(3, 40).to(torch.bfloat16), 1), (torch.ones(1), 4)]
+    with CountOps() as count:
+        _, both = _fused([0, 1, 2], xs, torch.float64, True)
+    with_maxes = len(count.ops)
+    with CountOps() as count:
+        _, norms = _fused([0, 1, 2], xs, torch.float64, False)
+    assert count.ops.count("_foreach_norm.Scalar") == 1 and len(count.ops) < with_maxes
+    assert torch.equal(norms[0::2], both[0::2]) and bool(norms[1::2].isnan().all())
+    assert both[1::2].tolist() == [x.abs().max().item() for x, _ in xs]
