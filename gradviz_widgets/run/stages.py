@@ -126,8 +126,8 @@ def read_back(state: RunState) -> None:
     """Queue the gradients' numbers and read everything back in the run's one host sync."""
     grads, batch = state.grads, state.batch
     present = [g for g in grads.values() if g is not None]
-    slots = iter(batch.add(present))
-    nonzero_at = batch.add_nonzero_counts(present)
+    pair_slots, nonzero_at = batch.add_counted(present)
+    slots = iter(pair_slots)
     numels = [g.numel() for g in present]
     del present
     state.values = values = batch.resolve()

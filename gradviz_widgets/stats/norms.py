@@ -19,6 +19,7 @@ from ..vocabulary import STATUSES, Thresholds, classify, combine_norms  # noqa: 
 from .reduce import (
     Scratch,
     chunk_size,
+    counted_squares,
     distinct,
     exact_squares,
     exact_sum,
@@ -41,8 +42,9 @@ class NormBatch:
     elements, one cat + copy per `add`, and reduced together (`segmented`) when it
     fills and at `resolve()`, into the slots it reserved: deep graphs of small tensors cost
     a few kernels per node, not ~10 per tensor, and no gradient is kept alive for it. Larger
-    CPU float32/16/bf16 gradients take three kernels each (a float64 copy, its dot product,
-    the min/max; `exact_squares`) whose 0-d results are finished together at the same flush.
+    CPU float32/16/bf16 gradients take three kernels a chunk (a float64 copy, its dot product,
+    the min/max; `exact_squares`; two for norms only, `exact_sum`) whose 0-d results are
+    finished together at the same flush.
     Other tensors queued twice while alive (a gradient seen as one node's output and the next
     one's input) are measured once.
 
@@ -72,6 +74,9 @@ class NormBatch:
         self._parts: dict[tuple, tuple[weakref.ref, Parts]] = {}
         self._sums: dict[tuple, tuple[weakref.ref, torch.Tensor]] = {}
         self._unknown = torch.full((), float("nan"), dtype=self.dtype)  # a max not read
+        # within `add_counted`: id -> (gradient, its non-zero count from the same pass)
+        self._counting = False
+        self._counts: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
         self.scratch = Scratch()
         self.syncs = 0
         # pending small CPU tensors: their float64 copies and lengths (slots reserved)
@@ -152,7 +157,13 @@ class NormBatch:
         """Reduce one gradient to 0-d partial results now (no gradient kept), finished with
         the pending buffer; its slot, and whether it holds the max |g| too."""
         x, repeats = distinct(g)
-        if repeats == 1 and norms_only:
+        if self._counting and not norms_only and _identity(g) not in self._parts:
+            total, lo, hi, nonzero = counted_squares(x.reshape(-1), self.dtype, self.scratch)
+            parts = total, lo, hi
+            if repeats == 1 and (key := _identity(g)) is not None:
+                self._parts[key] = (weakref.ref(g), parts)
+            self._counts[id(g)] = (weakref.ref(g), nonzero * repeats if repeats > 1 else nonzero)
+        elif repeats == 1 and norms_only:
             parts = self._sum_parts(g)
         elif repeats == 1:
             parts = self.exact_parts(g)
@@ -284,6 +295,26 @@ class NormBatch:
         out[~where] = deferred.view(-1, 2)
         return out.reshape(-1)
 
+    def add_counted(self, grads: Sequence[torch.Tensor]) -> tuple[list[int], int]:
+        """`add` and `add_nonzero_counts` of the same gradients (parameters' gradients after
+        backward, left as they are): large CPU ones are counted in the pass that measures them.
+        Returns the slot of each pair and the slot of the first count.
+
+        Example:
+            >>> batch = NormBatch(torch.device("cpu"))
+            >>> g = torch.zeros(10_000); g[:3] = 2.0
+            >>> slots, at = batch.add_counted([g])
+            >>> values = batch.resolve()
+            >>> batch.pair(values, slots[0]), values[at]
+            ((3.4641016151377544, 2.0), 3.0)
+        """
+        self._counting = True
+        try:
+            slots = self.add(grads)
+        finally:
+            self._counting = False
+        return slots, self.add_nonzero_counts(grads)
+
     def add_nonzero_counts(self, grads: Sequence[torch.Tensor]) -> int:
         """Queue the number of non-zero elements of each gradient (exact: counted in int64);
         returns the slot of the first count. Small CPU gradients are counted together."""
@@ -294,6 +325,10 @@ class NormBatch:
         counts = []
         for i, g in enumerate(grads):
             if i in small:
+                continue
+            known = self._counts.pop(id(g), None)
+            if known is not None and known[0]() is g:
+                counts.append(known[1].long())  # exact: a count below 2^53
                 continue
             x, repeats = distinct(g.coalesce().values() if g.is_sparse else g)
             counts.append(
@@ -325,6 +360,7 @@ class NormBatch:
         """All queued numbers as Python floats: the single host synchronisation of a run."""
         self._flush()
         self._seen, self._parts, self._sums, self.scratch, self._buf = {}, {}, {}, Scratch(), None
+        self._counts = {}
         if not self._chunks:
             return []
         target = self._chunks[0].device

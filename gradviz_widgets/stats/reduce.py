@@ -184,19 +184,48 @@ def exact_squares(
         >>> total.item(), lo.item(), hi.item()
         (25.0, -4.0, 3.0)
     """
-    step = chunk_size(x.device)
-    if x.numel() <= step:
+    if x.numel() <= chunk_size(x.device):
         lo, hi = torch.aminmax(x)
         return exact_sum(x, acc, scratch), lo, hi
-    buf = scratch.get(0, step, acc, x.device)
-    dots: list[torch.Tensor] = []
-    ends: list[torch.Tensor] = []
+    total, lo, hi = _per_chunk(x, acc, scratch, False)
+    return total, lo, hi
+
+
+def counted_squares(
+    x: torch.Tensor, acc: torch.dtype, scratch: Scratch
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`exact_squares` and the number of non-zero elements (NaN counts, as in
+    `count_nonzero`), in the same pass: the float64 copy, still in cache, is turned into 0/1 in
+    place and dotted with itself (exact: a count below 2^53), cheaper than a `count_nonzero`
+    that reads `x` from memory again.
+
+    Example:
+        >>> parts = counted_squares(torch.tensor([3.0, 0.0, float("nan")]), torch.float64, Scratch())
+        >>> [p.item() for p in parts[1:]]
+        [nan, nan, 2.0]
+    """
+    total, lo, hi, nonzero = _per_chunk(x, acc, scratch, True)
+    return total, lo, hi, nonzero
+
+
+def _per_chunk(
+    x: torch.Tensor, acc: torch.dtype, scratch: Scratch, count: bool
+) -> list[torch.Tensor]:
+    """[sum of squares, min, max] (and the non-zero count with `count`) of `x`, chunk by chunk."""
+    step = chunk_size(x.device)
+    buf = scratch.get(0, min(step, x.numel()), acc, x.device)
+    parts: list[torch.Tensor] = []
     for c in x.split(step):
         b = buf[: c.numel()].copy_(c)
-        dots.append(torch.dot(b, b))
-        ends += torch.aminmax(c)
-    lohi = torch.stack(ends).view(-1, 2)
-    return torch.stack(dots).sum(), lohi[:, 0].amin(), lohi[:, 1].amax()
+        parts += [torch.dot(b, b), *torch.aminmax(c)]
+        if count:
+            parts.append(torch.dot(b.ne_(0), b))
+    width = 4 if count else 3
+    if len(parts) == width:  # one chunk: nothing to combine
+        return parts
+    cols = torch.stack(parts).view(-1, width)
+    ends = [cols[:, 0].sum(), cols[:, 1].amin(), cols[:, 2].amax()]
+    return [*ends, cols[:, 3].sum()] if count else ends
 
 
 def exact_sum(x: torch.Tensor, acc: torch.dtype, scratch: Scratch) -> torch.Tensor:

@@ -389,3 +389,34 @@ def test_the_fused_accelerator_path_skips_max_for_norms_only() -> None:
     assert count.ops.count("_foreach_norm.Scalar") == 1 and len(count.ops) < with_maxes
     assert torch.equal(norms[0::2], both[0::2]) and bool(norms[1::2].isnan().all())
     assert both[1::2].tolist() == [x.abs().max().item() for x, _ in xs]
+
+
+def test_parameter_gradients_are_counted_in_the_pass_that_measures_them() -> None:
+    """`add_counted` (the run's read-back of parameter gradients) gives the pairs of `add` and
+    the counts of `count_nonzero` exactly, NaN, expanded, float16/bf16 and multi-chunk
+    gradients included, without a `count_nonzero` pass over the large CPU ones."""
+    gen = torch.Generator().manual_seed(3)
+    grads = [
+        torch.randn(700_000, generator=gen).relu(),  # ~half exact zeros, three chunks
+        torch.zeros(300, 70),
+        torch.randn(5000, generator=gen).to(torch.bfloat16),
+        torch.randn(64, 64, generator=gen).half().t(),
+        torch.tensor([1.0, 0.0, float("nan")]).repeat(3000),
+        torch.full((1,), 2.0).expand(9000),
+        torch.randn(30, generator=gen),  # small ones are counted together, as before
+        torch.zeros(40),
+    ]
+    grads[0][5] = float("nan")
+    batch = NormBatch(torch.device("cpu"))
+    with CountOps() as count:
+        slots, at = batch.add_counted(grads)
+    assert count.ops.count("count_nonzero.default") == 0
+    values = batch.resolve()
+    apart = NormBatch(torch.device("cpu"))
+    ref_slots = apart.add(grads)
+    ref_at = apart.add_nonzero_counts(grads)
+    ref = apart.resolve()
+    for k, g in enumerate(grads):
+        pair, want = NormBatch.pair(values, slots[k]), NormBatch.pair(ref, ref_slots[k])
+        assert pair == pytest.approx(want, rel=1e-15, nan_ok=True), k
+        assert values[at + k] == ref[ref_at + k] == torch.count_nonzero(g).item(), k
