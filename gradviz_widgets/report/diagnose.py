@@ -77,18 +77,18 @@ def zero_origins(graph: GradGraph) -> Mapping[str, str]:
 def _zero_origins(graph: GradGraph) -> dict[str, str]:
     # distance (edges carrying exact zeros) from each node to the nearest node that received a
     # non-zero gradient, by one breadth-first pass backward from all such nodes at once
-    by_id = graph.by_id
 
     # exact norms are 0.0 only when every element is (what flowed along edges has no max |g|)
-    def live(node_id: str) -> bool:
-        return by_id[node_id].grad_norm not in (None, 0.0)
-
     dead_feeders: dict[str, list[str]] = {}
     for e in graph.edges:
         if e.grad_norm == 0.0:
             dead_feeders.setdefault(e.dst, []).append(e.src)
+    if not dead_feeders:
+        return {}
+    alive = {n.id for n in graph.nodes if n.grad_norm is not None and n.grad_norm != 0.0}
+    live = alive.__contains__
     dist: dict[str, int] = {}
-    todo = collections.deque((n.id, 0) for n in graph.nodes if n.grad_norm not in (None, 0.0))
+    todo = collections.deque((n.id, 0) for n in graph.nodes if n.id in alive)
     ordered: list[str] = []
     while todo:  # level by level: a queue takes the nodes in the order levels would
         node_id, depth = todo.popleft()

@@ -17,7 +17,7 @@ from ..graph.nodes import GradEdge, GradNode, ModuleScope, built
 from ..report import diagnose
 from ..report.grad_report import GradReport, ParamRecord
 from ..trace.walk import RawEdge, RawGraph
-from ..vocabulary import classify, classify_many, combine_norms
+from ..vocabulary import classify_many, combine_norms
 from .model_state import ModelIndex
 from .state import RunState
 
@@ -38,6 +38,8 @@ def freeze_graph(state: RunState) -> GradGraph:
     leaf_by_id = state.leaf_pairs
 
     def pair_of(slots: list[int]) -> tuple[float | None, float | None]:
+        if len(slots) == 1:  # the common case: no combining
+            return flow_pair(values[slots[0]])
         return flow_pair(combine_norms([values[s] for s in slots])) if slots else (None, None)
 
     pairs: list[tuple[float | None, float | None]] = []
@@ -189,10 +191,12 @@ def build_report(state: RunState, graph: GradGraph) -> GradReport:
 def _param_records(state: RunState, graph: GradGraph) -> list[ParamRecord]:
     """One record per parameter, with its status, why it got no gradient and any zero origin."""
     records = []
-    for name, p in state.stand_ins.params.items():
-        pair = state.leaf_pairs.get(ids.param_id(name))
+    params = state.stand_ins.params
+    leaf_ids = [ids.param_id(name) for name in params]
+    pairs = [state.leaf_pairs.get(leaf_id) for leaf_id in leaf_ids]
+    statuses = classify_many([pair or (None, None) for pair in pairs], state.settings.thresholds)
+    for (name, p), leaf_id, pair, status in zip(params.items(), leaf_ids, pairs, statuses):
         norm, gmax = pair if pair else (None, None)
-        status = classify(norm, gmax, state.settings.thresholds)
         records.append(
             ParamRecord(
                 name,
@@ -204,8 +208,8 @@ def _param_records(state: RunState, graph: GradGraph) -> list[ParamRecord]:
                 gmax,
                 status,
                 None if pair else _none_reason(state, name, p.requires_grad),
-                diagnose.zero_origin(graph, ids.param_id(name)) if status == "zero" else None,
-                zero_fraction=state.zero_fractions.get(ids.param_id(name)),
+                diagnose.zero_origin(graph, leaf_id) if status == "zero" else None,
+                zero_fraction=state.zero_fractions.get(leaf_id),
             )
         )
     return records
