@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
+from typing import TypeVar
 
 import torch
 
@@ -132,7 +133,7 @@ class NormBatch:
         later = []
         for i, g, key in fresh:
             if self._deferrable(g):
-                slots[i], full = self._defer(g, norms_only)
+                slots[i], full = self._defer(g, key, norms_only)
                 if key is not None:
                     self._seen[key] = (weakref.ref(g), slots[i], full)  # type: ignore[assignment]
             else:
@@ -153,41 +154,34 @@ class NormBatch:
         """A dense CPU gradient whose squares are exact in the accumulator (not small)."""
         return g.is_cpu and g.dtype in self._exact and g.layout is torch.strided
 
-    def _defer(self, g: torch.Tensor, norms_only: bool) -> tuple[int, bool]:
+    def _defer(self, g: torch.Tensor, key: tuple | None, norms_only: bool) -> tuple[int, bool]:
         """Reduce one gradient to 0-d partial results now (no gradient kept), finished with
-        the pending buffer; its slot, and whether it holds the max |g| too."""
+        the pending buffer; its slot, and whether it holds the max |g| too. `key`: its
+        `_identity`, under which what is reduced is shared within the run."""
         x, repeats = distinct(g)
-        if self._counting and not norms_only and _identity(g) not in self._parts:
-            total, lo, hi, nonzero = counted_squares(x.reshape(-1), self.dtype, self.scratch)
-            parts = total, lo, hi
-            if repeats == 1 and (key := _identity(g)) is not None:
-                self._parts[key] = (weakref.ref(g), parts)
+        flat, key = x.reshape(-1), key if repeats == 1 else None  # repeats: not its own elements
+        if norms_only:
+            parts = self._sum_parts(g, flat, key)
+        elif self._counting and _alive(self._parts, key) is None:
+            total, lo, hi, nonzero = counted_squares(flat, self.dtype, self.scratch)
+            parts = self._keep(key, g, (total, lo, hi))
             self._counts[id(g)] = (weakref.ref(g), nonzero * repeats if repeats > 1 else nonzero)
-        elif repeats == 1 and norms_only:
-            parts = self._sum_parts(g)
-        elif repeats == 1:
-            parts = self.exact_parts(g)
-        elif norms_only:
-            parts = (exact_sum(x.reshape(-1), self.dtype, self.scratch),) + (self._unknown,) * 2
         else:
-            parts = exact_squares(x.reshape(-1), self.dtype, self.scratch)
+            parts = self._range_parts(g, flat, key)
         for have, part in zip(self._deferred, parts):
             have.append(part)
         self._repeats.append(repeats)
         return self._reserve(False, 1), parts[1] is not self._unknown
 
-    def _sum_parts(self, g: torch.Tensor) -> Parts:
+    def _sum_parts(self, g: torch.Tensor, flat: torch.Tensor, key: tuple | None) -> Parts:
         """(sum of squares, min, max) where the range is known this run, else (sum of
         squares, NaN, NaN): the sum computed once per live tensor, as in `exact_parts`."""
-        key = _identity(g)
-        hit = self._parts.get(key) if key is not None else None
-        if hit is not None and hit[0]() is not None:
-            return hit[1]
-        known = self._sums.get(key) if key is not None else None
-        if known is not None and known[0]() is not None:
-            total = known[1]
-        else:
-            total = exact_sum(distinct(g)[0].reshape(-1), self.dtype, self.scratch)
+        parts = _alive(self._parts, key)
+        if parts is not None:
+            return parts
+        total = _alive(self._sums, key)
+        if total is None:
+            total = exact_sum(flat, self.dtype, self.scratch)
             if key is not None:
                 self._sums[key] = (weakref.ref(g), total)
         return total, self._unknown, self._unknown
@@ -203,18 +197,23 @@ class NormBatch:
             >>> batch.exact_parts(g) is batch.exact_parts(g.t())
             True
         """
-        key = _identity(g)
-        hit = self._parts.get(key) if key is not None else None
-        if hit is not None and hit[0]() is not None:
-            return hit[1]
-        x = distinct(g)[0].reshape(-1)
-        known = self._sums.get(key) if key is not None else None
-        if known is not None and known[0]() is not None:  # the flow took its sum already
-            parts: Parts = (known[1], *torch.aminmax(x))
-        else:
-            parts = exact_squares(x, self.dtype, self.scratch)
+        return self._range_parts(
+            g if owner is None else owner, distinct(g)[0].reshape(-1), _identity(g)
+        )
+
+    def _range_parts(self, owner: torch.Tensor, flat: torch.Tensor, key: tuple | None) -> Parts:
+        """`exact_parts` of `flat`, known under `key` while `owner` lives."""
+        parts = _alive(self._parts, key)
+        if parts is not None:
+            return parts
+        total = _alive(self._sums, key)
+        if total is not None:  # the flow took its sum already: the range only
+            return self._keep(key, owner, (total, *torch.aminmax(flat)))
+        return self._keep(key, owner, exact_squares(flat, self.dtype, self.scratch))
+
+    def _keep(self, key: tuple | None, owner: torch.Tensor, parts: Parts) -> Parts:
         if key is not None:
-            self._parts[key] = (weakref.ref(g if owner is None else owner), parts)
+            self._parts[key] = (weakref.ref(owner), parts)
         return parts
 
     def _reserve(self, from_buffer: bool, count: int) -> int:
@@ -376,6 +375,13 @@ class NormBatch:
 
 
 Parts = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+T = TypeVar("T")
+
+
+def _alive(cache: dict[tuple, tuple[weakref.ref, T]], key: tuple | None) -> T | None:
+    """What `cache` holds under `key` while the tensor it was measured from lives."""
+    hit = cache.get(key) if key is not None else None
+    return hit[1] if hit is not None and hit[0]() is not None else None
 
 
 def _segment_nonzeros(xs: list[torch.Tensor]) -> torch.Tensor:
