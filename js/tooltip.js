@@ -28,6 +28,15 @@ export function normText(i) {
 }
 
 /**
+ * A shape as Python writes a tuple, as the node's label does: (8, 16), (16,), ().
+ * @param {number[]} shape
+ * @returns {string}
+ */
+export function shapeText(shape) {
+  return shape.length === 1 ? `(${shape[0]},)` : `(${shape.join(", ")})`;
+}
+
+/**
  * Rows shown in the tooltip for a node (label first, then key/value pairs).
  * @param {string} id @param {NodeInfo | undefined} info
  * @returns {{title: string, rows: [string, string][]}}
@@ -40,10 +49,11 @@ export function tooltipRows(id, info) {
   if (i.module) rows.push(["module", i.module]);
   if (i.kind) rows.push(["kind", i.kind]);
   if (i.shape !== undefined && i.shape !== null && String(i.shape) !== "") {
-    rows.push(["shape", Array.isArray(i.shape) ? `(${i.shape.join(", ")})` : String(i.shape)]);
+    rows.push(["shape", Array.isArray(i.shape) ? shapeText(i.shape) : String(i.shape)]);
   }
   if (info) rows.push(["grad norm", normText(i)]);
-  if (i.status) rows.push(["status", i.status]);
+  // the status in Python's words (a ghost's says why no gradient reached it), else its code
+  if (i.status) rows.push(["status", i.status_text || i.status]);
   if (i.param_text) rows.push(["parameters", i.param_text]);
   if (i.hooked) rows.push(["hooked", "yes"]);
   if (i.expandable) rows.push(["double-click", `expand ${i.expandable}`]);

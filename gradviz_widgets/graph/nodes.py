@@ -20,8 +20,9 @@ class GradNode:
 
     `grad_norm` / `grad_max` describe the gradient w.r.t. what this node produced, as it
     arrived in this run (None when no gradient reached it). `grad_max` (max |g|) is read for
-    leaves (parameters, inputs, their AccumulateGrad); for an op node or a folded module only
-    the norm is measured, so its `grad_max` is 0.0 when the norm is 0.0 and None otherwise.
+    leaves (parameters, inputs, their AccumulateGrad) and is 1.0 at the loss output (d loss /
+    d loss); for an op node or a folded module only the norm is measured, so its `grad_max`
+    is 0.0 when the norm is 0.0 and None otherwise.
     """
 
     id: str

@@ -68,8 +68,13 @@ def node_texts(n: GradNode) -> dict[str, str]:
         >>> from gradviz_widgets.graph.grad_graph import GradNode
         >>> node_texts(GradNode("a#0", "A", "op", "", "A", grad_norm=1234.5, status="healthy"))
         {'norm_text': '1234', 'status_text': 'healthy'}
+        >>> node_texts(GradNode("ghost:param:w", "Ghost", "ghost", "", "w\\n✂ frozen"))["status_text"]
+        'no gradient (frozen)'
     """
-    return {"norm_text": norm_text(n.grad_norm, n.status), "status_text": style(n.status).words}
+    words = style(n.status).words
+    if n.kind == "ghost" and "✂ " in n.label:  # why no gradient reached it (frozen, unused)
+        words = f"{words} ({n.label.rpartition('✂ ')[2]})"
+    return {"norm_text": norm_text(n.grad_norm, n.status), "status_text": words}
 
 
 def to_dot(

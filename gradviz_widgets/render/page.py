@@ -25,7 +25,7 @@ from typing import Any
 from ..frontend import script_text, static_text
 from ..graph.ghosts import add_ghosts
 from ..graph.grad_graph import GradGraph
-from ..ids import param_id
+from ..ids import ghost_id, param_id
 from ..report.grad_report import GradReport
 from ..vocabulary import legend, plain_text
 from .chart import bar_rows
@@ -60,6 +60,20 @@ def views(graph: GradGraph) -> list[dict[str, Any]]:
     return out
 
 
+def bar_target(drawn: GradGraph, name: str) -> str:
+    """The node a chart bar selects: the parameter's node, or the ghost drawn for a parameter
+    the gradient never reached (frozen, unused), so its bar shows why.
+
+    Example:
+        >>> from gradviz_widgets.graph.grad_graph import GradNode
+        >>> g = GradGraph((GradNode("ghost:param:w", "Ghost", "ghost", "", "w\\n✂ frozen"),), (), {})
+        >>> bar_target(g, "w"), bar_target(g, "b")
+        ('ghost:param:w', 'param:b')
+    """
+    pid = param_id(name)
+    return ghost_id(pid) if pid not in drawn and ghost_id(pid) in drawn else pid
+
+
 def page_html(graph: GradGraph, report: GradReport, title: str = "Gradient flow") -> str:
     """The whole page as text (see the module docstring)."""
     if not BUNDLE.is_file():
@@ -69,12 +83,12 @@ def page_html(graph: GradGraph, report: GradReport, title: str = "Gradient flow"
             f"the front-end bundle {BUNDLE} is missing: run pip install -e . "
             "(needs Node.js) or install the wheel, which ships it"
         )
-    params = [p.name for p in report.params]
+    drawn = add_ghosts(graph, report.none_reasons)
     state = {
-        "views": views(add_ghosts(graph, report.none_reasons)),
+        "views": views(drawn),
         "legend": legend(),
         "summary": plain_text(report.summary()),
-        "params": [param_id(n) for n in params],
+        "params": [bar_target(drawn, p.name) for p in report.params],
     }
     findings = "".join(f"<li>{html.escape(plain_text(f))}</li>" for f in report.findings)
     return _TEMPLATE.format(

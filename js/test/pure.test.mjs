@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { dashArray } from "../legend.js";
 import { findMatches } from "../search.js";
-import { normText, tooltipRows } from "../tooltip.js";
+import { normText, shapeText, tooltipRows } from "../tooltip.js";
 
 const entries = [
   { id: "a", label: "AddmmBackward0", module: "layer1", op: "AddmmBackward0" },
@@ -38,6 +38,13 @@ test("the tooltip shows the norm as Python wrote it, and tooltip rows", () => {
     hooked: "yes", "double-click": "collapse layer1",
   });
   assert.equal(tooltipRows("x", undefined).title, "x");
+  const ghost = Object.fromEntries(tooltipRows("ghost:param:w", {
+    label: "w\n✂ frozen", kind: "ghost", shape: [16], status: "none",
+    status_text: "no gradient (frozen)", norm_text: "None",
+  }).rows);
+  assert.equal(ghost.shape, "(16,)");
+  assert.equal(ghost.status, "no gradient (frozen)");
+  assert.equal(shapeText([]), "()");
 });
 
 test("legend dash values", () => {

@@ -72,3 +72,31 @@ def test_chart_svg_pins_none_zero_and_nonfinite() -> None:
     assert "no gradient (None)" in svg and "exactly 0.0" in svg and "NaN / Inf" in svg
     assert "<b>" not in svg and "&lt;b&gt;d&lt;/b&gt;" in svg
     assert svg.count('class="bar"') == 4
+
+
+def test_every_bar_selects_a_drawn_node_frozen_and_unused_included(tmp_path) -> None:
+    """A bar of the page's chart selects its parameter's node in some view; a parameter the
+    gradient never reached selects its ghost, whose text says why (it showed a raw id)."""
+    import json
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+            self.unused = nn.Linear(2, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.body(x)
+
+    torch.manual_seed(0)
+    net = Net()
+    net.body[0].weight.requires_grad_(False)
+    text = GradExplorer(net, torch.randn(3, 4)).export_html(tmp_path / "p.html").read_text()
+    state = json.loads(text.split('id="gvw-state">')[1].split("</script>")[0])
+    nodes = [v["nodes"] for v in state["views"]]
+    for pid in state["params"]:
+        assert any(pid in n for n in nodes), pid
+    frozen = next(n["ghost:param:body.0.weight"] for n in nodes if "ghost:param:body.0.weight" in n)
+    unused = next(n["ghost:param:unused.weight"] for n in nodes if "ghost:param:unused.weight" in n)
+    assert "ghost:param:body.0.weight" in state["params"] and "(frozen)" in frozen["status_text"]
+    assert "ghost:param:unused.weight" in state["params"] and "(" in unused["status_text"]
