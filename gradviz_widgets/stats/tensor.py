@@ -173,7 +173,9 @@ def _finite_cpu_stats(
     n = x.numel()
     size = min(chunk_size(x.device), n)
     buf = scratch.get(1, size, acc, x.device)
-    where = torch.empty(size, dtype=torch.uint8)  # bin indices: bincount reads bytes fastest
+    # bin indices: bincount reads bytes fastest; double -> int16 -> byte converts ~2x faster
+    # than double -> byte (the same truncation: the values are in [0, HIST_BINS])
+    where, wide = torch.empty(size, dtype=torch.uint8), torch.empty(size, dtype=torch.int16)
     per_bin = HIST_BINS / (hi - lo) if hi > lo else 0.0  # one value: all in the first bin
     sums, dots, counts = [], [], torch.zeros(HIST_BINS + 1, dtype=torch.int64)
     for chunk in x.split(size):
@@ -185,7 +187,7 @@ def _finite_cpu_stats(
         # in place on the copy, still in cache; b - lo >= 0 (lo is the minimum), so the
         # conversion's truncation is the floor; x == hi lands in bin HIST_BINS, folded below
         b.sub_(lo).mul_(per_bin)
-        counts += torch.bincount(where[:k].copy_(b), minlength=HIST_BINS + 1)
+        counts += torch.bincount(where[:k].copy_(wide[:k].copy_(b)), minlength=HIST_BINS + 1)
     counts[HIST_BINS - 1] += counts[HIST_BINS]
     counts = counts[:HIST_BINS]
     total = sums[0] if len(sums) == 1 else torch.stack(sums).sum()
