@@ -52,7 +52,7 @@ export function tooltipRows(id, info) {
     rows.push(["shape", Array.isArray(i.shape) ? shapeText(i.shape) : String(i.shape)]);
   }
   if (info) rows.push(["grad norm", normText(i)]);
-  // the status in Python's words (a ghost's says why no gradient reached it), else its code
+  // the status in Python's words (a ghost's says why it got none), else its code
   if (i.status) rows.push(["status", i.status_text || i.status]);
   if (i.param_text) rows.push(["parameters", i.param_text]);
   if (i.hooked) rows.push(["hooked", "yes"]);
