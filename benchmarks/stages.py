@@ -18,6 +18,7 @@ import argparse
 import datetime as _dt
 import gc
 import os
+import resource
 import sys
 import time
 from collections.abc import Callable
@@ -134,7 +135,7 @@ def _steps(net: nn.Module, x: Any, loss: Loss) -> dict[str, Callable[[], Sample]
     def bare() -> dict[str, dict[str, float]]:
         for p in params:
             p.grad = None
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0, f0 = time.perf_counter(), time.process_time(), _faults()
         out = to_loss(net(x))
         t1, c1 = time.perf_counter(), time.process_time()
         out.backward()
@@ -142,6 +143,7 @@ def _steps(net: nn.Module, x: Any, loss: Loss) -> dict[str, Callable[[], Sample]
         return {
             "wall": {"total": t2 - t0, "forward": t1 - t0, "backward": t2 - t1},
             "cpu": {"total": c2 - c0, "forward": c1 - c0, "backward": c2 - c1},
+            "faults": {"total": _faults() - f0},
         }
 
     def explorer_step(**kw: Any) -> Callable[[], Sample]:
@@ -162,12 +164,23 @@ def _steps(net: nn.Module, x: Any, loss: Loss) -> dict[str, Callable[[], Sample]
 def _timed_run(ex: Any, stage_times: Any) -> Callable[[], Sample]:
     def step() -> Sample:
         with stage_times() as clock:
-            t0, c0 = time.perf_counter(), time.process_time()
+            t0, c0, f0 = time.perf_counter(), time.process_time(), _faults()
             ex.run()
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        return {"wall": {"total": wall, **clock.seconds}, "cpu": {"total": cpu, **clock.cpu}}
+        return {
+            "wall": {"total": wall, **clock.seconds},
+            "cpu": {"total": cpu, **clock.cpu},
+            "faults": {"total": _faults() - f0},
+        }
 
     return step
+
+
+def _faults() -> int:
+    """Minor page faults of this process so far: memory the allocator mapped afresh, which
+    the kernel zero-fills on first touch (a large share of a big model's step, and one that
+    moves with the allocator's state between repeats)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def stage_row(name: str, repeats: int, modes: tuple[str, ...] = MODES) -> dict[str, Any]:
@@ -203,6 +216,7 @@ def stage_row(name: str, repeats: int, modes: tuple[str, ...] = MODES) -> dict[s
         "paired_hooks_ratio": paired("hooks", "wall"),
         "cpu_run_ratio": paired("run", "cpu"),
         "cpu_hooks_ratio": paired("hooks", "cpu"),
+        "faults": {m: median([s["faults"]["total"] for s in samples[m]]) for m in modes},
     }
 
 
@@ -255,18 +269,20 @@ def markdown_section(stages: dict[str, Any]) -> list[str]:
         "that flow-free backward - the bare backward; *stand-in swap* = preparing the "
         "stand-ins + swapping them in and out (RNG fork and hooks included); *other* = "
         "what the stages do not cover. Ratios: medians of the per-repeat ratios of wall time "
-        "(*CPU x*: of process CPU time)."
+        "(*CPU x*: of process CPU time). *Page faults*: median minor page faults of one bare "
+        "step / one run (memory mapped afresh and zero-filled on first touch; on large models "
+        "a share of both steps that moves between repeats with the allocator's state)."
     )
     L.append("")
     L.append(
-        "| model | load | bare | ex.run() | **ratio** | CPU x | target | hooks on every module | "
-        "**ratio** | CPU x | target |"
+        "| model | load | page faults | bare | ex.run() | **ratio** | CPU x | target | "
+        "hooks on every module | **ratio** | CPU x | target |"
     )
-    L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for name, r in rows.items():
         ms, load = r["ms"], " / ".join(f"{v:.1f}" for v in r["load"])
         L.append(
-            f"| {name} | {load} | {_ms(ms['bare']['total'])} | {_ms(ms['run']['total'])} | "
+            f"| {name} | {load} | {_faults_cell(r.get('faults'))} | {_ms(ms['bare']['total'])} | {_ms(ms['run']['total'])} | "
             f"**{r['paired_run_ratio']:.2f}x** | {r['cpu_run_ratio']:.2f}x | "
             f"{_target(RUN_TARGETS.get(name), r['paired_run_ratio'], r['cpu_run_ratio'])} | "
             f"{_ms(ms['hooks']['total'])} | **{r['paired_hooks_ratio']:.2f}x** | "
@@ -301,6 +317,17 @@ def _target(limit: float | None, wall: float, cpu: float) -> str:
         return ""
     mark = "✓" if wall <= limit else ("✗ (CPU ✓)" if cpu <= limit else "✗")
     return f"≤ {limit:.2f}x {mark}"
+
+
+def _faults_cell(faults: dict[str, float] | None) -> str:
+    """ "94k / 105k": page faults of the bare step / the run ("" in rows from before them)."""
+    if not faults:
+        return ""
+    return " / ".join(_count(faults[m]) for m in ("bare", "run"))
+
+
+def _count(n: float) -> str:
+    return f"{n / 1e3:.0f}k" if n >= 10_000 else f"{n:.0f}"
 
 
 def _ms(v: float) -> str:

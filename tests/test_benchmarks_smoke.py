@@ -101,4 +101,6 @@ def test_where_the_time_goes(smoke) -> None:
         assert "flow_hooks" not in row[clock]["noflow"]  # track_flow=False registers none
     assert row["paired_run_ratio"] > 0 and row["cpu_run_ratio"] > 0
     assert len(row["load"]) == 2
+    assert set(row["faults"]) == {"bare", "run", "noflow", "hooks"}
+    assert all(n >= 0 for n in row["faults"].values())
     assert "## Where the time goes" in text and "| seed |" in text.split("## Graph")[0]
