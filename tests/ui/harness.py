@@ -55,6 +55,22 @@ def wait_until(predicate: Callable[[], T], timeout: float, what: str, interval: 
         time.sleep(interval)
 
 
+def settled(read: Callable[[], T], timeout: float = 5, quiet: float = 0.3) -> T:
+    """What ``read`` returns once it has not changed for ``quiet`` s (an animation or a run of
+    input events over); fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    last, since = read(), time.monotonic()
+    while True:
+        time.sleep(0.05)
+        value = read()
+        if value != last:
+            last, since = value, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"still changing after {timeout:.0f} s: {value!r}")
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free right now."""
     with socket.socket() as s:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness import LabPage, is_allowed, wait_until
+from harness import LabPage, is_allowed, settled, wait_until
 
 NOTEBOOK_CELLS = [
     r'''import json
@@ -189,12 +189,16 @@ def test_graph_pane_in_jupyterlab(lab: LabPage) -> None:
     before = view_box()
     lab.page.mouse.move(x, y)
     lab.page.mouse.wheel(0, -300)
-    zoomed = wait_until(lambda: (v := view_box()) != before and v, 5, "wheel zoom")
+    wait_until(lambda: view_box() != before, 5, "wheel zoom")
+    zoomed = settled(view_box)  # a wheel's events may land over several frames
     assert zoomed[2] < before[2]
+    # each button's zoom lands on a later frame: wait for it, never read it at once
     lab.page.locator(".gvw-zoom-out").click()
-    assert view_box()[2] > zoomed[2]
+    out = wait_until(lambda: (v := view_box()) != zoomed and v, 5, "zoom-out button")
+    assert out[2] > zoomed[2]
     lab.page.locator(".gvw-zoom-in").click()
-    assert view_box()[2] == pytest.approx(zoomed[2], rel=1e-6)
+    back = wait_until(lambda: (v := view_box()) != out and v, 5, "zoom-in button")
+    assert back[2] == pytest.approx(zoomed[2], rel=1e-6)
     n_clicks = py(lab, "len(events['click'])")
     lab.page.mouse.move(x, y)
     lab.page.mouse.down()
