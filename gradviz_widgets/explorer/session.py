@@ -23,6 +23,7 @@ from ..hooks.run import FALLBACK, FULL, with_fallback
 from ..report.grad_report import GradReport
 from ..run.capture import run
 from ..run.checks import (
+    check_autocast,
     check_flag,
     check_loss_args,
     check_model,
@@ -46,6 +47,11 @@ class GradExplorer:
         >>> ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
         >>> ex.run().param_status["gate.weight"]
         'zero'
+
+    `autocast`: None, or torch.bfloat16 / torch.float16 to run every forward and loss under
+    `torch.autocast` of that dtype on the run's device, as a mixed precision training step
+    does (an explorer called inside a `with torch.autocast(...)` block is under it only for
+    the runs called there, not for a widget's re-runs).
     """
 
     def __init__(
@@ -59,6 +65,7 @@ class GradExplorer:
         seed: int | None = 0,
         thresholds: Thresholds | None = None,
         track_flow: bool = True,
+        autocast: torch.dtype | None = None,
         keep_tensors: bool = False,
         history: int = 20,
         ranks: bool | None = None,
@@ -80,6 +87,7 @@ class GradExplorer:
         self.seed = check_seed(seed)
         self.thresholds = check_thresholds(thresholds)
         self.track_flow = check_flag("track_flow", track_flow)
+        self.autocast = check_autocast(autocast)
         self._paths = frozenset(p for p, _ in self._inner.named_modules())
         # what the user turned on (replaced, never changed, by the hook methods below) and
         # what runs learned about the modules (which backward hooks need the fallback)
@@ -144,6 +152,7 @@ class GradExplorer:
             seed=self.seed,
             thresholds=self.thresholds,
             track_flow=self.track_flow,
+            autocast=self.autocast,
         )
 
     def _settings(self) -> tuple:
@@ -155,6 +164,7 @@ class GradExplorer:
             self.thresholds,
             self.seed,
             self.track_flow,
+            self.autocast,
             id(self.sample_input),
             id(self.loss_fn),
             id(self.target),

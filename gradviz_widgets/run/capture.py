@@ -47,6 +47,7 @@ def capture(
     seed: int | None = 0,
     thresholds: Thresholds | None = None,
     track_flow: bool = True,
+    autocast: torch.dtype | None = None,
     hooks: RunHooks | None = None,
 ) -> Capture:
     """Run forward + backward once and describe every gradient, leaving `model` untouched.
@@ -68,6 +69,7 @@ def capture(
         seed=seed,
         thresholds=thresholds,
         track_flow=track_flow,
+        autocast=autocast,
     )
     return _run_checked(model, sample_input, settings, hooks)
 

@@ -117,6 +117,25 @@ def _kinds(cls: type) -> frozenset[str]:
     return kinds
 
 
+#: what `autocast=` takes: the dtypes torch.autocast lowers to on the CPU and on CUDA
+AUTOCAST_DTYPES = (torch.bfloat16, torch.float16)
+
+
+def check_autocast(dtype: Any) -> torch.dtype | None:
+    """`autocast=`: None (the forward as called) or the dtype of a torch.autocast around it.
+
+    Example:
+        >>> check_autocast(torch.bfloat16), check_autocast(None)
+        (torch.bfloat16, None)
+    """
+    if dtype is None or (isinstance(dtype, torch.dtype) and dtype in AUTOCAST_DTYPES):
+        return dtype
+    raise GradExplorerError(
+        f"autocast must be None, torch.bfloat16 or torch.float16 (the dtype of a torch.autocast "
+        f"around the forward and the loss), got {dtype!r}"
+    )
+
+
 def check_seed(seed: Any) -> int | None:
     """`seed` as an int torch.manual_seed accepts, or None (no re-seeding)."""
     if seed is None:

@@ -9,12 +9,12 @@ from typing import Any
 import torch
 
 from ..vocabulary import Thresholds
-from .checks import check_loss_args, check_seed, check_thresholds
+from .checks import check_autocast, check_loss_args, check_seed, check_thresholds
 
 
 @dataclasses.dataclass(frozen=True, eq=False)  # identity: a target tensor has no plain ==
 class RunSettings:
-    """Loss, target, device, seed, thresholds and flow tracking of a run, checked once.
+    """Loss, target, device, seed, thresholds, flow tracking and autocast of a run, checked once.
 
     Example:
         >>> RunSettings.checked(seed=3).seed
@@ -29,6 +29,7 @@ class RunSettings:
     seed: int | None = 0
     thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
     track_flow: bool = True
+    autocast: torch.dtype | None = None  # a torch.autocast of this dtype around the forward
 
     @classmethod
     def checked(
@@ -40,9 +41,16 @@ class RunSettings:
         seed: Any = 0,
         thresholds: Any = None,
         track_flow: bool = True,
+        autocast: Any = None,
     ) -> RunSettings:
         """Settings from user arguments; a wrong one raises a GradExplorerError naming it."""
         check_loss_args(loss_fn, target)
         return cls(
-            loss_fn, target, device, check_seed(seed), check_thresholds(thresholds), track_flow
+            loss_fn,
+            target,
+            device,
+            check_seed(seed),
+            check_thresholds(thresholds),
+            track_flow,
+            check_autocast(autocast),
         )

@@ -77,7 +77,7 @@ def forward(state: RunState) -> None:
         names.setdefault(id(p), ("param", name))
     state.names = names
     tracker = state.tracker
-    with tracker.tracking(), _watching_checkpoints() as cut_off:
+    with tracker.tracking(), _watching_checkpoints() as cut_off, _autocast(state):
         output = _call(state.runner, state.call, state.stand_ins)
         tracker.claim(output)  # a custom Function's output at the root is the root's
         tracker.in_loss = True
@@ -203,6 +203,15 @@ def _watching_checkpoints() -> Iterator[list[bool]]:
             if "None of the inputs have requires_grad=True" in str(w.message):
                 seen.append(True)
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def _autocast(state: RunState) -> contextlib.AbstractContextManager:
+    """The forward and the loss under `torch.autocast` when the run asks for it (a mixed
+    precision training step replayed as it ran: its gradients differ from float32's)."""
+    dtype = state.settings.autocast
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(state.device.type, dtype=dtype)
 
 
 def _to_device(value: Any, device: torch.device) -> Any:

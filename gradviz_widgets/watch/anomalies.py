@@ -37,7 +37,8 @@ class FlightRecord:
 
     `state` is the model's state_dict before the optimizer applied the step's gradient; `rng`
     and `cuda_rng` the CPU and CUDA (of `device`) generator states at the step's forward;
-    `kinds` the anomaly kinds whose first step this is."""
+    `kinds` the anomaly kinds whose first step this is; `autocast` the dtype of the
+    torch.autocast the forward ran under (None: none), which the replay runs under too."""
 
     step: int
     args: tuple
@@ -48,6 +49,7 @@ class FlightRecord:
     cuda_rng: torch.Tensor | None = None
     device: str = "cpu"
     kinds: tuple[str, ...] = ()
+    autocast: torch.dtype | None = None
 
     def save(self, directory: Path) -> Path:
         path = directory / f"flight-{self.step}.pt"
@@ -244,7 +246,8 @@ def replay(
     **options: Any,
 ) -> Any:
     """Run a GradExplorer on a copy of `model` holding the recorded state, on the recorded
-    batch, under the recorded RNG states (on the recorded device when it is available)."""
+    batch, under the recorded RNG states and autocast (on the recorded device when it is
+    available)."""
     from ..explorer.session import GradExplorer
 
     twin = twin_of(model, recorder)
@@ -267,6 +270,7 @@ def replay(
     )
     options.setdefault("loss_fn", loss_fn)
     options.setdefault("seed", None)
+    options.setdefault("autocast", record.autocast)
     if options.get("device") is None and record.device.startswith("cuda"):
         if torch.cuda.is_available():
             options["device"] = record.device

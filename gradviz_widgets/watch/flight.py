@@ -88,6 +88,7 @@ class Flights:
         self._call: tuple[tuple, dict] | None = None
         self._rng: torch.Tensor | None = None
         self._cuda_rng: torch.Tensor | None = None
+        self._autocast: torch.dtype | None = None
         first = next(model.parameters(), None)
         self._cuda = (first.device.index or 0) if first is not None and first.is_cuda else None
         keep(None, self.notes)
@@ -108,6 +109,9 @@ class Flights:
         """The model's forward pre-hook: a reference to the batch, a copy of the RNG states."""
         self._call = (args, kwargs)
         self._rng = torch.get_rng_state()
+        kind = "cuda" if self._cuda is not None else "cpu"
+        on = torch.is_autocast_enabled(kind)
+        self._autocast = torch.get_autocast_dtype(kind) if on else None
         if self._cuda is not None:
             try:  # the seed and offset of the generator: no device sync
                 self._cuda_rng = torch.cuda.get_rng_state(self._cuda)
@@ -211,6 +215,7 @@ class Flights:
             cuda_rng=self._cuda_rng,
             device=str(next(self.model.parameters()).device),
             kinds=tuple(kinds),
+            autocast=self._autocast,
         )
         self.used += size
         return record, ""

@@ -73,3 +73,34 @@ def test_modifier_objects_are_public(dead_branch) -> None:
     assert target == "main2" and modifier.kind == "clip_norm" and modifier.value == 1.0
     ex.modifier_objects.clear()  # a copy: the explorer keeps its modifiers
     assert ex.modifiers == {"main2": modifier.describe()}
+
+
+def test_autocast_runs_every_forward_as_a_mixed_precision_step() -> None:
+    """`autocast=torch.bfloat16`: each run's gradients are those of the same step under
+    torch.autocast (a float64 reading of a plain backward under it), not float32's; the
+    setting is part of what makes a run stale; outside the runs nothing is under autocast."""
+    import copy
+
+    from model_state import assert_unchanged, model_state
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    x, y, ce = torch.randn(32, 8), torch.randint(0, 4, (32,)), nn.CrossEntropyLoss()
+    ref = copy.deepcopy(net)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = ce(ref(x), y)
+    loss.backward()
+    before = model_state(net)
+    ex = GradExplorer(net, x, loss_fn=ce, target=y, autocast=torch.bfloat16)
+    for _ in range(2):  # a re-run (a widget's click) is under it too
+        norms = ex.run().param_norms
+        for name, p in ref.named_parameters():
+            assert norms[name] == pytest.approx(p.grad.double().norm().item(), rel=1e-12), name
+    assert not torch.is_autocast_enabled("cpu")
+    assert_unchanged(net, before)
+    ex.autocast = None
+    assert ex.stale
+    plain = ex.run().param_norms["0.weight"]
+    assert abs(plain / norms["0.weight"] - 1) > 1e-4
+    with pytest.raises(GradExplorerError, match="autocast must be None"):
+        GradExplorer(net, x, autocast=torch.float32)

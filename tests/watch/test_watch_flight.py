@@ -297,3 +297,48 @@ def test_a_later_anomaly_of_a_kind_already_seen_has_its_own_record(tmp_path):
     for a in watch.anomalies:
         assert_replays(a.explore(), watch, a.step, states[a.step])
     watch.close()
+
+
+class Partly(nn.Module):
+    """An MLP and a layer its forward never calls (a "none" anomaly at step 0)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.used = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+        self.unused = nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.used(x)
+
+
+def test_an_autocast_step_replays_under_its_autocast(tmp_path):
+    """A bf16 autocast + GradScaler loop: explore() runs the step as it ran (the float32
+    replay's norms are off by ~1 %, the first try-out's finding), from memory and from disk;
+    a replay asked for in float32 (autocast=None) is one."""
+    torch.manual_seed(0)
+    model = Partly()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu")
+    watch = GradWatch(model, optimizer=opt, scaler=scaler, loss_fn=CE, path=tmp_path / "run")
+    states, targets = [], []
+    for _ in range(3):
+        x, y = torch.randn(32, 8), torch.randint(0, 4, (32,))
+        states.append({k: v.clone() for k, v in model.state_dict().items()})
+        targets.append(y)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = CE(model(x), y)
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    first = watch.anomalies[0]
+    assert first.step == 0 and first.kind == "none"
+    ex = first.explore(target=targets[0])
+    assert ex.autocast is torch.bfloat16
+    assert_replays(ex, watch, 0, states[0])
+    plain = first.explore(target=targets[0], autocast=None).report.param_norms["used.0.weight"]
+    assert abs(plain / ex.report.param_norms["used.0.weight"] - 1) > 1e-3  # float32 differs
+    watch.close()
+    run = GradWatch.open(tmp_path / "run")
+    again = run.anomalies[0].explore(model, loss_fn=CE, target=targets[0])
+    assert_replays(again, run, 0, states[0])
