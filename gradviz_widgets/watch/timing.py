@@ -100,10 +100,11 @@ class StepTiming:
         fused = getattr(opt, "grad_scale", None)
         if fused is not None:
             skipped = getattr(opt, "found_inf", skipped)
-        scaler = self.scaler
-        if scaler is None and self.eager:  # were the end-of-backward numbers loss-scaled?
-            scaler = self._scaler_from_stack()
-        scale = _scale_of(scaler)
+        # without `scaler=`: the GradScaler calling this step, if one is (its scale is the
+        # step's; its divisor matters only while end-of-backward numbers, still scaled, are used)
+        calling = self._scaler_from_stack() if self.scaler is None else None
+        scaler = self.scaler if self.scaler is not None else (calling if self.eager else None)
+        scale = _scale_of(self.scaler if self.scaler is not None else calling)
         divisor = fused if scaler is None and fused is not None else _loss_scale(scaler)
         eob = self._eob
         rows = None if eob is None else [eob[0].get(i) for i in ids]

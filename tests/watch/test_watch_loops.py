@@ -172,8 +172,9 @@ def test_scaler_in_use_without_scaler_argument_warns_once(tmp_path):
         amp_loop(model, opt, scaler, x, y, 3, record=seen)
     assert sum("scaler=scaler" in str(w.message) for w in caught) == 1
     h = watch.history()
-    for k, (expected, _) in enumerate(seen):
+    for k, (expected, scale) in enumerate(seen):
         check(h, k, expected)  # unscaled all the same
+        assert (h[h.step == k].scale == scale).all(), k  # the calling scaler's, every step
     watch.close()
 
 
