@@ -25,6 +25,14 @@ _VERBS = {
     "replaced": "were replaced",
     "removed": "were removed",
 }
+#: what each change means for the record from that step on
+_AFTER = {
+    "added": "recorded from now on",
+    "frozen": "their rows read none (frozen) while frozen",
+    "unfrozen": "recorded again from now on",
+    "replaced": "the new tensors go on under the same names",
+    "removed": "their rows read none (removed)",
+}
 
 
 class Event(NamedTuple):
@@ -97,9 +105,8 @@ def describe(events: Sequence[Event]) -> str:
         hit = [e for e in events if e.kind == kind]
         if hit:
             shown = ", ".join(e.param for e in hit[:4]) + (" ..." if len(hit) > 4 else "")
-            parts.append(f"{len(hit)} parameter(s) {_VERBS[kind]} at step {hit[0].step} ({shown})")
-    return (
-        "GradWatch: "
-        + "; ".join(parts)
-        + ". They are recorded by name from this step on (watch.events)."
-    )
+            parts.append(
+                f"{len(hit)} parameter(s) {_VERBS[kind]} at step {hit[0].step} ({shown}): "
+                f"{_AFTER[kind]}"
+            )
+    return "GradWatch: " + "; ".join(parts) + " (watch.events lists every change)."

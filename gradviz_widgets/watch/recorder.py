@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch.autograd import Variable
 
+from ..errors import user_stacklevel
 from .events import describe
 from .flight import Flights
 from .params import ParamSet
@@ -119,7 +120,7 @@ class Recorder:
         if events and not first:
             self.timing.forget()
             self._reset_snapshots()  # the snapshot buffers follow the new set of tensors
-            warnings.warn(describe(events), stacklevel=3)
+            warnings.warn(describe(events), stacklevel=user_stacklevel())
 
     def _guarded(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def hook(*args: Any) -> Any:

@@ -115,7 +115,11 @@ def check_rows(h, seen: list[dict], frozen_at: Callable[[int, str], bool] = lamb
 
 
 def change_warnings(caught) -> list[str]:
-    return [str(w.message) for w in caught if "recorded by name" in str(w.message)]
+    """The parameter-change warnings, each of which names the user's line (the training loop
+    here), not a line of the package."""
+    hits = [w for w in caught if "watch.events lists every change" in str(w.message)]
+    assert all(w.filename == __file__ for w in hits), [w.filename for w in hits]
+    return [str(w.message) for w in hits]
 
 
 def test_frozen_stage_is_recorded_every_step_as_frozen(tmp_path):
@@ -161,6 +165,7 @@ def test_unfreeze_at_step_3(tmp_path, add_group):
         warnings.simplefilter("always")
         seen = train(model, opt, 6, {3: unfreeze})
     assert len(change_warnings(caught)) == 1 and "unfrozen at step 3" in change_warnings(caught)[0]
+    assert "recorded again from now on" in change_warnings(caught)[0]
     assert not torch.equal(before, model.stage1[0].conv1.weight)  # it trained from step 3
     h = watch.history()
     check_rows(h, seen, lambda k, n: n in stage1 and k < 3)
