@@ -5,7 +5,7 @@
 import { LayoutClient } from "./layout_client.js";
 import { PanZoom } from "./pan_zoom.js";
 import { nodeAriaLabel, own } from "./resolve.js";
-import { indexSvg, setBadge, setParamStripe, setTitle, titleOf } from "./svg_nodes.js";
+import { STRIPE_ROOM, fitLabels, indexSvg, setBadge, setParamStripe, setTitle, titleOf } from "./svg_nodes.js";
 import { Tooltip } from "./tooltip.js";
 
 export { titleOf };
@@ -263,6 +263,7 @@ export class GraphView {
       g.classList.toggle("hooked", Boolean(i?.hooked));
       setBadge(g, Boolean(i?.hooked));
       setParamStripe(g, String(i?.param_text ?? ""), String(i?.param_color ?? ""));
+      fitLabels(g, i?.param_text ? STRIPE_ROOM : 0);
     }
     this.applyClasses();
   }

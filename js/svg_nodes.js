@@ -116,3 +116,46 @@ export function setParamStripe(g, text, color) {
   badge.append(title, r);
   g.appendChild(badge);
 }
+
+/** Space kept between a label and its shape's sides, in SVG units. */
+const LABEL_PAD = 3;
+/** What a parameter stripe (setParamStripe) takes of a node's left edge. */
+export const STRIPE_ROOM = 8;
+
+/**
+ * Squeeze each label line of a node into its shape. Graphviz sized the shape with its own
+ * metrics of "Helvetica"; the browser draws the nearest font it has (often a wider one), so a
+ * long label ran over the border; a parameter stripe takes `inset` more on the left. Lines
+ * that fit are left as drawn; the text itself never changes.
+ * @param {SVGGElement} g @param {number} inset
+ */
+export function fitLabels(g, inset) {
+  if (g.getAttribute("data-fit") === String(inset)) return;
+  const shape = /** @type {SVGGraphicsElement | null} */ (
+    g.querySelector(":scope > polygon, :scope > path, :scope > ellipse")
+  );
+  if (!shape || typeof shape.getBBox !== "function") return;
+  let width;
+  try {
+    width = shape.getBBox().width;
+  } catch {
+    return; // a DOM without layout
+  }
+  if (!(width > 0)) return; // not drawn yet (hidden): fitted when next applied
+  const room = width - 2 * LABEL_PAD - inset;
+  g.setAttribute("data-fit", String(inset));
+  for (const t of Array.from(g.querySelectorAll(":scope > text"))) {
+    const text = /** @type {SVGTextElement} */ (t);
+    const x0 = text.getAttribute("data-x0") ?? text.getAttribute("x") ?? "0";
+    text.setAttribute("data-x0", x0);
+    text.removeAttribute("textLength");
+    text.removeAttribute("lengthAdjust");
+    text.setAttribute("x", x0);
+    const drawn = text.getComputedTextLength();
+    if (room <= 0 || !(drawn > room)) continue;
+    text.setAttribute("textLength", String(room));
+    text.setAttribute("lengthAdjust", "spacingAndGlyphs");
+    // the stripe is on the left: the squeezed line is centred on what is left of the shape
+    if (inset) text.setAttribute("x", String(Number(x0) + inset / 2));
+  }
+}

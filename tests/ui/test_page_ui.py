@@ -57,3 +57,41 @@ def test_page_with_hostile_names_runs_no_script(browser, tmp_path: Path) -> None
     page.locator("#chart .bar").first.click()
     assert problems == []
     page.close()
+
+
+LABEL_OVERFLOW = """svg => [...svg.querySelectorAll("g.node")].flatMap(g => {
+  const shape = g.querySelector(":scope > polygon, :scope > path, :scope > ellipse");
+  if (!shape) return [];
+  const box = shape.getBBox();
+  const stripe = g.querySelector(":scope > .gvw-param-badge") ? 7 : 0;
+  return [...g.querySelectorAll(":scope > text")].flatMap(t => {
+    const r = t.getBBox();
+    return r.x < box.x + stripe - 0.5 || r.x + r.width > box.x + box.width + 0.5
+      ? [t.textContent + " (" + r.width.toFixed(1) + " in " + box.width.toFixed(1) + ")"] : [];
+  });
+})"""
+
+
+@pytest.mark.ui
+def test_every_label_stays_inside_its_node(browser, tmp_path: Path) -> None:
+    """Graphviz sizes a node with its own metrics of Helvetica; Chromium draws another sans
+    font, wider: the 1,000-layer chain's folded label ran over its box and under its
+    parameter stripe (a stranger's screenshot). Every line now fits, stripe included."""
+    torch.manual_seed(0)
+    chain = nn.Sequential(*[nn.Linear(16, 16) for _ in range(1000)])
+    net, x, y = dead_branch_example()
+    pages = [
+        GradExplorer(chain, torch.randn(8, 16)).export_html(tmp_path / "chain.html"),
+        GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y).export_html(
+            tmp_path / "seed.html"
+        ),
+    ]
+    for path in pages:
+        page, problems = _open(browser, path)
+        svg = page.locator("#graph svg.gvw-graph")
+        try:
+            wait_until(lambda: not svg.evaluate(LABEL_OVERFLOW), 10, "labels fitted")
+        except TimeoutError:
+            raise AssertionError(svg.evaluate(LABEL_OVERFLOW)) from None
+        assert problems == []
+        page.close()
