@@ -87,11 +87,15 @@ def test_every_label_stays_inside_its_node(browser, tmp_path: Path) -> None:
         ),
     ]
     for path in pages:
-        page, problems = _open(browser, path)
-        svg = page.locator("#graph svg.gvw-graph")
-        try:
-            wait_until(lambda: not svg.evaluate(LABEL_OVERFLOW), 10, "labels fitted")
-        except TimeoutError:
-            raise AssertionError(svg.evaluate(LABEL_OVERFLOW)) from None
-        assert problems == []
-        page.close()
+        _assert_labels_fit(browser, path)
+
+
+def _assert_labels_fit(browser, path: Path) -> None:  # noqa: ANN001
+    page, problems = _open(browser, path)
+    svg = page.locator("#graph svg.gvw-graph")
+    try:
+        wait_until(lambda: not svg.evaluate(LABEL_OVERFLOW), 10, "labels fitted")
+    except TimeoutError:
+        raise AssertionError(svg.evaluate(LABEL_OVERFLOW)) from None
+    assert problems == []
+    page.close()
