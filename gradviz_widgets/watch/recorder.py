@@ -71,6 +71,8 @@ class Recorder:
         #: a backward ran since the last step ended (which step `watch.log_loss` belongs to)
         self.fresh = False
         self._pre: dict[int, tuple | None] = {}
+        #: look for gradients no optimizer holds at the next step (first, and after changes)
+        self._owners_due = True
         self._snaps = [Snapshot() for _ in range(max(len(opts), 1))]
         self._where: tuple | None = None
         # every parameter by name (frozen ones too), each trainable one hooked: its
@@ -117,6 +119,8 @@ class Recorder:
             self.emit("params", infos)
         if events:
             self.emit("events", events)
+        if events:
+            self._owners_due = True
         if events and not first:
             self.timing.forget()
             self._reset_snapshots()  # the snapshot buffers follow the new set of tensors
@@ -186,6 +190,9 @@ class Recorder:
     def _read_point(self, j: int, skipped: bool = False) -> None:
         ids, grads = self.watched.gradients(self.step)  # catches changes; sets `lacking`
         self._publish()
+        if self._owners_due and self.optimizers:
+            self._owners_due = False
+            self._warn_unowned(ids)
         owned = self.rounds.owned(j, self.params)
         if len(owned) < len(self.params):  # several optimizers: this one's parameters only
             mine = set(owned)
@@ -209,6 +216,22 @@ class Recorder:
         plain = reading.scale is None and reading.clipped is False and reading.skipped is False
         info = None if plain else (reading.skipped, reading.scale, reading.clipped)
         self._pre[j] = (ids, stats, due, extra, info)
+
+    def _warn_unowned(self, ids: Sequence[int]) -> None:
+        """Say when parameters get a gradient that no watched optimizer applies (unfrozen
+        without `add_param_group`, or left out of the optimizer): their rows show the
+        gradient, but they do not train, which nothing else in the record says."""
+        held = {id(p) for o in self.optimizers for g in o.param_groups for p in g["params"]}
+        lost = [self.names[i] for i in ids if id(self.params[i]) not in held]
+        if lost:
+            shown = ", ".join(lost[:4]) + (" ..." if len(lost) > 4 else "")
+            warnings.warn(
+                f"GradWatch: {len(lost)} parameter(s) get a gradient at step {self.step} but "
+                f"no watched optimizer holds them ({shown}): they are not trained (update "
+                "ratio 0). Add them with optimizer.add_param_group({'params': [...]}), or pass "
+                "the optimizer that holds them to GradWatch(optimizer=...).",
+                stacklevel=user_stacklevel(),
+            )
 
     def _skipped(self, j: int) -> None:
         """A step the GradScaler skipped (Inf/NaN): recorded from the gradients it refused."""

@@ -180,6 +180,33 @@ def test_unfreeze_at_step_3(tmp_path, add_group):
     watch.close()
 
 
+def test_unfrozen_without_add_param_group_is_said_to_train_no_more(tmp_path):
+    """The optimizer built from the trainable parameters, stage1 unfrozen at step 3 without
+    `add_param_group`: stage1 gets gradients the optimizer never applies (update ratio 0, the
+    only trace of it before, a stranger's try-out); the watch says so, once, at step 3, naming
+    the user's line. With every parameter in the optimizer, nothing is said."""
+    for add_group in (False, True):
+        model = net(frozen=("stage1",))
+        opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+
+        def unfreeze(m, o, add=add_group):
+            m.stage1.requires_grad_(True)
+            if add:
+                o.add_param_group({"params": list(m.stage1.parameters())})
+
+        watch = GradWatch(model, optimizer=opt, path=tmp_path / f"run{add_group}")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            train(model, opt, 5, {3: unfreeze})
+        lost = [w for w in caught if "no watched optimizer holds them" in str(w.message)]
+        if add_group:
+            assert lost == []
+        else:
+            assert len(lost) == 1 and "at step 3" in str(lost[0].message)
+            assert "stage1." in str(lost[0].message) and lost[0].filename == __file__
+        watch.close()
+
+
 def test_head_replaced_by_a_new_linear_reads_the_new_tensor(tmp_path):
     model = net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
