@@ -175,7 +175,7 @@ def build_report(state: RunState, graph: GradGraph) -> GradReport:
     nan_at = diagnose.nonfinite_origin(graph, loss_value)
     return GradReport(
         loss=loss_value,
-        loss_description=state.how,
+        loss_description=_described(state),
         params=tuple(records),
         module_norms=module_norms(state.model, {r.name: r.norm for r in records}, state.index),
         thresholds=state.settings.thresholds,
@@ -213,6 +213,12 @@ def _param_records(state: RunState, graph: GradGraph) -> list[ParamRecord]:
             )
         )
     return records
+
+
+def _described(state: RunState) -> str:
+    """How the loss came about, and the autocast it ran under when the run had one."""
+    dtype = state.settings.autocast
+    return state.how if dtype is None else f"{state.how}, under autocast({str(dtype)[6:]})"
 
 
 def _none_reason(state: RunState, name: str, requires_grad: bool) -> str | None:

@@ -97,10 +97,12 @@ def test_autocast_runs_every_forward_as_a_mixed_precision_step() -> None:
         for name, p in ref.named_parameters():
             assert norms[name] == pytest.approx(p.grad.double().norm().item(), rel=1e-12), name
     assert not torch.is_autocast_enabled("cpu")
+    assert ex.report.loss_description.endswith(", under autocast(bfloat16)")  # the loss line
     assert_unchanged(net, before)
     ex.autocast = None
     assert ex.stale
     plain = ex.run().param_norms["0.weight"]
+    assert "autocast" not in ex.report.loss_description
     assert abs(plain / norms["0.weight"] - 1) > 1e-4
     with pytest.raises(GradExplorerError, match="autocast must be None"):
         GradExplorer(net, x, autocast=torch.float32)
