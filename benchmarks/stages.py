@@ -282,7 +282,8 @@ def markdown_section(stages: dict[str, Any]) -> list[str]:
     for name, r in rows.items():
         ms, load = r["ms"], " / ".join(f"{v:.1f}" for v in r["load"])
         L.append(
-            f"| {name} | {load} | {_faults_cell(r.get('faults'))} | {_ms(ms['bare']['total'])} | {_ms(ms['run']['total'])} | "
+            f"| {name} | {load} | {_faults_cell(r.get('faults'))} | "
+            f"{_ms(ms['bare']['total'])} | {_ms(ms['run']['total'])} | "
             f"**{r['paired_run_ratio']:.2f}x** | {r['cpu_run_ratio']:.2f}x | "
             f"{_target(RUN_TARGETS.get(name), r['paired_run_ratio'], r['cpu_run_ratio'])} | "
             f"{_ms(ms['hooks']['total'])} | **{r['paired_hooks_ratio']:.2f}x** | "

@@ -98,13 +98,23 @@ def reason_codes(
     return np.where(none, why, 0).astype(np.int64)
 
 
+def listed(names: Sequence[str], shown: int = 4) -> str:
+    """The first `shown` names of a warning's list, and "..." when there are more.
+
+    Example:
+        >>> listed(["a", "b"]), listed(list("abcdef"))
+        ('a, b', 'a, b, c, d ...')
+    """
+    return ", ".join(names[:shown]) + (" ..." if len(names) > shown else "")
+
+
 def describe(events: Sequence[Event]) -> str:
     """One warning for a batch of changes, e.g. '2 parameter(s) were unfrozen at step 3 (a, b)'."""
     parts = []
     for kind in KINDS:
         hit = [e for e in events if e.kind == kind]
         if hit:
-            shown = ", ".join(e.param for e in hit[:4]) + (" ..." if len(hit) > 4 else "")
+            shown = listed([e.param for e in hit])
             parts.append(
                 f"{len(hit)} parameter(s) {_VERBS[kind]} at step {hit[0].step} ({shown}): "
                 f"{_AFTER[kind]}"

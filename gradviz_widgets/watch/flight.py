@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
-from ..errors import GradExplorerError
+from ..errors import GradExplorerError, user_stacklevel
 from ..vocabulary import STATUSES, Thresholds, classify, classify_codes
 from .anomalies import KINDS, SPIKE, FlightRecord, cpu_copy
 from .baselines import SpikeProbe, SpikeRule
@@ -187,7 +187,7 @@ class Flights:
             self._warned.add(topic)
             warnings.warn(
                 f"GradWatch: no flight record for step {step} ({', '.join(kinds)}): {why}",
-                stacklevel=4,
+                stacklevel=user_stacklevel(),
             )
         self.keep(record, self.notes)
 

@@ -21,7 +21,7 @@ from torch import nn
 from torch.autograd import Variable
 
 from ..errors import user_stacklevel
-from .events import describe
+from .events import describe, listed
 from .flight import Flights
 from .params import ParamSet
 from .ranks import RankSetup, rank_part
@@ -119,7 +119,6 @@ class Recorder:
             self.emit("params", infos)
         if events:
             self.emit("events", events)
-        if events:
             self._owners_due = True
         if events and not first:
             self.timing.forget()
@@ -138,7 +137,7 @@ class Recorder:
                     f"GradWatch stopped recording at step {self.step}: "
                     f"{type(e).__name__}: {e}. Training goes on; the steps recorded "
                     "so far stay readable.",
-                    stacklevel=2,
+                    stacklevel=user_stacklevel(),
                 )
                 return None
 
@@ -224,10 +223,9 @@ class Recorder:
         held = {id(p) for o in self.optimizers for g in o.param_groups for p in g["params"]}
         lost = [self.names[i] for i in ids if id(self.params[i]) not in held]
         if lost:
-            shown = ", ".join(lost[:4]) + (" ..." if len(lost) > 4 else "")
             warnings.warn(
                 f"GradWatch: {len(lost)} parameter(s) get a gradient at step {self.step} but "
-                f"no watched optimizer holds them ({shown}): they are not trained (update "
+                f"no watched optimizer holds them ({listed(lost)}): they are not trained (update "
                 "ratio 0). Add them with optimizer.add_param_group({'params': [...]}), or pass "
                 "the optimizer that holds them to GradWatch(optimizer=...).",
                 stacklevel=user_stacklevel(),
@@ -268,7 +266,7 @@ class Recorder:
                 f"GradWatch: the model moved from {self._where[0]} ({self._where[1]}) "
                 f"to {where[0]} ({where[1]}) at step {self.step}; recording goes on "
                 "there",
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
             self._reset_snapshots()
         self._where = where

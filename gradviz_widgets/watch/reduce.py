@@ -26,14 +26,13 @@ import numpy as np
 import torch
 
 from ..stats.norms import accumulation_dtype
-from ..stats.reduce import Scratch, counted_squares
+from ..stats.reduce import Scratch, counted_squares, squares_fit
 
 #: total elements below which CPU tensors are reduced together in numpy
 SMALL = 1 << 20
 _BLOCK = 1024
 _SCRATCH = Scratch()  # chunk-sized float64 buffers, per thread (stats/reduce.py)
 _NUMPY_DTYPES = (torch.float32, torch.float64, torch.float16)
-_BLOCK_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def grad_stats(tensors: Sequence[torch.Tensor]) -> np.ndarray | torch.Tensor:
@@ -203,7 +202,7 @@ def _cpu_large_stats(tensors: Sequence[torch.Tensor]) -> np.ndarray:
     flat = [t.detach().reshape(-1) for t in tensors]
     flat = [x.abs() if x.is_complex() else x for x in flat]
     out = np.zeros((len(tensors), 3), dtype=np.float64)
-    exact = [i for i, x in enumerate(flat) if x.dtype in _BLOCK_DTYPES and x.numel()]
+    exact = [i for i, x in enumerate(flat) if squares_fit(x.dtype, torch.float64) and x.numel()]
     if exact:
         f64 = torch.float64
         parts = torch.stack([torch.stack(counted_squares(flat[i], f64, _SCRATCH)) for i in exact])

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ..errors import user_stacklevel
 from .steps import StepRecord, combine
 
 #: steps one optimizer may run ahead of another before its records go out alone
@@ -105,6 +106,6 @@ class Rounds:
                 "parameters (they read `none` there; its own k-th step comes later as a "
                 "second row of step k). Watch such loops with one GradWatch per optimizer's "
                 "module, or step them at the same rate",
-                stacklevel=4,
+                stacklevel=user_stacklevel(),
             )
         return True

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import user_stacklevel
 from .ranks import local_part
 from .reduce import by_device, grad_stats
 
@@ -102,9 +103,9 @@ class StepTiming:
             skipped = getattr(opt, "found_inf", skipped)
         # without `scaler=`: the GradScaler calling this step, if one is (its scale is the
         # step's; its divisor matters only while end-of-backward numbers, still scaled, are used)
-        calling = self._scaler_from_stack() if self.scaler is None else None
-        scaler = self.scaler if self.scaler is not None else (calling if self.eager else None)
-        scale = _scale_of(self.scaler if self.scaler is not None else calling)
+        stepping = self.scaler if self.scaler is not None else self._scaler_from_stack()
+        scale = _scale_of(stepping)
+        scaler = stepping if self.scaler is not None or self.eager else None
         divisor = fused if scaler is None and fused is not None else _loss_scale(scaler)
         eob = self._eob
         rows = None if eob is None else [eob[0].get(i) for i in ids]
@@ -155,7 +156,7 @@ class StepTiming:
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
             self._warned.add(key)
-            warnings.warn(message, stacklevel=5)
+            warnings.warn(message, stacklevel=user_stacklevel())
 
     # ---- closures -----------------------------------------------------------------------
     @staticmethod

@@ -171,6 +171,8 @@ def test_scaler_in_use_without_scaler_argument_warns_once(tmp_path):
     with pytest.warns(UserWarning, match="scaler=scaler") as caught:
         amp_loop(model, opt, scaler, x, y, 3, record=seen)
     assert sum("scaler=scaler" in str(w.message) for w in caught) == 1
+    # it names the loop's line (scaler.step), not a frame of the package or of torch
+    assert [w.filename for w in caught if "scaler=scaler" in str(w.message)] == [__file__]
     h = watch.history()
     for k, (expected, scale) in enumerate(seen):
         check(h, k, expected)  # unscaled all the same
