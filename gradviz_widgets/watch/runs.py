@@ -22,6 +22,7 @@ import itertools
 import os
 import re
 import secrets
+import sqlite3
 import time
 import warnings
 from pathlib import Path
@@ -192,6 +193,8 @@ def _info(folder: Path) -> RunInfo:
         try:
             stamp = store.meta.get("started")
             steps = max(steps, store.last_step() + 1)
+        except sqlite3.OperationalError:  # another process is creating this record right now
+            stamp = None  # (two ranks with ranks=False, two notebooks): listed, not started yet
         finally:
             store.close()
         if stamp and started is None:

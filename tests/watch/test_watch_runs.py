@@ -77,6 +77,27 @@ def test_a_rerun_into_the_same_path_is_a_run_of_its_own(tmp_path: Path) -> None:
         opened.close()
 
 
+def test_a_run_another_process_is_creating_does_not_stop_a_new_one(tmp_path: Path) -> None:
+    """Two processes starting into one path (ranks=False under torchrun, two notebooks): one
+    lists the other's run folder while its watch.sqlite has no tables yet. That failed with
+    "no such table: meta" (CI, the two-rank watch test); the new run starts beside it, and the
+    half-made run is listed as not started."""
+    import sqlite3
+
+    path = tmp_path / "exp"
+    half = path / "run-20261202-133120-518b"
+    half.mkdir(parents=True)
+    sqlite3.connect(half / "watch.sqlite").close()  # the file exists, its tables do not
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "already holds 1 run"
+        watch = train(path, 2)
+    watch.close()
+    assert watch.run_path != half
+    runs = GradWatch.open(path).runs
+    assert [(r.id, r.started, r.steps) for r in runs][0] == (half.name, None, 0)
+    assert runs[-1].id == watch.run_id and runs[-1].steps == 2
+
+
 def test_a_run_folder_opens_itself_and_unknown_ids_are_named(tmp_path: Path) -> None:
     a, b, _ = rerun(tmp_path / "exp1")
     alone = GradWatch.open(a.run_path)
