@@ -75,28 +75,39 @@ class ModuleScope:
 
 
 def built(cls: type[T], *values: Any) -> T:
-    """A frozen dataclass from its field values in order (all given), without running the
-    generated `__init__` (one `object.__setattr__` per field): for the thousands of nodes and
-    edges of a run. Equal to `cls(*values)` in every way (fields, eq, hash, repr, pickle);
-    trailing fields with defaults may be left out.
+    """A frozen dataclass (GradNode, GradEdge, ParamRecord) from its field values in order (all given), without running the
+    generated `__init__`: for the thousands of nodes and edges of a run. Equal to `cls(*values)`
+    in every way (fields, eq, hash, repr, pickle); trailing fields with defaults may be left out.
 
     Example:
         >>> built(GradEdge, "a", "b", 1.0, 1.0, "healthy") == GradEdge("a", "b", 1.0, 1.0, "healthy")
         True
+        >>> built(GradNode, "n", "Op", "op", "", "Op").status
+        'none'
     """
-    obj = object.__new__(cls)
-    fields = _FIELDS[cls]  # type: ignore[index]
-    if len(values) < len(fields):
-        obj.__dict__.update(_DEFAULTS[cls])  # type: ignore[index]
-        fields = fields[: len(values)]
-    obj.__dict__.update(zip(fields, values, strict=True))
-    return obj
+    makers = _MAKERS.get(cls) or _MAKERS.setdefault(cls, _makers(cls))
+    return makers[len(values)](*values)  # type: ignore[no-any-return]
 
 
-_FIELDS = {c: tuple(f.name for f in dataclasses.fields(c)) for c in (GradNode, GradEdge)}
-_DEFAULTS = {
-    c: {f.name: f.default for f in dataclasses.fields(c) if f.default is not dataclasses.MISSING}
-    for c in (GradNode, GradEdge)
-}
+def _makers(cls: type) -> dict[int, Any]:
+    """For each count of leading fields given, a function setting the instance's `__dict__` in one
+    step (the rest from their defaults): a third of the time of a `dict.update` per node, which
+    matters at 10,000 nodes a click. Written out as source, as `dataclasses` writes `__init__`:
+    the names are this module's field names, never user text."""
+    fields = dataclasses.fields(cls)
+    required = sum(f.default is dataclasses.MISSING for f in fields)
+    out: dict[int, Any] = {}
+    for given in range(required, len(fields) + 1):
+        names = [f.name for f in fields[:given]]
+        rest = {f.name: f.default for f in fields[given:]}
+        body = ", ".join([*(f"{n!r}: {n}" for n in names), "**rest"])
+        source = f"def make({', '.join(names)}):\n    o = new(cls)\n    put(o, '__dict__', {{{body}}})\n    return o\n"
+        scope = {"new": object.__new__, "put": object.__setattr__, "cls": cls, "rest": rest}
+        exec(source, scope)  # noqa: S102
+        out[given] = scope["make"]
+    return out
+
+
+_MAKERS: dict[type, dict[int, Any]] = {}
 
 __all__ = ["GradEdge", "GradNode", "ModuleScope", "built"]

@@ -60,8 +60,6 @@ def capture(
     """
     if not isinstance(model, nn.Module):
         raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    unwrap_compiled(model)
-    check_model(model)
     settings = RunSettings.checked(
         loss_fn=loss_fn,
         target=target,
@@ -84,7 +82,6 @@ def run(
         >>> run(model, torch.randn(2, 3), RunSettings(seed=1)).report.device
         'cpu'
     """
-    check_model(model)
     return _run_checked(model, sample_input, settings, hooks)
 
 
@@ -93,6 +90,7 @@ def _run_checked(
 ) -> Capture:
     runner, wrapped = unwrap_compiled(model)
     index = ModelIndex.of(runner)  # the one walk of the module tree (the reruns share it)
+    check_model(runner, index)
     _check_something_trainable(index, sample_input)
     device = resolve_device(settings.device, model)
     # wrappers are see-through: names and the graph are the user's module's

@@ -17,6 +17,7 @@ from torch.nn.modules.lazy import LazyModuleMixin
 
 from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
+from .model_state import ModelIndex
 
 _SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed accepts
 _SHARDED = ("FSDPModule", "FullyShardedDataParallel")  # FSDP2 (fully_shard), FSDP1
@@ -52,12 +53,14 @@ def unwrap_compiled(model: nn.Module) -> tuple[nn.Module, str | None]:
             return model, "; ".join(notes) or None
 
 
-def check_model(model: nn.Module) -> None:
+def check_model(model: nn.Module, index: ModelIndex | None = None) -> None:
     """Refuse models whose gradients a run cannot measure: sharded (FSDP / DTensor), meta,
-    uninitialised lazy, or holding compiled submodules."""
+    uninitialised lazy, or holding compiled submodules. `index`: the model's, when the run has
+    walked its module tree already (a 1,000-module model is checked on every click)."""
     if not isinstance(model, nn.Module):
         raise GradExplorerError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    for path, module in model.named_modules():
+    index = index or ModelIndex.of(model)
+    for path, module in index.modules:
         where = f"module {path!r}" if path else "the model"
         kind = type(module).__name__
         if _kinds(type(module)) & _SHARDED_SET:
@@ -87,7 +90,7 @@ def check_model(model: nn.Module) -> None:
                 "sample batch (model(x)) so lazy modules create their parameters, then explore "
                 "it; the explorer does not do that itself because it would change the model."
             )
-    for name, t in [*model.named_parameters(), *model.named_buffers()]:
+    for name, t in [*index.params, *index.named_buffers()]:
         if _is_dtensor(t):
             raise GradExplorerError(
                 f"parameter or buffer {name!r} is a DTensor (tensor parallel / FSDP2 sharding): "

@@ -198,7 +198,8 @@ def _param_records(state: RunState, graph: GradGraph) -> list[ParamRecord]:
     for (name, p), leaf_id, pair, status in zip(params.items(), leaf_ids, pairs, statuses):
         norm, gmax = pair if pair else (None, None)
         records.append(
-            ParamRecord(
+            built(
+                ParamRecord,
                 name,
                 ids.owner_path(name),
                 tuple(p.shape),
@@ -209,7 +210,9 @@ def _param_records(state: RunState, graph: GradGraph) -> list[ParamRecord]:
                 status,
                 None if pair else _none_reason(state, name, p.requires_grad),
                 diagnose.zero_origin(graph, leaf_id) if status == "zero" else None,
-                zero_fraction=state.zero_fractions.get(leaf_id),
+                None,
+                None,
+                state.zero_fractions.get(leaf_id),
             )
         )
     return records

@@ -77,6 +77,16 @@ class ModelIndex:
         first: dict[int, str] = {}
         return {name: first.setdefault(id(p), name) for name, p in self.all_params}
 
+    def named_buffers(self) -> list[tuple[str, torch.Tensor]]:
+        """`model.named_buffers()`: each buffer object once, under its first name."""
+        named = (
+            (f"{path}.{k}" if path else k, b)
+            for path, m in self.modules
+            for k, b in m._buffers.items()
+            if b is not None
+        )
+        return list(_first_of_each(tuple(named)))
+
     def buffers(self) -> list[torch.Tensor]:
         """`model.buffers()`: each buffer object once."""
         seen: set[int] = set()
