@@ -69,7 +69,7 @@ def freeze_graph(state: RunState) -> GradGraph:
             n.order,
             (),
         )
-        for n, (norm, gmax), status in zip(raw.nodes.values(), pairs, statuses)
+        for n, (norm, gmax), status in zip(raw.nodes.values(), pairs, statuses, strict=True)
     ]
     flows = [flow_pair(_edge_norm(e, raw, values, leaf_by_id)) for e in raw.edges]
     statuses = classify_many(flows, thresholds)
