@@ -210,7 +210,7 @@ def _param_records(state: RunState, graph: GradGraph) -> list[ParamRecord]:
                 status,
                 None if pair else _none_reason(state, name, p.requires_grad),
                 diagnose.zero_origin(graph, leaf_id) if status == "zero" else None,
-                None,
+                None,  # modified_by and norm_before: set by mark_modified when a hook changes it
                 None,
                 state.zero_fractions.get(leaf_id),
             )

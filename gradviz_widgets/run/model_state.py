@@ -89,14 +89,7 @@ class ModelIndex:
 
     def buffers(self) -> list[torch.Tensor]:
         """`model.buffers()`: each buffer object once."""
-        seen: set[int] = set()
-        out = []
-        for _, m in self.modules:
-            for b in m._buffers.values():
-                if b is not None and id(b) not in seen:
-                    seen.add(id(b))
-                    out.append(b)
-        return out
+        return [b for _, b in self.named_buffers()]
 
 
 def _first_of_each(named: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
