@@ -24,13 +24,24 @@ export function pageModel(/** @type {Record<string, any>} */ traits, /** @type {
   };
 }
 
-/** Index of the view to show after a double-click on `module` (deeper to unfold, shallower to fold). */
+/**
+ * Index of the view to show after a double-click on `module`: where it is folded, the most
+ * folded view that draws it open; where it is open, the least folded view that folds it (the
+ * page holds whole-depth views only, so modules at the same depth fold and unfold together).
+ * The views come in any order (the overview first): they are ranked by depth, full = deepest.
+ */
 export function nextView(/** @type {View[]} */ views, /** @type {number} */ current, /** @type {string} */ module) {
-  const folded = Object.values(views[current].nodes).some((n) => n.expandable === module);
-  if (folded) return Math.min(current + 1, views.length - 1);
-  const depth = module.split(".").length - 1;
-  const target = views.findIndex((v) => v.depth !== null && v.depth <= depth && v.depth >= 0);
-  return target >= 0 && target !== current ? target : Math.max(current - 1, 0);
+  // folded itself or inside a folded ancestor
+  const foldsIt = (/** @type {View} */ v) =>
+    Object.values(v.nodes).some(
+      (n) => typeof n.expandable === "string" && (n.expandable === module || module.startsWith(`${n.expandable}.`)),
+    );
+  const rank = (/** @type {number} */ i) => views[i].depth ?? Infinity;
+  const folded = foldsIt(views[current]);
+  const candidates = views.map((_, i) => i).filter((i) => foldsIt(views[i]) !== folded);
+  if (!candidates.length) return current;
+  // unfolding: the shallowest view that opens it; folding: the deepest that closes it
+  return candidates.reduce((best, i) => ((folded ? rank(i) < rank(best) : rank(i) > rank(best)) ? i : best));
 }
 
 /** The first view (from `start`) that draws node `id`, or -1. */

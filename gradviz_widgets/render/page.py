@@ -117,7 +117,7 @@ _TEMPLATE = """<!doctype html>
 <body>
 <header><h1>{title}</h1><div id="summary">{summary}</div>
 <label for="depth">Fold</label><select id="depth"></select>
-<span id="hint">double-click a module to fold or unfold it; click a bar to find its parameter</span>
+<span id="hint">double-click a module to fold or unfold its depth (this page keeps one view per depth); click a bar to find its parameter</span>
 </header>
 <main>
 <section id="graph" aria-label="backward graph"></section>
