@@ -10,7 +10,8 @@ float64, so a vanishing gradient never reads 0.0.
 
 Writes happen on the writer thread only, one transaction per flush; readers open their own
 connection (WAL lets them read while the run writes). A killed process loses only what was not
-yet flushed: committed WAL transactions survive the process (synchronous=NORMAL).
+yet flushed: committed WAL transactions survive the process (synchronous=NORMAL). Closing the
+writer leaves WAL mode, so reading a finished record adds no files to its folder.
 """
 
 from __future__ import annotations
@@ -216,6 +217,7 @@ class SQLiteStore:
     def __init__(self, directory: str | Path, readonly: bool = False) -> None:
         self.directory = Path(directory)
         self.file = self.directory / DB_NAME
+        self.readonly = readonly
         if readonly:
             if not self.file.exists():
                 raise FileNotFoundError(f"no GradWatch record at {self.file}")
@@ -272,6 +274,14 @@ class SQLiteStore:
             )
 
     def close(self) -> None:
+        """Close; the writer leaves WAL mode first, so the finished record is one plain file
+        that readers open without creating any (a WAL reader makes `-wal` and `-shm` files
+        beside it). While another process still reads it, it stays in WAL mode."""
+        try:
+            if not self.readonly:
+                self._db.execute("PRAGMA journal_mode=DELETE")
+        except sqlite3.Error:
+            pass
         try:
             self._db.close()
         except sqlite3.Error:

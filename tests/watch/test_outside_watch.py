@@ -186,6 +186,17 @@ def test_record_file_is_complete_after_close_without_history(tmp_path: Path) -> 
     run.close()
 
 
+def test_reading_a_finished_record_leaves_its_folder_as_it_was(tmp_path: Path) -> None:
+    watch = train(tmp_path / "run", steps=3)
+    watch.close()
+    before = sorted(p.name for p in watch.rank_path.iterdir())
+    run = GradWatch.open(tmp_path / "run")
+    assert len(run.history()) == 3 * 4
+    assert sorted(p.name for p in watch.rank_path.iterdir()) == before  # no -wal / -shm
+    run.close()
+    assert sorted(p.name for p in watch.rank_path.iterdir()) == before
+
+
 def test_page_with_exploding_check_turned_off(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = nn.Linear(3, 1)
