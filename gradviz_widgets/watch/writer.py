@@ -187,7 +187,7 @@ class Writer(threading.Thread):
         steps = np.array([r.step for r in records], dtype=np.int64)
         if self._quiet is None:
             self._quiet = quiet(self.events, names)
-        found = self.tracker.update_many(steps, status, names, self._quiet)
+        found = _scaler_said(self.tracker.update_many(steps, status, names, self._quiet), records)
         if self.spikes is not None:
             with self._lock:
                 ended = self.spikes.add_steps(steps, cols[0], moved[0], moved[1], names)
@@ -350,6 +350,24 @@ class _Discard(MemoryStore):
 
     def add_spikes(self, spikes: list[tuple[int, str]]) -> None:
         pass
+
+
+#: the detail of a NaN/Inf anomaly at a step the GradScaler skipped
+SKIPPED_DETAIL = "the GradScaler skipped this step (Inf/NaN gradients): no update was made"
+
+
+def _scaler_said(
+    found: list[tuple[int, str, Any]], records: list[StepRecord]
+) -> list[tuple[int, str, Any]]:
+    """`found` with a NaN/Inf anomaly at a step the GradScaler skipped saying so: that NaN/Inf
+    is the scaler's overflow check at work (it lowers the scale), not a broken model."""
+    infos = {r.step: r.info for r in records if r.info is not None}
+    return [
+        (step, kind, {"params": list(names), "detail": SKIPPED_DETAIL})
+        if kind == "nonfinite" and step in infos and step_info(infos[step])[0]
+        else (step, kind, names)
+        for step, kind, names in found
+    ]
 
 
 def _step_of(row: tuple[int, str, Any]) -> int:

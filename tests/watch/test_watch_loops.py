@@ -155,11 +155,16 @@ def test_grad_scaler_skipped_steps_are_recorded_unscaled(tmp_path, clip):
         assert (rows.clipped == (clip is not None and k != 3)).all(), k
     assert (h[h.step == 3].status == "nonfinite").all()
     assert seen[4][1] == seen[3][1] / 2  # the scaler backed off after the skipped step
-    assert [a.step for a in watch.anomalies if a.kind == "nonfinite"] == [3]
+    nonfinite = [a for a in watch.anomalies if a.kind == "nonfinite"]
+    assert [a.step for a in nonfinite] == [3]
+    assert "GradScaler skipped this step" in nonfinite[0].detail  # not a broken model
+    assert sorted(nonfinite[0].params) == sorted(n for n, _ in model.named_parameters())
     watch.close()
     assert "update" not in vars(scaler)  # the wrapper is gone
-    again = GradWatch.open(tmp_path / "run").history()
-    assert again.skipped.tolist() == h.skipped.tolist()
+    run = GradWatch.open(tmp_path / "run")
+    assert run.history().skipped.tolist() == h.skipped.tolist()
+    assert [a.detail for a in run.anomalies if a.kind == "nonfinite"] == [nonfinite[0].detail]
+    run.close()
 
 
 def test_scaler_in_use_without_scaler_argument_warns_once(tmp_path):
