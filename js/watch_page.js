@@ -262,6 +262,7 @@ class WatchPage {
       this.syncPick(); this.drawLines();
     };
     const body = $("anomalies").tBodies[0];
+    $("no-anomalies").hidden = D.anomalies.length > 0;
     for (const [step, kind, rows, detail] of D.anomalies.slice(0, 500)) {
       const tr = body.insertRow();
       const names = rows.slice(0, 20).map((/** @type {number} */ r) => D.names[r]).join(", ") + (rows.length > 20 ? ` and ${rows.length - 20} more` : "");

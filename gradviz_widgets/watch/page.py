@@ -247,7 +247,9 @@ Click a row to add it to the lines.</p></section>
 </section>
 <section id="anomaly-section"><h2>Anomalies (first step per kind)</h2>
 <table id="anomalies"><thead><tr><th>step</th><th>kind</th><th>parameters</th><th>detail</th></tr></thead>
-<tbody></tbody></table></section>
+<tbody></tbody></table>
+<p id="no-anomalies" class="hint" hidden>No anomalies in this record: no gradient turned
+NaN/Inf, exactly 0.0, None, vanishing or exploding.</p></section>
 </main>
 <div id="tip" role="tooltip" hidden></div>
 <noscript>This page needs JavaScript to draw its charts.</noscript>

@@ -92,6 +92,33 @@ def test_watch_page_draws_hovers_and_picks(browser, tmp_path: Path) -> None:
     wait_until(lambda: "main1.weight" in _legend(page), 5, "the clicked row drawn")
     assert "main2.weight" in _legend(page)
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    assert page.locator("#no-anomalies").is_hidden()  # the table has rows
+    assert problems == []
+    page.close()
+
+
+@pytest.mark.ui
+def test_a_record_without_anomalies_says_so(browser, tmp_path: Path) -> None:
+    import torch
+    from torch import nn
+
+    from gradviz_widgets import GradWatch
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), 0.1)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+        opt.step()
+    assert watch.anomalies == []
+    path = export_watch_html(watch, tmp_path / "run.html")
+    watch.close()
+    page, problems = _open(browser, path)
+    assert page.locator("#anomalies tbody tr").count() == 0
+    assert page.locator("#no-anomalies").is_visible()
+    assert "No anomalies" in (page.locator("#no-anomalies").text_content() or "")
     assert problems == []
     page.close()
 
