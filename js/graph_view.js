@@ -5,7 +5,7 @@
 import { LayoutClient } from "./layout_client.js";
 import { PanZoom } from "./pan_zoom.js";
 import { nodeAriaLabel, own } from "./resolve.js";
-import { STRIPE_ROOM, fitLabels, indexSvg, setBadge, setParamStripe, setTitle, titleOf } from "./svg_nodes.js";
+import { STRIPE_ROOM, fitClusterLabel, fitLabels, indexSvg, setBadge, setParamStripe, setTitle, titleOf } from "./svg_nodes.js";
 import { Tooltip } from "./tooltip.js";
 
 export { titleOf };
@@ -44,6 +44,8 @@ export class GraphView {
     this.renders = 0;
     /** @type {Map<string, SVGGElement>} */
     this.nodeEls = new Map();
+    /** @type {SVGGElement[]} clusters of the drawn graph: their labels are fitted to their frames */
+    this.clusterEls = [];
     /** @type {WeakMap<Element, string>} */
     this.idOf = new WeakMap();
     /** @type {WeakMap<Element, string>} cluster element -> module path */
@@ -193,6 +195,7 @@ export class GraphView {
   /** @param {SVGSVGElement} svg @param {Record<string, string>} keys */
   index(svg, keys) {
     ({ nodeEls: this.nodeEls, idOf: this.idOf, moduleOf: this.moduleOf } = indexSvg(svg, keys));
+    this.clusterEls = /** @type {SVGGElement[]} */ (Array.from(svg.querySelectorAll("g.cluster")));
   }
 
   /** @param {string} id @returns {NodeInfo | undefined} */
@@ -265,6 +268,7 @@ export class GraphView {
       setParamStripe(g, String(i?.param_text ?? ""), String(i?.param_color ?? ""));
       fitLabels(g, i?.param_text ? STRIPE_ROOM : 0);
     }
+    for (const g of this.clusterEls ?? []) fitClusterLabel(g);
     this.applyClasses();
   }
 

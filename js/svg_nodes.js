@@ -125,37 +125,81 @@ export const STRIPE_ROOM = 8;
 /**
  * Squeeze each label line of a node into its shape. Graphviz sized the shape with its own
  * metrics of "Helvetica"; the browser draws the nearest font it has (often a wider one), so a
- * long label ran over the border; a parameter stripe takes `inset` more on the left. Lines
- * that fit are left as drawn; the text itself never changes.
+ * long label ran over the border; a parameter stripe takes `inset` more on the left. A folded
+ * module's box3d outline is wider than its front face by the depth drawn on the right: lines
+ * fit the face (`faceOf`). Lines that fit are left as drawn; the text itself never changes.
  * @param {SVGGElement} g @param {number} inset
  */
 export function fitLabels(g, inset) {
   if (g.getAttribute("data-fit") === String(inset)) return;
+  const face = faceOf(g);
+  if (!face) return;
+  g.setAttribute("data-fit", String(inset));
+  fitLines(Array.from(g.querySelectorAll(":scope > text")), face.left + LABEL_PAD + inset, face.right - LABEL_PAD);
+}
+
+/**
+ * Keep a cluster's label (the module's path and type, drawn above its frame) inside the frame.
+ * @param {SVGGElement} g
+ */
+export function fitClusterLabel(g) {
+  if (g.getAttribute("data-fit") === "0") return;
+  const face = faceOf(g);
+  if (!face) return;
+  g.setAttribute("data-fit", "0");
+  fitLines(Array.from(g.querySelectorAll(":scope > text")), face.left + LABEL_PAD, face.right - LABEL_PAD);
+}
+
+/**
+ * The horizontal extent of a node's or cluster's shape (for a box3d, of its front face: the
+ * outline less the depth its inner edges mark off), or null before it is laid out.
+ * @param {SVGGElement} g
+ * @returns {{left: number, right: number} | null}
+ */
+export function faceOf(g) {
   const shape = /** @type {SVGGraphicsElement | null} */ (
     g.querySelector(":scope > polygon, :scope > path, :scope > ellipse")
   );
-  if (!shape || typeof shape.getBBox !== "function") return;
-  let width;
+  if (!shape || typeof shape.getBBox !== "function") return null;
   try {
-    width = shape.getBBox().width;
+    const box = shape.getBBox();
+    if (!(box.width > 0)) return null; // not drawn yet (hidden): fitted when next applied
+    let right = box.x + box.width;
+    for (const line of Array.from(g.querySelectorAll(":scope > polyline"))) {
+      const b = /** @type {SVGGraphicsElement} */ (line).getBBox();
+      right = Math.min(right, b.x + b.width);
+    }
+    return { left: box.x, right: right > box.x ? right : box.x + box.width };
   } catch {
-    return; // a DOM without layout
+    return null; // a DOM without layout
   }
-  if (!(width > 0)) return; // not drawn yet (hidden): fitted when next applied
-  const room = width - 2 * LABEL_PAD - inset;
-  g.setAttribute("data-fit", String(inset));
-  for (const t of Array.from(g.querySelectorAll(":scope > text"))) {
+}
+
+/**
+ * Lines between `left` and `right`: one wider than that is squeezed to it, one that fits the
+ * width but sticks out is moved to the middle; the others stay as Graphviz placed them.
+ * @param {Element[]} lines @param {number} left @param {number} right
+ */
+function fitLines(lines, left, right) {
+  const room = right - left;
+  for (const t of lines) {
     const text = /** @type {SVGTextElement} */ (t);
     const x0 = text.getAttribute("data-x0") ?? text.getAttribute("x") ?? "0";
     text.setAttribute("data-x0", x0);
     text.removeAttribute("textLength");
     text.removeAttribute("lengthAdjust");
     text.setAttribute("x", x0);
+    if (room <= 0) continue;
     const drawn = text.getComputedTextLength();
-    if (room <= 0 || !(drawn > room)) continue;
-    text.setAttribute("textLength", String(room));
-    text.setAttribute("lengthAdjust", "spacingAndGlyphs");
-    // the stripe is on the left: the squeezed line is centred on what is left of the shape
-    if (inset) text.setAttribute("x", String(Number(x0) + inset / 2));
+    const anchor = text.getAttribute("text-anchor") ?? "start";
+    const start = anchor === "middle" ? Number(x0) - drawn / 2 : anchor === "end" ? Number(x0) - drawn : Number(x0);
+    if (start >= left - 0.5 && start + drawn <= right + 0.5) continue;
+    if (drawn > room) {
+      text.setAttribute("textLength", String(room));
+      text.setAttribute("lengthAdjust", "spacingAndGlyphs");
+    }
+    const width = Math.min(drawn, room);
+    const at = anchor === "middle" ? left + room / 2 : anchor === "end" ? left + (room + width) / 2 : left + (room - width) / 2;
+    text.setAttribute("x", String(at));
   }
 }

@@ -99,3 +99,57 @@ def _assert_labels_fit(browser, path: Path) -> None:  # noqa: ANN001
         raise AssertionError(svg.evaluate(LABEL_OVERFLOW)) from None
     assert problems == []
     page.close()
+
+
+#: per drawn node / cluster, the label lines (their drawn boxes, squeezing included) that stick
+#: out of the shape's front face (a box3d's outline less the depth its inner edges mark off)
+_OUTSIDE = """() => {
+  const out = [];
+  for (const g of document.querySelectorAll('#graph svg g.node, #graph svg g.cluster')) {
+    const shape = g.querySelector(':scope > polygon, :scope > path, :scope > ellipse');
+    if (!shape) continue;
+    const box = shape.getBBox();
+    let right = box.x + box.width;
+    for (const l of g.querySelectorAll(':scope > polyline')) {
+      const b = l.getBBox(); right = Math.min(right, b.x + b.width);
+    }
+    for (const t of g.querySelectorAll(':scope > text')) {
+      const b = t.getBBox();
+      if (b.x < box.x - 0.5 || b.x + b.width > right + 0.5) out.push(t.textContent);
+    }
+  }
+  return out;
+}"""
+
+
+def _labels(page) -> list[str]:  # noqa: ANN001
+    return sorted(
+        t.split(" · ")[0] for t in page.locator("#graph svg g.node text").all_text_contents()
+    )
+
+
+@pytest.mark.ui
+def test_page_labels_stay_inside_their_shapes_and_double_click_unfolds(
+    browser, tmp_path: Path
+) -> None:
+    net, x, y = dead_branch_example()
+    path = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y).export_html(
+        tmp_path / "index.html"
+    )
+    page, problems = _open(browser, path)
+    assert page.evaluate(_OUTSIDE) == []  # cluster labels too ("main1 · Linear" above its frame)
+    page.select_option("#depth", label="depth 0")
+    wait_until(lambda: page.locator("#graph svg g.node").count() < 20, 20, "folded view drawn")
+    # folded modules: box3d with a parameter stripe ("2 params: exactly 0.0")
+    assert page.locator("#graph g.node .gvw-param-badge").count() >= 1
+    assert page.evaluate(_OUTSIDE) == []
+    folded = page.locator("#graph g.node", has_text="main1 · Linear").first
+    folded.locator("text").first.dblclick()
+    wait_until(lambda: page.locator("#graph svg g.node").count() >= 20, 20, "unfolded")
+    assert page.locator("#depth").input_value() != "1"  # not the folded view any more
+    assert page.evaluate(_OUTSIDE) == []
+    cluster = page.locator("#graph g.cluster", has_text="main1").first
+    cluster.locator("text").first.dblclick()
+    wait_until(lambda: page.locator("#graph svg g.node").count() < 20, 20, "folded again")
+    assert problems == []
+    page.close()
