@@ -161,6 +161,16 @@ export function series(V, r) {
 }
 
 /**
+ * For each point of `series`, whether a line must not join it to the one before: a bucket
+ * between them had no norm to draw (None, 0.0, NaN/Inf), so the line leaves a gap there.
+ * @param {View} V @param {[number, number][]} pts @returns {boolean[]}
+ */
+export function breaks(V, pts) {
+  const bucket = (/** @type {number} */ s) => Math.floor((s - V.first) / V.width);
+  return pts.map(([s], j) => j === 0 || bucket(s) - bucket(pts[j - 1][0]) > 1);
+}
+
+/**
  * Runs of buckets of row `r` whose status has no norm to draw (None, 0.0, NaN/Inf: `plain`),
  * as [first bucket, last bucket, status]: the bands under the lines.
  * @param {PageData} D @param {View} V @param {number} r @returns {[number, number, string][]}

@@ -5,7 +5,7 @@
  * Every user string reaches the page through `textContent`, `title` or `value` (never markup);
  * every number shown was formatted by Python.
  */
-import { cellText, cellValue, colorAt, colorStops, loadView, plainRuns, rgb, series, ticks, withRow } from "./watch_data.js";
+import { breaks, cellText, cellValue, colorAt, colorStops, loadView, plainRuns, rgb, series, ticks, withRow } from "./watch_data.js";
 
 const SVGNS = "http://www.w3.org/2000/svg";
 const MAX_LINES = 6, H = 340;
@@ -214,9 +214,12 @@ class WatchPage {
     const { D, V } = this, legend = $("lines-legend"); legend.replaceChildren();
     all.forEach(([r, pts], n) => {
       const c = PALETTE[n % PALETTE.length];
-      const d = pts.map(([s, k], j) => `${j ? "L" : "M"}${x(s).toFixed(1)} ${y(V.logs[k]).toFixed(1)}`).join("");
+      const gap = breaks(V, pts);
+      const d = pts.map(([s, k], j) => `${gap[j] ? "M" : "L"}${x(s).toFixed(1)} ${y(V.logs[k]).toFixed(1)}`).join("");
       if (d) svg.append(el("path", { d, fill: "none", stroke: c, "stroke-width": 1.5, class: "line", "data-row": r }));
-      if (pts.length === 1) svg.append(el("circle", { cx: x(pts[0][0]), cy: y(V.logs[pts[0][1]]), r: 3, fill: c }));
+      pts.forEach(([s, k], j) => {  // a point with gaps on both sides: no segment shows it
+        if (gap[j] && (j + 1 === pts.length || gap[j + 1])) svg.append(el("circle", { cx: x(s), cy: y(V.logs[k]), r: 3, fill: c }));
+      });
       const sp = document.createElement("span"), sw = document.createElement("span");
       sw.className = "sw"; sw.style.background = c; sp.append(sw, D.names[r] + (pts.length ? "" : " (no finite norm)"));
       legend.append(sp);

@@ -7,7 +7,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deflateSync } from "node:zlib";
 import {
-  cellText, cellValue, colorAt, colorStops, loadView, normRange, plainRuns, rgb, series, ticks, undelta, withRow,
+  breaks, cellText, cellValue, colorAt, colorStops, loadView, normRange, plainRuns, rgb, series, ticks, undelta, withRow,
 } from "../watch_data.js";
 
 const STATUSES = ["none", "zero", "vanishing", "healthy", "exploding", "nonfinite"];
@@ -100,6 +100,14 @@ test("a line's points are in step order, one per step", async () => {
   const V = await loadView(VIEW, 2, DATA.thresholds);
   assert.deepEqual(series(V, 0), [[10, 0], [13, 1], [14, 2], [15, 1]]);
   assert.deepEqual(series(V, 1), [[11, 3], [70018, 0]]);  // hi and lo at the same step: one point
+});
+
+test("a line breaks where a bucket between two points had no norm (a NaN step: a gap)", async () => {
+  const V = await loadView(VIEW, 2, DATA.thresholds);
+  assert.deepEqual(breaks(V, series(V, 0)), [true, false, false, false]);  // buckets 0, 0, 1, 1
+  const sparse = /** @type {any} */ ({ first: 0, width: 2 });
+  // buckets 0, 0, 3, 4: nothing drawable in buckets 1 and 2
+  assert.deepEqual(breaks(sparse, [[0, 0], [1, 0], [6, 0], [8, 0]]), [true, false, true, false]);
 });
 
 test("bands: runs of None / 0.0 / NaN buckets, by status", () => {
