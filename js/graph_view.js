@@ -5,7 +5,7 @@
 import { LayoutClient } from "./layout_client.js";
 import { PanZoom } from "./pan_zoom.js";
 import { nodeAriaLabel, own } from "./resolve.js";
-import { STRIPE_ROOM, fitClusterLabel, fitLabels, indexSvg, setBadge, setParamStripe, setTitle, titleOf } from "./svg_nodes.js";
+import { STRIPE_ROOM, fitLabels, indexSvg, setBadge, setParamStripe, setTitle, titleOf } from "./svg_nodes.js";
 import { Tooltip } from "./tooltip.js";
 
 export { titleOf };
@@ -268,7 +268,7 @@ export class GraphView {
       setParamStripe(g, String(i?.param_text ?? ""), String(i?.param_color ?? ""));
       fitLabels(g, i?.param_text ? STRIPE_ROOM : 0);
     }
-    for (const g of this.clusterEls ?? []) fitClusterLabel(g);
+    for (const g of this.clusterEls) fitLabels(g, 0);
     this.applyClasses();
   }
 

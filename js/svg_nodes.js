@@ -127,7 +127,9 @@ export const STRIPE_ROOM = 8;
  * metrics of "Helvetica"; the browser draws the nearest font it has (often a wider one), so a
  * long label ran over the border; a parameter stripe takes `inset` more on the left. A folded
  * module's box3d outline is wider than its front face by the depth drawn on the right: lines
- * fit the face (`faceOf`). Lines that fit are left as drawn; the text itself never changes.
+ * fit the face (`faceOf`). A cluster's label (its module's path and type, drawn above its
+ * frame) is fitted to the frame the same way, with no inset. Lines that fit are left as drawn;
+ * the text itself never changes.
  * @param {SVGGElement} g @param {number} inset
  */
 export function fitLabels(g, inset) {
@@ -136,18 +138,6 @@ export function fitLabels(g, inset) {
   if (!face) return;
   g.setAttribute("data-fit", String(inset));
   fitLines(Array.from(g.querySelectorAll(":scope > text")), face.left + LABEL_PAD + inset, face.right - LABEL_PAD);
-}
-
-/**
- * Keep a cluster's label (the module's path and type, drawn above its frame) inside the frame.
- * @param {SVGGElement} g
- */
-export function fitClusterLabel(g) {
-  if (g.getAttribute("data-fit") === "0") return;
-  const face = faceOf(g);
-  if (!face) return;
-  g.setAttribute("data-fit", "0");
-  fitLines(Array.from(g.querySelectorAll(":scope > text")), face.left + LABEL_PAD, face.right - LABEL_PAD);
 }
 
 /**

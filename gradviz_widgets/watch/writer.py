@@ -361,6 +361,8 @@ def _scaler_said(
 ) -> list[tuple[int, str, Any]]:
     """`found` with a NaN/Inf anomaly at a step the GradScaler skipped saying so: that NaN/Inf
     is the scaler's overflow check at work (it lowers the scale), not a broken model."""
+    if not any(kind == "nonfinite" for _, kind, _ in found):
+        return found
     infos = {r.step: r.info for r in records if r.info is not None}
     return [
         (step, kind, {"params": list(names), "detail": SKIPPED_DETAIL})
