@@ -21,6 +21,7 @@ from .reduce import (
     Scratch,
     chunk_size,
     counted_squares,
+    dense,
     distinct,
     exact_squares,
     exact_sum,
@@ -75,6 +76,8 @@ class NormBatch:
         self._parts: dict[tuple, tuple[weakref.ref, Parts]] = {}
         self._sums: dict[tuple, tuple[weakref.ref, torch.Tensor]] = {}
         self._unknown = torch.full((), float("nan"), dtype=self.dtype)  # a max not read
+        # identity -> (the tensor, the rows outside which it is all zeros: `zero_outside`)
+        self._rows: dict[tuple, tuple[weakref.ref, torch.Tensor]] = {}
         # within `add_counted`: id -> (gradient, its non-zero count from the same pass)
         self._counting = False
         self._counts: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
@@ -159,6 +162,9 @@ class NormBatch:
         the pending buffer; its slot, and whether it holds the max |g| too. `key`: its
         `_identity`, under which what is reduced is shared within the run."""
         x, repeats = distinct(g)
+        rows = _alive(self._rows, key)
+        if rows is not None:  # the rows that can hold non-zeros, and one that holds zeros
+            x, repeats = g.index_select(0, rows), 1
         flat, key = x.reshape(-1), key if repeats == 1 else None  # repeats: not its own elements
         if norms_only:
             parts = self._sum_parts(g, flat, key)
@@ -172,6 +178,36 @@ class NormBatch:
             have.append(part)
         self._repeats.append(repeats)
         return self._reserve(False, 1), parts[1] is not self._unknown
+
+    def zero_outside(self, g: torch.Tensor, indices: torch.Tensor) -> None:
+        """Note that the 2-d gradient `g` is exactly zero outside the rows `indices` (an
+        embedding's weight gradient: only the looked-up rows are written), so that while `g`
+        lives its norm, range and non-zero count are read from those rows and one zero row,
+        not from the whole table. Only CPU gradients whose squares are exact, and only where
+        the rows are fewer than half the table (else reading them all is as cheap).
+
+        Example:
+            >>> batch, g = NormBatch(torch.device("cpu")), torch.zeros(10_000, 2)
+            >>> g[7] = torch.tensor([3.0, 4.0])
+            >>> batch.zero_outside(g, torch.tensor([[7, 7]]))
+            >>> slots, at = batch.add_counted([g])
+            >>> values = batch.resolve()
+            >>> batch.pair(values, slots[0]), values[at]
+            ((5.0, 4.0), 2.0)
+        """
+        if not (self._deferrable(g) and g.dim() == 2 and indices.device == g.device):
+            return
+        if indices.is_floating_point() or indices.is_complex():
+            return
+        rows = indices.reshape(-1).unique()  # sorted
+        if 2 * (rows.numel() + 1) >= g.shape[0]:
+            return
+        # the first row index not looked up: rows are sorted, so it is where they leave 0, 1, ...
+        gaps = (rows != torch.arange(rows.numel(), device=rows.device)).nonzero()
+        spare = int(gaps[0]) if gaps.numel() else rows.numel()
+        key = _identity(g)
+        if key is not None:
+            self._rows[key] = (weakref.ref(g), torch.cat([rows, rows.new_tensor([spare])]))
 
     def _sum_parts(self, g: torch.Tensor, flat: torch.Tensor, key: tuple | None) -> Parts:
         """(sum of squares, min, max) where the range is known this run, else (sum of
@@ -359,7 +395,7 @@ class NormBatch:
         """All queued numbers as Python floats: the single host synchronisation of a run."""
         self._flush()
         self._seen, self._parts, self._sums, self.scratch, self._buf = {}, {}, {}, Scratch(), None
-        self._counts = {}
+        self._counts, self._rows = {}, {}
         if not self._chunks:
             return []
         target = self._chunks[0].device
@@ -395,18 +431,22 @@ def _segment_nonzeros(xs: list[torch.Tensor]) -> torch.Tensor:
 def _identity(g: torch.Tensor) -> tuple | None:
     """What makes two live tensors hold the same values, in any order (None: do not share).
 
-    The same first element and the same (size, stride) pairs in any order address the same
-    elements: a gradient and its transpose (a Linear weight's `t()` on its way to the leaf)
-    share one measurement, since norm and max |g| do not depend on the order.
+    A dense tensor (`reduce.dense`) holds the `numel()` elements from its first one, whatever
+    its shape: a gradient and its views (the reshapes, transposes and permutes of attention
+    heads, a Linear weight's `t()` on its way to the leaf) share one measurement, since norm,
+    max |g| and counts do not depend on the order. Otherwise the same first element and the
+    same (size, stride) pairs in any order address the same elements.
 
     Example:
         >>> g = torch.randn(3, 4)
-        >>> _identity(g) == _identity(g.t()), _identity(g) == _identity(g[1:])
+        >>> _identity(g) == _identity(g.t()) == _identity(g.view(2, 6)), _identity(g) == _identity(g[1:])
         (True, False)
     """
     if g.layout != torch.strided or g.device.type == "meta":
         return None
     try:
+        if dense(g):
+            return (g.data_ptr(), g.dtype, g.numel(), g._version, g.device)
         dims = sorted((size, stride) for size, stride in zip(g.shape, g.stride()) if size != 1)
         return (g.data_ptr(), g.dtype, tuple(dims), g._version, g.device)
     except RuntimeError:  # tensors without storage (fake, functorch wrappers)

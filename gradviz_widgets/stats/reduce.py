@@ -266,12 +266,31 @@ def finished_pairs(
     return torch.stack([total.sqrt(), top.to(total.dtype)], 1).reshape(-1)
 
 
+def dense(g: torch.Tensor) -> bool:
+    """Whether `g`'s elements fill one block of memory exactly once, in some order (contiguous,
+    transposed, permuted, or any view of those): then they are the `numel()` elements from
+    `data_ptr()` on, whatever its shape.
+
+    Example:
+        >>> x = torch.zeros(2, 3, 4)
+        >>> dense(x.permute(2, 0, 1)), dense(x[:, 1:]), dense(x.expand(2, 2, 3, 4))
+        (True, False, False)
+    """
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(g.shape, g.stride()) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def distinct(g: torch.Tensor) -> tuple[torch.Tensor, int]:
     """The values of `g` laid out for a fast pass, and how often each repeats.
 
     Expanded gradients (stride 0, e.g. from `sum()`) hold one value many times: reduce over the
-    distinct ones and scale the norm by sqrt(repeats). Transposed gradients are read in memory
-    order (reductions over a transposed view are several times slower)."""
+    distinct ones and scale the norm by sqrt(repeats). Transposed and permuted gradients are
+    read in memory order (reductions over a transposed view are several times slower, and
+    flattening a permuted one copies it)."""
     if any(st == 0 and sz > 1 for sz, st in zip(g.shape, g.stride())):
         base = g[
             tuple(
@@ -280,8 +299,10 @@ def distinct(g: torch.Tensor) -> tuple[torch.Tensor, int]:
             )
         ]
         return base, g.numel() // base.numel()
-    if g.dim() >= 2 and not g.is_contiguous() and g.mT.is_contiguous():
-        return g.mT, 1
+    if g.dim() >= 2 and not g.is_contiguous() and dense(g):
+        strides = g.stride()
+        order = sorted(range(g.dim()), key=lambda d: -strides[d])
+        return g.permute(order), 1
     return g, 1
 
 

@@ -28,6 +28,8 @@ from ..stats.norms import NormBatch
 
 #: key in `grad_fn.metadata` marking autograd nodes our hooks add (set by hooks/run.py)
 HOOK_NODE_MARK = "gradviz_widgets"
+#: the autograd node of `F.embedding`, whose weight gradient is zero outside the looked-up rows
+EMBEDDING_BACKWARD = "EmbeddingBackward0"
 
 
 @dataclasses.dataclass
@@ -271,7 +273,8 @@ def instrument(
         same = (
             out[0] if len(out) == 1 and out[0].dst != OUTPUT and node.id not in modified else None
         )
-        node.fn.register_hook(_flow_hook(node, direct, batch, order, same))
+        hook = _flow_hook(node, direct, batch, order, same, node.op == EMBEDDING_BACKWARD)
+        node.fn.register_hook(hook)
     for hook_fn, edges in through.items():
         hook_fn.register_hook(_through_hook(edges, batch))
 
@@ -293,13 +296,22 @@ def _carried(graph: RawGraph, leaving: Mapping[str, list[RawEdge]]) -> dict[int,
 
 
 def _flow_hook(
-    node: RawNode, edges: list[RawEdge], batch: NormBatch, order: list[int], same: RawEdge | None
+    node: RawNode,
+    edges: list[RawEdge],
+    batch: NormBatch,
+    order: list[int],
+    same: RawEdge | None,
+    embedding: bool = False,
 ):
     indices = [e.index for e in edges]
 
     def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
         node.order = order[0]
         order[0] += 1
+        if embedding and grad_inputs and grad_inputs[0] is not None:
+            # its weight gradient is zero outside the looked-up rows: measured from those
+            # (here and when the leaf is read back), not from the whole vocabulary
+            batch.zero_outside(grad_inputs[0], node.fn._saved_indices)
         # one `add` per node: what arrived (unless the consumer's edge measured it) and what
         # leaves along each edge
         reuse = same is not None and same.slot is not None and len(grad_outputs) == 1

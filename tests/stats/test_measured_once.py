@@ -1,0 +1,150 @@
+"""What the run measures is read once and only where it can be non-zero (issue 21's cost), and
+stays exact: views of one gradient share a measurement, and an embedding's weight gradient is
+read from the rows the batch looked up.
+
+References are float64 numbers computed independently from the tensors themselves.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from gradviz_widgets import GradExplorer
+from gradviz_widgets.stats import norms as norms_module
+from gradviz_widgets.stats.norms import NormBatch
+from gradviz_widgets.stats.reduce import dense, distinct
+
+REL = 1e-12
+
+
+def ref(g: torch.Tensor) -> tuple[float, float, int]:
+    """(L2 norm, max |g|, non-zero count) in float64."""
+    d = g.detach().double()
+    return d.norm().item(), d.abs().max().item(), int(torch.count_nonzero(d))
+
+
+def test_views_of_one_gradient_share_one_measurement() -> None:
+    """Reshapes, transposes and permutes (attention heads, a weight's `t()`) address the same
+    elements: one measurement. A slice or an expanded view does not share it."""
+    g = torch.randn(2, 128, 24)
+    views = [g.view(256, 24), g.transpose(1, 2), g.permute(2, 0, 1), g.reshape(-1)]
+    batch = NormBatch(torch.device("cpu"))
+    first = batch.add([g], norms_only=True)
+    assert all(batch.add([v], norms_only=True) == first for v in views)
+    part = batch.add([g[:, 1:]], norms_only=True)
+    assert part != first
+    values = batch.resolve()
+    assert values[first[0]] == pytest.approx(ref(g)[0], rel=REL)
+    assert values[part[0]] == pytest.approx(ref(g[:, 1:])[0], rel=REL)
+
+
+def test_a_permuted_gradient_is_read_in_memory_order_without_a_copy() -> None:
+    g = torch.randn(4, 8, 16, 32).permute(0, 2, 1, 3)
+    x, repeats = distinct(g)
+    assert dense(g) and repeats == 1 and x.is_contiguous()
+    assert x.data_ptr() == g.data_ptr()
+    assert not dense(g[:, :3]) and not dense(g.expand(2, 4, 16, 8, 32))
+
+
+def test_zero_outside_reads_rows_and_stays_exact() -> None:
+    """Norm, max |g| and the non-zero count from the looked-up rows equal those of the whole
+    table, for repeated indices, an index 0 and a negative-only row."""
+    table = torch.zeros(20_000, 8)
+    idx = torch.tensor([[0, 5, 5, 19_999], [3, 0, 7, 7]])
+    table[idx.reshape(-1)] = torch.randn(8, 8)
+    table[3] = -torch.rand(8) - 1.0  # max |g| from a negative row
+    table[7, 2:] = 0.0  # zeros inside a looked-up row are counted as zeros
+    batch = NormBatch(torch.device("cpu"))
+    batch.zero_outside(table, idx)
+    slots, at = batch.add_counted([table])
+    values = batch.resolve()
+    norm, top, nonzero = ref(table)
+    assert batch.pair(values, slots[0]) == (pytest.approx(norm, rel=REL), top)
+    assert values[at] == nonzero
+
+
+class TiedLM(nn.Module):
+    """An LM whose output layer is its embedding (GPT-2's tying), with a padding index."""
+
+    def __init__(self, vocab: int = 50_000, dim: int = 16) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab, dim, padding_idx=1)
+        self.mix = nn.Linear(dim, dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.head.weight = self.wte.weight
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.mix(self.wte(tokens))))
+
+
+class UntiedLM(nn.Module):
+    def __init__(self, vocab: int = 50_000, dim: int = 16) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.out = nn.Linear(dim, 3)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.out(self.emb(tokens).mean(1))
+
+
+def _loss(out: torch.Tensor) -> torch.Tensor:
+    return out.float().pow(2).mean()
+
+
+def _measured_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The element counts of every large tensor the run measures (exact_sum/counted_squares)."""
+    sizes: list[int] = []
+    for name in ("exact_sum", "counted_squares", "exact_squares"):
+        inner = getattr(norms_module, name)
+
+        def spy(x: torch.Tensor, *args: object, _inner=inner) -> object:
+            sizes.append(x.numel())
+            return _inner(x, *args)
+
+        monkeypatch.setattr(norms_module, name, spy)
+    return sizes
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_embedding_gradients_read_from_their_rows(
+    tied: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedding's edge (tied: one of the leaf's two edges) and an untied embedding's own
+    gradient are measured on the rows the tokens looked up, not on 50,000 x 16 elements, and
+    equal float64 references: the edge against `embedding_dense_backward` of what reached the
+    lookup, the parameter against `.grad` of a plain backward."""
+    torch.manual_seed(0)
+    model = TiedLM() if tied else UntiedLM()
+    tokens = torch.tensor([[1, 7, 7, 42, 1, 9], [9, 9, 3, 7, 49_999, 0]])
+    sizes = _measured_sizes(monkeypatch)
+    ex = GradExplorer(model, tokens, loss_fn=_loss)
+    report = ex.run()
+    emb = model.wte if tied else model.emb
+    name = "wte.weight" if tied else "emb.weight"
+    vocab_elems = emb.weight.numel()
+    # the tied head's own edge is the one dense 50,000 x 16 gradient left to read (and the
+    # leaf's sum of both); the lookup's edge is never read whole
+    assert sizes.count(vocab_elems) == (2 if tied else 0), sizes
+
+    emb.weight.grad = None
+    seen: dict[str, torch.Tensor] = {}
+    looked_up = emb(tokens)
+    looked_up.register_hook(lambda g: seen.setdefault("g", g))
+    rest = model.head(torch.tanh(model.mix(looked_up))) if tied else model.out(looked_up.mean(1))
+    _loss(rest).backward()
+    norm, top, nonzero = ref(emb.weight.grad)
+    record = next(r for r in report.params if r.name == name)
+    assert record.norm == pytest.approx(norm, rel=REL) and record.max_abs == top
+    assert record.zero_fraction == 1.0 - nonzero / vocab_elems
+    partial = torch.ops.aten.embedding_dense_backward(
+        seen["g"],
+        tokens,
+        emb.num_embeddings,
+        -1 if emb.padding_idx is None else emb.padding_idx,
+        False,
+    )
+    edge = next(e for e in ex.graph.edges if e.dst.endswith("EmbeddingBackward0#0"))
+    assert edge.grad_norm == pytest.approx(ref(partial)[0], rel=REL)
+    emb.weight.grad = None
