@@ -23,6 +23,8 @@ def test_targets_quickstart_absolute_others_relative_to_rerun() -> None:
     assert quick["overhead_ms"] == 220.0  # median of the per-click differences
     gpt2 = summarize("gpt2", [700.0, 500.0, 600.0], [300.0, 300.0, 400.0])
     assert gpt2["target_ms"] == 550.0 and not gpt2["met"]
+    chain = summarize("chain1000_full", [2900.0, 3100.0, 2800.0], [400.0, 500.0, 450.0])
+    assert chain["target_ms"] == 3000.0 and chain["met"] and chain["target"] == "≤ 3000 ms"
 
 
 def test_section_renders_and_leaves_the_other_sections_alone() -> None:
