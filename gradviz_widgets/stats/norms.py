@@ -162,8 +162,10 @@ class NormBatch:
         the pending buffer; its slot, and whether it holds the max |g| too. `key`: its
         `_identity`, under which what is reduced is shared within the run."""
         x, repeats = distinct(g)
-        rows = _alive(self._rows, key)
-        if rows is not None:  # the rows that can hold non-zeros, and one that holds zeros
+        # the rows that can hold non-zeros, and one that holds zeros, of exactly this layout
+        # (a view of another shape shares the measurement under `key`, never the rows)
+        rows = _alive(self._rows, None if key is None else (key, _layout(g)))
+        if rows is not None:
             x, repeats = g.index_select(0, rows), 1
         flat, key = x.reshape(-1), key if repeats == 1 else None  # repeats: not its own elements
         if norms_only:
@@ -207,7 +209,8 @@ class NormBatch:
         spare = int(gaps[0]) if gaps.numel() else rows.numel()
         key = _identity(g)
         if key is not None:
-            self._rows[key] = (weakref.ref(g), torch.cat([rows, rows.new_tensor([spare])]))
+            rows = torch.cat([rows, rows.new_tensor([spare])])
+            self._rows[(key, _layout(g))] = (weakref.ref(g), rows)
 
     def _sum_parts(self, g: torch.Tensor, flat: torch.Tensor, key: tuple | None) -> Parts:
         """(sum of squares, min, max) where the range is known this run, else (sum of
@@ -426,6 +429,10 @@ def _segment_nonzeros(xs: list[torch.Tensor]) -> torch.Tensor:
     ends = torch.tensor([0] + [x.numel() for x in xs], dtype=torch.int64).cumsum(0)
     running = torch.cat([ends[:1], (flat != 0).cumsum(0)])
     return running[ends[1:]] - running[ends[:-1]]
+
+
+def _layout(g: torch.Tensor) -> tuple:
+    return tuple(g.shape), g.stride()
 
 
 def _identity(g: torch.Tensor) -> tuple | None:

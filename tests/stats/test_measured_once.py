@@ -148,3 +148,45 @@ def test_embedding_gradients_read_from_their_rows(
     edge = next(e for e in ex.graph.edges if e.dst.endswith("EmbeddingBackward0#0"))
     assert edge.grad_norm == pytest.approx(ref(partial)[0], rel=REL)
     emb.weight.grad = None
+
+
+class ViewedTable(nn.Module):
+    """`F.embedding` over a view of the parameter (peft's LoRA embedding looks up
+    `lora_embedding_A.T`): the lookup's rows are rows of the view, not of the parameter."""
+
+    def __init__(self, form: str, vocab: int = 4_000, dim: int = 4) -> None:
+        super().__init__()
+        self.form, self.vocab, self.dim = form, vocab, dim
+        shapes = {
+            "t": (dim, vocab),
+            "flat": (vocab * dim,),
+            "squeeze": (1, vocab, dim),
+            "pairs": (vocab // 2, 2 * dim),
+        }
+        self.w = nn.Parameter(torch.randn(shapes[form]))
+
+    def table(self) -> torch.Tensor:
+        if self.form == "t":
+            return self.w.t()
+        if self.form == "squeeze":
+            return self.w.squeeze(0)
+        return self.w.view(self.vocab, self.dim)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return nn.functional.embedding(tokens, self.table())
+
+
+@pytest.mark.parametrize("form", ["t", "flat", "squeeze", "pairs"])
+def test_a_lookup_in_a_view_of_a_parameter_stays_exact(form: str) -> None:
+    """The parameter's gradient is a view of the lookup's gradient of another shape: it shares
+    the measurement but is never read through the lookup's rows (which would index the wrong
+    dimension: an IndexError, or silently wrong numbers for a flat parameter)."""
+    torch.manual_seed(0)
+    model = ViewedTable(form)
+    tokens = torch.tensor([[3, 3, 2_999, 17], [0, 17, 42, 3_999]])
+    report = GradExplorer(model, tokens, loss_fn=_loss).run()
+    _loss(model(tokens)).backward()
+    norm, top, nonzero = ref(model.w.grad)
+    (record,) = report.params
+    assert record.norm == pytest.approx(norm, rel=REL) and record.max_abs == top
+    assert record.zero_fraction == 1.0 - nonzero / model.w.numel()
