@@ -78,9 +78,11 @@ class NormBatch:
         self._unknown = torch.full((), float("nan"), dtype=self.dtype)  # a max not read
         # identity -> (the tensor, the rows outside which it is all zeros: `zero_outside`)
         self._rows: dict[tuple, tuple[weakref.ref, torch.Tensor]] = {}
-        # within `add_counted`: id -> (gradient, its non-zero count from the same pass)
+        # within `add_counted`: identity (or ("id", id)) -> (gradient, its non-zero count from
+        # the same pass)
         self._counting = False
-        self._counts: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
+        self._held: list[torch.Tensor] = []  # see `add_whole`
+        self._counts: dict[tuple, tuple[weakref.ref, torch.Tensor]] = {}
         self.scratch = Scratch()
         self.syncs = 0
         # pending small CPU tensors: their float64 copies and lengths (slots reserved)
@@ -173,7 +175,8 @@ class NormBatch:
         elif self._counting and _alive(self._parts, key) is None:
             total, lo, hi, nonzero = counted_squares(flat, self.dtype, self.scratch)
             parts = self._keep(key, g, (total, lo, hi))
-            self._counts[id(g)] = (weakref.ref(g), nonzero * repeats if repeats > 1 else nonzero)
+            at = key if key is not None else ("id", id(g))
+            self._counts[at] = (weakref.ref(g), nonzero * repeats if repeats > 1 else nonzero)
         else:
             parts = self._range_parts(g, flat, key)
         for have, part in zip(self._deferred, parts):
@@ -353,6 +356,37 @@ class NormBatch:
             self._counting = False
         return slots, self.add_nonzero_counts(grads)
 
+    def add_whole(self, grads: Sequence[torch.Tensor]) -> None:
+        """Measure in full and count now (norm, max |g|, non-zero count) large gradients that
+        are about to become a parameter's gradient (a Linear weight's, on its way through
+        `t()`): measured where they flow, while in cache, so that `add_counted` finds them
+        (by identity, any view) instead of reading them again. Their edge's `add` shares it.
+
+        Example:
+            >>> batch, g = NormBatch(torch.device("cpu")), torch.zeros(64, 128)
+            >>> batch.add_whole([g])
+            >>> batch.add_counted([g.t()])[0] == batch.add([g], norms_only=True)
+            True
+        """
+        large = [g for g in grads if not self._small(g)]
+        # held until `resolve`: the Python object of a gradient in flight dies with the hook
+        # (its weak references with it), though the parameter's gradient keeps its memory
+        self._held += large
+        self._counting = True
+        try:
+            self.add(large)
+        finally:
+            self._counting = False
+
+    def _counted(self, g: torch.Tensor) -> torch.Tensor | None:
+        """The non-zero count of `g` measured this run (of any live view with its elements)."""
+        key = _identity(g)
+        known = _alive(self._counts, key) if key is not None else None
+        if known is None:
+            entry = self._counts.get(("id", id(g)))
+            known = entry[1] if entry is not None and entry[0]() is g else None
+        return known
+
     def add_nonzero_counts(self, grads: Sequence[torch.Tensor]) -> int:
         """Queue the number of non-zero elements of each gradient (exact: counted in int64);
         returns the slot of the first count. Small CPU gradients are counted together."""
@@ -364,9 +398,9 @@ class NormBatch:
         for i, g in enumerate(grads):
             if i in small:
                 continue
-            known = self._counts.pop(id(g), None)
-            if known is not None and known[0]() is g:
-                counts.append(known[1].long())  # exact: a count below 2^53
+            known = self._counted(g)
+            if known is not None:
+                counts.append(known.long())  # exact: a count below 2^53
                 continue
             x, repeats = distinct(g.coalesce().values() if g.is_sparse else g)
             counts.append(
@@ -398,7 +432,7 @@ class NormBatch:
         """All queued numbers as Python floats: the single host synchronisation of a run."""
         self._flush()
         self._seen, self._parts, self._sums, self.scratch, self._buf = {}, {}, {}, Scratch(), None
-        self._counts, self._rows = {}, {}
+        self._counts, self._rows, self._held = {}, {}, []
         if not self._chunks:
             return []
         target = self._chunks[0].device

@@ -30,6 +30,20 @@ from ..stats.norms import NormBatch
 HOOK_NODE_MARK = "gradviz_widgets"
 #: the autograd node of `F.embedding`, whose weight gradient is zero outside the looked-up rows
 EMBEDDING_BACKWARD = "EmbeddingBackward0"
+#: backward nodes of views: what they pass on holds exactly the elements they received
+VIEW_BACKWARDS = frozenset(
+    {
+        "TBackward0",
+        "TransposeBackward0",
+        "PermuteBackward0",
+        "ViewBackward0",
+        "UnsafeViewBackward0",
+        "AliasBackward0",
+        "SqueezeBackward0",
+        "SqueezeBackward1",
+        "UnsqueezeBackward0",
+    }
+)
 
 
 @dataclasses.dataclass
@@ -256,15 +270,18 @@ def instrument(
         if e.via is not None:
             sharing[(id(e.via[0]), e.via[1])] += 1
     carried = _carried(graph, leaving) if leaves_whole and not modified else {}
+    whole = _into_views_of_leaves(graph, carried, leaving, in_edges)
     order = [0]
     through: dict[Any, list[RawEdge]] = {}
     for node in graph.nodes.values():
         if node.kind != "op":
             continue
-        direct = []
+        direct, wholes = [], []
         for e in in_edges.get(node.id, []):
             if id(e) in carried:
                 e.leaf = carried[id(e)]
+                if graph.nodes[e.leaf].tensor.numel() > batch.SMALL:  # type: ignore[union-attr]
+                    wholes.append(e)  # the leaf's gradient itself: measured here, in cache
             elif e.via is not None and sharing[(id(e.via[0]), e.via[1])] == 1:
                 through.setdefault(e.via[0], []).append(e)
             else:
@@ -273,10 +290,27 @@ def instrument(
         same = (
             out[0] if len(out) == 1 and out[0].dst != OUTPUT and node.id not in modified else None
         )
-        hook = _flow_hook(node, direct, batch, order, same, node.op == EMBEDDING_BACKWARD)
+        wholes += [e for e in direct if id(e) in whole]
+        hook = _flow_hook(node, direct, batch, order, same, node.op == EMBEDDING_BACKWARD, wholes)
         node.fn.register_hook(hook)
     for hook_fn, edges in through.items():
         hook_fn.register_hook(_through_hook(edges, batch))
+    if leaves_whole:
+        _measure_shared_leaves(graph, carried, batch)
+
+
+def _measure_shared_leaves(graph: RawGraph, carried: Mapping[int, str], batch: NormBatch) -> None:
+    """A large parameter that no single edge carries (tied: GPT-2's embedding and LM head)
+    gets its gradient summed by autograd: a hook on its stand-in (a tensor of this run only)
+    measures the sum in full as it is made, while in cache, for the read-back to find."""
+    done = set(carried.values())
+    for leaf in graph.leaves:
+        t = leaf.tensor
+        if leaf.kind != "param" or leaf.id in done or t is None or not t.requires_grad:
+            continue
+        done.add(leaf.id)
+        if t.numel() > batch.SMALL:
+            t.register_hook(lambda g: batch.add_whole([g]))
 
 
 def _carried(graph: RawGraph, leaving: Mapping[str, list[RawEdge]]) -> dict[int, str]:
@@ -295,6 +329,26 @@ def _carried(graph: RawGraph, leaving: Mapping[str, list[RawEdge]]) -> dict[int,
     return out
 
 
+def _into_views_of_leaves(
+    graph: RawGraph,
+    carried: Mapping[int, str],
+    leaving: Mapping[str, list[RawEdge]],
+    in_edges: Mapping[str, list[RawEdge]],
+) -> set[int]:
+    """id(edge) for each edge into a view node (`t()` of a Linear weight) whose only input is
+    a leaf it carries whole: what flows along it is that leaf's gradient, rearranged."""
+    out: set[int] = set()
+    for e in graph.edges:
+        if id(e) not in carried:
+            continue
+        view = graph.nodes[e.dst]
+        outs = leaving.get(view.id, ())
+        alone = view.op in VIEW_BACKWARDS and len(in_edges.get(view.id, ())) == 1
+        if alone and len(outs) == 1 and outs[0].via is None and outs[0].dst != OUTPUT:
+            out.add(id(outs[0]))
+    return out
+
+
 def _flow_hook(
     node: RawNode,
     edges: list[RawEdge],
@@ -302,8 +356,10 @@ def _flow_hook(
     order: list[int],
     same: RawEdge | None,
     embedding: bool = False,
+    wholes: list[RawEdge] | None = None,
 ):
     indices = [e.index for e in edges]
+    whole_at = [e.index for e in wholes or () if e.index is not None]
 
     def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
         node.order = order[0]
@@ -312,6 +368,8 @@ def _flow_hook(
             # its weight gradient is zero outside the looked-up rows: measured from those
             # (here and when the leaf is read back), not from the whole vocabulary
             batch.zero_outside(grad_inputs[0], node.fn._saved_indices)
+        if whole_at:  # a parameter's gradient (to be): measured in full while in cache
+            batch.add_whole([g for i in whole_at if (g := grad_inputs[i]) is not None])
         # one `add` per node: what arrived (unless the consumer's edge measured it) and what
         # leaves along each edge
         reuse = same is not None and same.slot is not None and len(grad_outputs) == 1

@@ -190,3 +190,75 @@ def test_a_lookup_in_a_view_of_a_parameter_stays_exact(form: str) -> None:
     (record,) = report.params
     assert record.norm == pytest.approx(norm, rel=REL) and record.max_abs == top
     assert record.zero_fraction == 1.0 - nonzero / model.w.numel()
+
+
+class Wide(nn.Module):
+    """Linear layers whose weights (> 4,096 elements) reach their leaves through `t()`;
+    `scale` doubles what flows into the second weight's `t()` (a user's tensor hook)."""
+
+    def __init__(self, scale: bool = False) -> None:
+        super().__init__()
+        self.a, self.b, self.scale = nn.Linear(96, 128), nn.Linear(128, 64), scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.scale:
+            return self.b(torch.tanh(self.a(x)))
+        w = self.b.weight.t()
+        w.register_hook(lambda g: g * 2.0)
+        return torch.tanh(self.a(x)) @ w + self.b.bias
+
+
+@pytest.mark.parametrize("scale", [False, True])
+def test_a_linear_weight_gradient_is_read_once(
+    scale: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What flows into a weight's `t()` is the weight's gradient: measured in full there (norm,
+    max |g|, count) and found again by the read-back, not read twice. A hook that replaces
+    the gradient on the way makes them different tensors: both are measured, both exact."""
+    torch.manual_seed(0)
+    model, x = Wide(scale), torch.randn(32, 96)
+    sizes = _measured_sizes(monkeypatch)
+    ex = GradExplorer(model, x, loss_fn=_loss)
+    report = ex.run()
+    weight_reads = sizes.count(96 * 128) + sizes.count(128 * 64)
+    assert weight_reads == (3 if scale else 2), sizes
+    _loss(model(x)).backward()
+    for name, p in model.named_parameters():
+        norm, top, nonzero = ref(p.grad)
+        record = next(r for r in report.params if r.name == name)
+        assert record.norm == pytest.approx(norm, rel=REL) and record.max_abs == top, name
+        assert record.zero_fraction == 1.0 - nonzero / p.numel(), name
+    view = next(e.dst for e in ex.graph.edges if e.src == "acc:param:b.weight")
+    into_t = next(e for e in ex.graph.edges if e.src == view)
+    flowed = ref(model.b.weight.grad)[0] / (2.0 if scale else 1.0)
+    assert into_t.grad_norm == pytest.approx(flowed, rel=REL)
+
+
+def test_parameter_gradients_are_measured_where_they_are_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every large parameter's gradient is measured in full during backward, in cache: a conv
+    weight on its one edge, a Linear weight on its way into `t()`, a tied embedding as
+    autograd sums its two parts (a hook on the run's own stand-in). The read-back finds
+    each of them instead of reading it again from memory."""
+    whole: list[int] = []
+    inner = NormBatch.add_whole
+
+    def spy(self: NormBatch, grads: list[torch.Tensor]) -> None:
+        whole.extend(g.numel() for g in grads)
+        inner(self, grads)
+
+    monkeypatch.setattr(NormBatch, "add_whole", spy)
+    torch.manual_seed(0)
+    conv = nn.Sequential(nn.Conv2d(16, 64, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(3))
+    x = torch.randn(2, 16, 8, 8)
+    conv(x)  # materialise the lazy layer
+    models = [(conv, x), (Wide(), torch.randn(8, 96)), (TiedLM(), torch.tensor([[1, 2, 2]]))]
+    for model, inputs in models:
+        whole.clear()
+        sizes = _measured_sizes(monkeypatch)
+        GradExplorer(model, inputs, loss_fn=_loss).run()
+        large = [p.numel() for p in model.parameters() if p.numel() > NormBatch.SMALL]
+        assert set(large) <= set(whole), (type(model), whole)
+        read_twice = [n for n in large if sizes.count(n) > (2 if isinstance(model, TiedLM) else 1)]
+        assert not read_twice, sizes
