@@ -113,7 +113,7 @@ class NormBatch:
         CPU or CUDA gradient skips the pass that reads its max |g| (NaN in its place, unless it
         is known anyway); the norm is as exact, and 0 exactly when every element is 0.
         """
-        small = [self._small(g) for g in grads]
+        small = [self.small(g) for g in grads]
         if all(small):  # the common case in deep graphs: one copy, no per-tensor bookkeeping
             if not grads:
                 return []
@@ -270,7 +270,11 @@ class NormBatch:
         self._size += 2 * count
         return first
 
-    def _small(self, g: torch.Tensor) -> bool:
+    def alone(self, g: torch.Tensor) -> bool:
+        """A CPU gradient measured on its own, shared by identity (not the pending buffer's)."""
+        return self._deferrable(g) and g.numel() > self.SMALL
+
+    def small(self, g: torch.Tensor) -> bool:
         """A dense CPU gradient small enough for the pending buffer, with squares exact in it."""
         return (
             g.is_cpu
@@ -357,7 +361,7 @@ class NormBatch:
         return slots, self.add_nonzero_counts(grads)
 
     def add_whole(self, grads: Sequence[torch.Tensor]) -> None:
-        """Measure in full and count now (norm, max |g|, non-zero count) large gradients that
+        """Measure in full and count now (norm, max |g|, non-zero count) large CPU gradients that
         are about to become a parameter's gradient (a Linear weight's, on its way through
         `t()`): measured where they flow, while in cache, so that `add_counted` finds them
         (by identity, any view) instead of reading them again. Their edge's `add` shares it.
@@ -368,7 +372,7 @@ class NormBatch:
             >>> batch.add_counted([g.t()])[0] == batch.add([g], norms_only=True)
             True
         """
-        large = [g for g in grads if not self._small(g)]
+        large = [g for g in grads if self.alone(g)]
         # held until `resolve`: the Python object of a gradient in flight dies with the hook
         # (its weak references with it), though the parameter's gradient keeps its memory
         self._held += large
@@ -392,7 +396,7 @@ class NormBatch:
         returns the slot of the first count. Small CPU gradients are counted together."""
         if not grads:
             return self._size
-        small = {i for i, g in enumerate(grads) if self._small(g)}
+        small = {i for i, g in enumerate(grads) if self.small(g)}
         small = small if len(small) > 1 else set()
         counts = []
         for i, g in enumerate(grads):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -270,7 +270,13 @@ def instrument(
         if e.via is not None:
             sharing[(id(e.via[0]), e.via[1])] += 1
     carried = _carried(graph, leaving) if leaves_whole and not modified else {}
-    whole = _into_views_of_leaves(graph, carried, leaving, in_edges)
+    # leaves whose gradients are measured on their own (small ones share the pending buffer)
+    large = {
+        leaf.id: leaf
+        for leaf in graph.leaves
+        if (t := leaf.tensor) is not None and t.numel() > batch.SMALL and batch.alone(t)
+    }
+    whole = _into_views_of_leaves(graph, large, carried, leaving, in_edges)
     order = [0]
     through: dict[Any, list[RawEdge]] = {}
     for node in graph.nodes.values():
@@ -280,7 +286,7 @@ def instrument(
         for e in in_edges.get(node.id, []):
             if id(e) in carried:
                 e.leaf = carried[id(e)]
-                if graph.nodes[e.leaf].tensor.numel() > batch.SMALL:  # type: ignore[union-attr]
+                if e.leaf in large:
                     wholes.append(e)  # the leaf's gradient itself: measured here, in cache
             elif e.via is not None and sharing[(id(e.via[0]), e.via[1])] == 1:
                 through.setdefault(e.via[0], []).append(e)
@@ -290,27 +296,29 @@ def instrument(
         same = (
             out[0] if len(out) == 1 and out[0].dst != OUTPUT and node.id not in modified else None
         )
-        wholes += [e for e in direct if id(e) in whole]
+        if whole:
+            wholes += [e for e in direct if id(e) in whole]
         hook = _flow_hook(node, direct, batch, order, same, node.op == EMBEDDING_BACKWARD, wholes)
         node.fn.register_hook(hook)
     for hook_fn, edges in through.items():
         hook_fn.register_hook(_through_hook(edges, batch))
     if leaves_whole:
-        _measure_shared_leaves(graph, carried, batch)
+        _measure_shared_leaves(large.values(), carried, batch)
 
 
-def _measure_shared_leaves(graph: RawGraph, carried: Mapping[int, str], batch: NormBatch) -> None:
+def _measure_shared_leaves(
+    large: Iterable[RawNode], carried: Mapping[int, str], batch: NormBatch
+) -> None:
     """A large parameter that no single edge carries (tied: GPT-2's embedding and LM head)
     gets its gradient summed by autograd: a hook on its stand-in (a tensor of this run only)
     measures the sum in full as it is made, while in cache, for the read-back to find."""
     done = set(carried.values())
-    for leaf in graph.leaves:
+    for leaf in large:
         t = leaf.tensor
         if leaf.kind != "param" or leaf.id in done or t is None or not t.requires_grad:
             continue
         done.add(leaf.id)
-        if t.numel() > batch.SMALL:
-            t.register_hook(lambda g: batch.add_whole([g]))
+        t.register_hook(lambda g: batch.add_whole([g]))
 
 
 def _carried(graph: RawGraph, leaving: Mapping[str, list[RawEdge]]) -> dict[int, str]:
@@ -331,17 +339,19 @@ def _carried(graph: RawGraph, leaving: Mapping[str, list[RawEdge]]) -> dict[int,
 
 def _into_views_of_leaves(
     graph: RawGraph,
+    large: Collection[str],
     carried: Mapping[int, str],
     leaving: Mapping[str, list[RawEdge]],
     in_edges: Mapping[str, list[RawEdge]],
 ) -> set[int]:
     """id(edge) for each edge into a view node (`t()` of a Linear weight) whose only input is
-    a leaf it carries whole: what flows along it is that leaf's gradient, rearranged."""
+    a `large` leaf it carries whole: what flows along it is that leaf's gradient, rearranged."""
     out: set[int] = set()
-    for e in graph.edges:
-        if id(e) not in carried:
+    for leaf in large:
+        edges = leaving.get(acc_id(leaf), ())
+        if len(edges) != 1 or id(edges[0]) not in carried:
             continue
-        view = graph.nodes[e.dst]
+        view = graph.nodes[edges[0].dst]
         outs = leaving.get(view.id, ())
         alone = view.op in VIEW_BACKWARDS and len(in_edges.get(view.id, ())) == 1
         if alone and len(outs) == 1 and outs[0].via is None and outs[0].dst != OUTPUT:
