@@ -257,6 +257,9 @@ def instrument(
     edge from a leaf's AccumulateGrad to its only consumer carries that leaf's whole gradient,
     which the run reads back anyway: with `leaves_whole` (no reentrant checkpoint adds to it
     during backward) and no modifier, it is marked `leaf` and takes the leaf's number.
+    A large leaf's gradient is measured in full where it is made, while in cache, for the
+    read-back to find by identity: on that edge, on its way into a view of the leaf (a Linear
+    weight's `t()`), or as autograd sums it (a tied parameter: `_measure_shared_leaves`).
     The hooks live on the autograd nodes of this run only; they vanish with the graph.
     """
     leaving: dict[str, list[RawEdge]] = {}
@@ -270,12 +273,7 @@ def instrument(
         if e.via is not None:
             sharing[(id(e.via[0]), e.via[1])] += 1
     carried = _carried(graph, leaving) if leaves_whole and not modified else {}
-    # leaves whose gradients are measured on their own (small ones share the pending buffer)
-    large = {
-        leaf.id: leaf
-        for leaf in graph.leaves
-        if (t := leaf.tensor) is not None and t.numel() > batch.SMALL and batch.alone(t)
-    }
+    large = _measured_alone(graph, batch)
     whole = _into_views_of_leaves(graph, large, carried, leaving, in_edges)
     order = [0]
     through: dict[Any, list[RawEdge]] = {}
@@ -304,6 +302,16 @@ def instrument(
         hook_fn.register_hook(_through_hook(edges, batch))
     if leaves_whole:
         _measure_shared_leaves(large.values(), carried, batch)
+
+
+def _measured_alone(graph: RawGraph, batch: NormBatch) -> dict[str, RawNode]:
+    """The leaves whose gradients are measured on their own (`NormBatch.alone`; small ones
+    share the pending buffer), by id."""
+    return {
+        leaf.id: leaf
+        for leaf in graph.leaves
+        if (t := leaf.tensor) is not None and t.numel() > batch.SMALL and batch.alone(t)
+    }
 
 
 def _measure_shared_leaves(
