@@ -99,7 +99,8 @@ def trace(state: RunState) -> None:
     if state.settings.track_flow:
         modified = state.hooks.modifiers if state.hooks else ()
         whole = not any(n.op == REENTRANT_CHECKPOINT for n in state.raw.nodes.values())
-        timed("flow_hooks", instrument, state.raw, state.batch, modified, whole)
+        ours = {id(t) for t in state.stand_ins.params.values()}
+        timed("flow_hooks", instrument, state.raw, state.batch, modified, whole, ours)
     if state.hooks:
         timed("hook_nodes", state.hooks.on_graph, state.raw, state.batch)
 

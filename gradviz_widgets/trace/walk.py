@@ -246,7 +246,11 @@ def _is_hook_node(fn: Any) -> bool:
 
 
 def instrument(
-    graph: RawGraph, batch: NormBatch, modified: Collection[str] = (), leaves_whole: bool = True
+    graph: RawGraph,
+    batch: NormBatch,
+    modified: Collection[str] = (),
+    leaves_whole: bool = True,
+    ours: Collection[int] = (),
 ) -> None:
     """Hook every op node so the norms of its incoming and outgoing gradients are measured (no
     host sync; max |g| is not read along edges: the norm is what the graph shows).
@@ -259,7 +263,8 @@ def instrument(
     during backward) and no modifier, it is marked `leaf` and takes the leaf's number.
     A large leaf's gradient is measured in full where it is made, while in cache, for the
     read-back to find by identity: on that edge, on its way into a view of the leaf (a Linear
-    weight's `t()`), or as autograd sums it (a tied parameter: `_measure_shared_leaves`).
+    weight's `t()`), or as autograd sums it (a tied parameter: `_measure_shared_leaves`, with
+    a hook on a tensor of this run, whose id is in `ours`, never on the user's).
     The hooks live on the autograd nodes of this run only; they vanish with the graph.
     """
     leaving: dict[str, list[RawEdge]] = {}
@@ -301,7 +306,7 @@ def instrument(
     for hook_fn, edges in through.items():
         hook_fn.register_hook(_through_hook(edges, batch))
     if leaves_whole:
-        _measure_shared_leaves(large.values(), carried, batch)
+        _measure_shared_leaves(large.values(), carried, batch, ours)
 
 
 def _measured_alone(graph: RawGraph, batch: NormBatch) -> dict[str, RawNode]:
@@ -315,15 +320,18 @@ def _measured_alone(graph: RawGraph, batch: NormBatch) -> dict[str, RawNode]:
 
 
 def _measure_shared_leaves(
-    large: Iterable[RawNode], carried: Mapping[int, str], batch: NormBatch
+    large: Iterable[RawNode], carried: Mapping[int, str], batch: NormBatch, ours: Collection[int]
 ) -> None:
     """A large parameter that no single edge carries (tied: GPT-2's embedding and LM head)
-    gets its gradient summed by autograd: a hook on its stand-in (a tensor of this run only)
-    measures the sum in full as it is made, while in cache, for the read-back to find."""
+    gets its gradient summed by autograd: a hook on its stand-in (a tensor of this run only,
+    its id in `ours`: never the user's Parameter, which a forward may use directly) measures
+    the sum in full as it is made, while in cache, for the read-back to find."""
     done = set(carried.values())
     for leaf in large:
         t = leaf.tensor
-        if leaf.kind != "param" or leaf.id in done or t is None or not t.requires_grad:
+        if leaf.kind != "param" or leaf.id in done or t is None or id(t) not in ours:
+            continue
+        if not t.requires_grad:
             continue
         done.add(leaf.id)
         t.register_hook(lambda g: batch.add_whole([g]))

@@ -262,3 +262,29 @@ def test_parameter_gradients_are_measured_where_they_are_made(
         assert set(large) <= set(whole), (type(model), whole)
         read_twice = [n for n in large if sizes.count(n) > (2 if isinstance(model, TiedLM) else 1)]
         assert not read_twice, sizes
+
+
+class DirectHead(nn.Module):
+    """Its head multiplies by the real embedding Parameter, captured at construction (the run
+    cannot swap a stand-in into a closure): the parameter is a leaf twice, stand-in and self."""
+
+    def __init__(self, vocab: int = 5_000, dim: int = 8) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        weight = self.emb.weight
+        self.head = lambda h: h @ weight.t()
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.emb(tokens))
+
+
+def test_measuring_a_shared_leaf_never_hooks_the_users_parameter() -> None:
+    """The hook that measures a summed gradient goes on the run's own stand-in only: the
+    model's Parameter, when the forward uses it directly, keeps its hook dict as it was."""
+    torch.manual_seed(0)
+    model = DirectHead()
+    before = model.emb.weight._backward_hooks
+    report = GradExplorer(model, torch.tensor([[1, 2, 2, 7]]), loss_fn=_loss).run()
+    assert model.emb.weight._backward_hooks is before
+    _loss(model(torch.tensor([[1, 2, 2, 7]]))).backward()
+    assert report.params[0].norm == pytest.approx(ref(model.emb.weight.grad)[0], rel=REL)
