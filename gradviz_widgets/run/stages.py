@@ -16,7 +16,7 @@ from torch import nn
 from ..errors import GradExplorerError
 from ..stats.norms import NormBatch
 from ..trace.attribution import ScopeTracker
-from ..trace.walk import HOOK_NODE_MARK, instrument, leaf_names, walk
+from ..trace.walk import HOOK_NODE_MARK, FlowFacts, instrument, leaf_names, walk
 from .backward import REENTRANT_CHECKPOINT, direct_use_note, gradients, summed, wanted_leaves
 from .freeze import build_report, freeze_graph
 from .grad_calls import GradCalls
@@ -95,12 +95,17 @@ def trace(state: RunState) -> None:
     assert state.loss is not None
     tracker = state.tracker
     state.raw = timed("walk", walk, state.loss, tracker.owner, state.names, tracker.calls)
+    lookups = tracker.lookups  # the flow hooks keep the indices; the nodes are let go
     tracker.release()
     if state.settings.track_flow:
-        modified = state.hooks.modifiers if state.hooks else ()
-        whole = not any(n.op == REENTRANT_CHECKPOINT for n in state.raw.nodes.values())
-        ours = {id(t) for t in state.stand_ins.params.values()}
-        timed("flow_hooks", instrument, state.raw, state.batch, modified, whole, ours)
+        known = FlowFacts(
+            modified=state.hooks.modifiers if state.hooks else (),
+            leaves_whole=not any(n.op == REENTRANT_CHECKPOINT for n in state.raw.nodes.values()),
+            ours=frozenset(id(t) for t in state.stand_ins.params.values()),
+            lookups=lookups,
+        )
+        timed("flow_hooks", instrument, state.raw, state.batch, known)
+    del lookups
     if state.hooks:
         timed("hook_nodes", state.hooks.on_graph, state.raw, state.batch)
 

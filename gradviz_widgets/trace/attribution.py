@@ -52,6 +52,13 @@ class WritesParameter(BaseException):  # noqa: N818 - not an error: a signal to 
         self.name = name
 
 
+#: embedding functions -> (position, keyword) of their indices argument
+_LOOKUPS: dict[Any, tuple[int, str]] = {
+    torch.nn.functional.embedding: (0, "input"),
+    torch.embedding: (1, "indices"),
+}
+
+
 def _write_targets(func: Any, args: tuple, kwargs: dict | None) -> list[Any]:
     """The tensors `func` writes into in place (empty for out-of-place ops)."""
     name = getattr(func, "__name__", "")
@@ -101,6 +108,10 @@ class ScopeTracker(TorchFunctionMode):
         #: storage pointer -> parameter name, for parameters whose stand-in is an alias: an
         #: in-place write into one raises WritesParameter before it happens
         self.guard: dict[int, str] = {}
+        #: EmbeddingBackward0 node -> the indices its lookup took (its weight gradient is zero
+        #: outside those rows), recorded here because reading them back from the node would
+        #: unpack a saved tensor twice (checkpointing refuses; a user's unpack hook runs again)
+        self.lookups: dict[Any, torch.Tensor] = {}
 
     @contextlib.contextmanager
     def tracking(self) -> Iterator[ScopeTracker]:
@@ -120,6 +131,7 @@ class ScopeTracker(TorchFunctionMode):
         owner, self.owner = self.owner, {}
         while owner:
             owner.popitem()
+        self.lookups = {}
 
     def current(self) -> Scope:
         if self.in_loss:
@@ -161,7 +173,17 @@ class ScopeTracker(TorchFunctionMode):
                     raise WritesParameter(hit)
         out = func(*args, **(kwargs or {}))
         self.claim(out)
+        if func in _LOOKUPS:
+            self._note_lookup(func, args, kwargs or {}, out)
         return out
+
+    def _note_lookup(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        """Remember the indices of an embedding lookup by the node it made."""
+        at, name = _LOOKUPS[func]
+        indices = args[at] if len(args) > at else kwargs.get(name)
+        fn = out.grad_fn if isinstance(out, torch.Tensor) else None
+        if fn is not None and isinstance(indices, torch.Tensor):
+            self.lookups[fn] = indices
 
     def claim(self, value: Any) -> None:
         """Give every not-yet-claimed node reachable from tensors in `value` to the current scope."""

@@ -245,28 +245,39 @@ def _is_hook_node(fn: Any) -> bool:
     return bool(metadata) and HOOK_NODE_MARK in metadata  # type: ignore[operator]
 
 
-def instrument(
-    graph: RawGraph,
-    batch: NormBatch,
-    modified: Collection[str] = (),
-    leaves_whole: bool = True,
-    ours: Collection[int] = (),
-) -> None:
+@dataclasses.dataclass(frozen=True)
+class FlowFacts:
+    """What `instrument` needs to know of the run beyond its graph."""
+
+    #: ids of nodes whose incoming gradient a modifier changes
+    modified: Collection[str] = ()
+    #: no reentrant checkpoint adds to a leaf's gradient during backward
+    leaves_whole: bool = True
+    #: id() of the run's own tensors (stand-ins), the only leaves hooks may go on
+    ours: Collection[int] = ()
+    #: EmbeddingBackward0 node -> the indices its lookup took (`ScopeTracker.lookups`)
+    lookups: Mapping[Any, torch.Tensor] = dataclasses.field(default_factory=dict)
+
+
+def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None) -> None:
     """Hook every op node so the norms of its incoming and outgoing gradients are measured (no
     host sync; max |g| is not read along edges: the norm is what the graph shows).
 
     A node whose output feeds exactly one consumer received exactly what that consumer sent
     along their edge, so its inflow reuses the edge's number instead of measuring the same
-    tensor twice, unless a modifier on the node (`modified`) changes it in between. Likewise an
-    edge from a leaf's AccumulateGrad to its only consumer carries that leaf's whole gradient,
-    which the run reads back anyway: with `leaves_whole` (no reentrant checkpoint adds to it
-    during backward) and no modifier, it is marked `leaf` and takes the leaf's number.
+    tensor twice, unless a modifier on the node (`facts.modified`) changes it in between.
+    Likewise an edge from a leaf's AccumulateGrad to its only consumer carries that leaf's
+    whole gradient, which the run reads back anyway: with `facts.leaves_whole` and no
+    modifier, it is marked `leaf` and takes the leaf's number.
     A large leaf's gradient is measured in full where it is made, while in cache, for the
     read-back to find by identity: on that edge, on its way into a view of the leaf (a Linear
     weight's `t()`), or as autograd sums it (a tied parameter: `_measure_shared_leaves`, with
-    a hook on a tensor of this run, whose id is in `ours`, never on the user's).
+    a hook on a tensor of this run, whose id is in `facts.ours`, never on the user's). An
+    embedding's weight gradient is read from the rows its lookup took (`facts.lookups`).
     The hooks live on the autograd nodes of this run only; they vanish with the graph.
     """
+    facts = facts or FlowFacts()
+    modified, leaves_whole = facts.modified, facts.leaves_whole
     leaving: dict[str, list[RawEdge]] = {}
     in_edges: dict[str, list[RawEdge]] = {}
     # an edge through a hook node takes what left the hook node (after any modifier) when it
@@ -301,12 +312,13 @@ def instrument(
         )
         if whole:
             wholes += [e for e in direct if id(e) in whole]
-        hook = _flow_hook(node, direct, batch, order, same, node.op == EMBEDDING_BACKWARD, wholes)
+        rows = facts.lookups.get(node.fn) if node.op == EMBEDDING_BACKWARD else None
+        hook = _flow_hook(node, direct, batch, order, same, rows, wholes)
         node.fn.register_hook(hook)
     for hook_fn, edges in through.items():
         hook_fn.register_hook(_through_hook(edges, batch))
     if leaves_whole:
-        _measure_shared_leaves(large.values(), carried, batch, ours)
+        _measure_shared_leaves(large.values(), carried, batch, facts.ours)
 
 
 def _measured_alone(graph: RawGraph, batch: NormBatch) -> dict[str, RawNode]:
@@ -381,7 +393,7 @@ def _flow_hook(
     batch: NormBatch,
     order: list[int],
     same: RawEdge | None,
-    embedding: bool = False,
+    rows: torch.Tensor | None = None,
     wholes: list[RawEdge] | None = None,
 ):
     indices = [e.index for e in edges]
@@ -390,10 +402,10 @@ def _flow_hook(
     def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
         node.order = order[0]
         order[0] += 1
-        if embedding and grad_inputs and grad_inputs[0] is not None:
-            # its weight gradient is zero outside the looked-up rows: measured from those
-            # (here and when the leaf is read back), not from the whole vocabulary
-            batch.zero_outside(grad_inputs[0], node.fn._saved_indices)
+        if rows is not None and grad_inputs and grad_inputs[0] is not None:
+            # an embedding's weight gradient is zero outside the looked-up rows: measured from
+            # those (here and when the leaf is read back), not from the whole vocabulary
+            batch.zero_outside(grad_inputs[0], rows)
         if whole_at:  # a parameter's gradient (to be): measured in full while in cache
             batch.add_whole([g for i in whole_at if (g := grad_inputs[i]) is not None])
         # one `add` per node: what arrived (unless the consumer's edge measured it) and what

@@ -288,3 +288,35 @@ def test_measuring_a_shared_leaf_never_hooks_the_users_parameter() -> None:
     assert model.emb.weight._backward_hooks is before
     _loss(model(torch.tensor([[1, 2, 2, 7]]))).backward()
     assert report.params[0].norm == pytest.approx(ref(model.emb.weight.grad)[0], rel=REL)
+
+
+class CheckpointedLookup(nn.Module):
+    """An embedding inside a non-reentrant activation checkpoint: its saved indices can be
+    unpacked once only, by its own backward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.out = nn.Embedding(5_000, 8), nn.Linear(8, 3)
+
+    def block(self, tokens: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.emb(tokens))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        hidden = torch.utils.checkpoint.checkpoint(self.block, tokens, use_reentrant=False)
+        return self.out(hidden)
+
+
+def test_a_checkpointed_lookup_is_read_from_its_rows_without_unpacking_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rows come from the lookup's arguments, recorded in forward: reading them back from
+    the node would unpack its saved indices a second time, which checkpointing refuses."""
+    torch.manual_seed(0)
+    model, tokens = CheckpointedLookup(), torch.tensor([[1, 2, 2, 9]])
+    sizes = _measured_sizes(monkeypatch)
+    report = GradExplorer(model, tokens, loss_fn=_loss).run()
+    assert model.emb.weight.numel() not in sizes, sizes
+    _loss(model(tokens)).backward()
+    for record in report.params:
+        norm, top, nonzero = ref(dict(model.named_parameters())[record.name].grad)
+        assert record.norm == pytest.approx(norm, rel=REL) and record.max_abs == top
