@@ -376,11 +376,18 @@ class NormBatch:
         # held until `resolve`: the Python object of a gradient in flight dies with the hook
         # (its weak references with it), though the parameter's gradient keeps its memory
         self._held += large
+        for g in large:  # measured afresh: a buffer a backward refills through `.data` (no
+            self._forget(_identity(g))  # version bump) must not lend an earlier content
         self._counting = True
         try:
             self.add(large)
         finally:
             self._counting = False
+
+    def _forget(self, key: tuple | None) -> None:
+        """Drop what was measured under `key` (the next `add` measures it again)."""
+        for cache in (self._seen, self._parts, self._sums, self._counts):
+            cache.pop(key, None)  # type: ignore[arg-type]
 
     def _counted(self, g: torch.Tensor) -> torch.Tensor | None:
         """The non-zero count of `g` measured this run (of any live view with its elements)."""

@@ -291,6 +291,7 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
     carried = _carried(graph, leaving) if leaves_whole and not modified else {}
     large = _measured_alone(graph, batch)
     whole = _into_views_of_leaves(graph, large, carried, leaving, in_edges)
+    viewed = set(whole.values())  # their leaves' gradients are measured on the way in
     order = [0]
     through: dict[Any, list[RawEdge]] = {}
     for node in graph.nodes.values():
@@ -300,7 +301,7 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
         for e in in_edges.get(node.id, []):
             if id(e) in carried:
                 e.leaf = carried[id(e)]
-                if e.leaf in large:
+                if e.leaf in large and node.id not in viewed:
                     wholes.append(e)  # the leaf's gradient itself: measured here, in cache
             elif e.via is not None and sharing[(id(e.via[0]), e.via[1])] == 1:
                 through.setdefault(e.via[0], []).append(e)
@@ -371,10 +372,11 @@ def _into_views_of_leaves(
     carried: Mapping[int, str],
     leaving: Mapping[str, list[RawEdge]],
     in_edges: Mapping[str, list[RawEdge]],
-) -> set[int]:
-    """id(edge) for each edge into a view node (`t()` of a Linear weight) whose only input is
-    a `large` leaf it carries whole: what flows along it is that leaf's gradient, rearranged."""
-    out: set[int] = set()
+) -> dict[int, str]:
+    """id(edge) -> the view node it feeds, for each edge into a view node (`t()` of a Linear
+    weight) whose only input is a `large` leaf it carries whole: what flows along the edge is
+    that leaf's gradient, rearranged."""
+    out: dict[int, str] = {}
     for leaf in large:
         edges = leaving.get(acc_id(leaf), ())
         if len(edges) != 1 or id(edges[0]) not in carried:
@@ -383,7 +385,7 @@ def _into_views_of_leaves(
         outs = leaving.get(view.id, ())
         alone = view.op in VIEW_BACKWARDS and len(in_edges.get(view.id, ())) == 1
         if alone and len(outs) == 1 and outs[0].via is None and outs[0].dst != OUTPUT:
-            out.add(id(outs[0]))
+            out[id(outs[0])] = view.id
     return out
 
 

@@ -320,3 +320,47 @@ def test_a_checkpointed_lookup_is_read_from_its_rows_without_unpacking_again(
     for record in report.params:
         norm, top, nonzero = ref(dict(model.named_parameters())[record.name].grad)
         assert record.norm == pytest.approx(norm, rel=REL) and record.max_abs == top
+
+
+class _Workspace(torch.autograd.Function):
+    """Writes every weight gradient into one shared buffer through `.data` (no version bump)
+    and returns it: autograd.grad hands both weights that buffer, holding the last write."""
+
+    buffer: torch.Tensor | None = None
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+        ctx.save_for_backward(x, w)
+        return x @ w.t()
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001
+        x, w = ctx.saved_tensors
+        if _Workspace.buffer is None or _Workspace.buffer.shape != w.shape:
+            _Workspace.buffer = torch.empty_like(w)
+        _Workspace.buffer.data.copy_(g.t() @ x)
+        return g @ w, _Workspace.buffer
+
+
+class SharedWorkspace(nn.Module):
+    def __init__(self, dim: int = 96) -> None:
+        super().__init__()
+        self.w1 = nn.Parameter(torch.randn(dim, dim) * 0.1)
+        self.w2 = nn.Parameter(torch.randn(dim, dim) * 0.1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(_Workspace.apply(torch.relu(_Workspace.apply(x, self.w1)), self.w2))
+
+
+def test_a_buffer_refilled_without_a_version_bump_is_measured_again() -> None:
+    """A measurement made while the gradient flowed is found again by identity (pointer,
+    size, version); a backward that refills one buffer through `.data` keeps all three, so
+    each arrival is measured afresh and the read-back reports what autograd.grad returns
+    (the buffer's last content, for both weights), never one weight's numbers for the other."""
+    torch.manual_seed(0)
+    model, x = SharedWorkspace(), torch.randn(8, 96)
+    report = GradExplorer(model, x, loss_fn=_loss).run()
+    grads = torch.autograd.grad(_loss(model(x)), [model.w1, model.w2])
+    for record, g in zip(report.params, grads, strict=True):
+        norm, top, _ = ref(g)
+        assert record.norm == pytest.approx(norm, rel=REL) and record.max_abs == top, record.name
