@@ -278,16 +278,7 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
     """
     facts = facts or FlowFacts()
     modified, leaves_whole = facts.modified, facts.leaves_whole
-    leaving: dict[str, list[RawEdge]] = {}
-    in_edges: dict[str, list[RawEdge]] = {}
-    # an edge through a hook node takes what left the hook node (after any modifier) when it
-    # is that input's only consumer; shared inputs keep each consumer's own contribution
-    sharing: Counter[tuple[int, int]] = Counter()
-    for e in graph.edges:
-        leaving.setdefault(e.src, []).append(e)
-        in_edges.setdefault(e.dst, []).append(e)
-        if e.via is not None:
-            sharing[(id(e.via[0]), e.via[1])] += 1
+    leaving, in_edges, sharing = _edge_maps(graph)
     carried = _carried(graph, leaving) if leaves_whole and not modified else {}
     large = _measured_alone(graph, batch)
     whole = _into_views_of_leaves(graph, large, carried, leaving, in_edges)
@@ -320,6 +311,23 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
         hook_fn.register_hook(_through_hook(edges, batch))
     if leaves_whole:
         _measure_shared_leaves(large.values(), carried, batch, facts.ours)
+
+
+def _edge_maps(
+    graph: RawGraph,
+) -> tuple[dict[str, list[RawEdge]], dict[str, list[RawEdge]], Counter[tuple[int, int]]]:
+    """Edges by producer and by consumer, and how many edges pass through each hook node's
+    input: an edge through a hook node takes what left the hook node (after any modifier)
+    when it is that input's only consumer; shared inputs keep each consumer's own part."""
+    leaving: dict[str, list[RawEdge]] = {}
+    in_edges: dict[str, list[RawEdge]] = {}
+    sharing: Counter[tuple[int, int]] = Counter()
+    for e in graph.edges:
+        leaving.setdefault(e.src, []).append(e)
+        in_edges.setdefault(e.dst, []).append(e)
+        if e.via is not None:
+            sharing[(id(e.via[0]), e.via[1])] += 1
+    return leaving, in_edges, sharing
 
 
 def _measured_alone(graph: RawGraph, batch: NormBatch) -> dict[str, RawNode]:
