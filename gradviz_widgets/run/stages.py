@@ -95,7 +95,7 @@ def trace(state: RunState) -> None:
     assert state.loss is not None
     tracker = state.tracker
     state.raw = timed("walk", walk, state.loss, tracker.owner, state.names, tracker.calls)
-    lookups = tracker.lookups  # the flow hooks keep the indices; the nodes are let go
+    lookups = tracker.lookups  # release() drops the tracker's; the flow hooks keep the indices
     tracker.release()
     if state.settings.track_flow:
         known = FlowFacts(
@@ -105,7 +105,6 @@ def trace(state: RunState) -> None:
             lookups=lookups,
         )
         timed("flow_hooks", instrument, state.raw, state.batch, known)
-    del lookups
     if state.hooks:
         timed("hook_nodes", state.hooks.on_graph, state.raw, state.batch)
 

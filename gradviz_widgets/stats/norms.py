@@ -166,7 +166,7 @@ class NormBatch:
         x, repeats = distinct(g)
         # the rows that can hold non-zeros, and one that holds zeros, of exactly this layout
         # (a view of another shape shares the measurement under `key`, never the rows)
-        rows = _alive(self._rows, None if key is None else (key, _layout(g)))
+        rows = _alive(self._rows, (key, _layout(g))) if self._rows and key is not None else None
         if rows is not None:
             x, repeats = g.index_select(0, rows), 1
         flat, key = x.reshape(-1), key if repeats == 1 else None  # repeats: not its own elements
@@ -202,7 +202,8 @@ class NormBatch:
         """
         if not (self._deferrable(g) and g.dim() == 2 and indices.device == g.device):
             return
-        if indices.is_floating_point() or indices.is_complex():
+        key = _identity(g)
+        if key is None or indices.is_floating_point() or indices.is_complex():
             return
         rows = indices.reshape(-1).unique()  # sorted
         if 2 * (rows.numel() + 1) >= g.shape[0]:
@@ -210,10 +211,8 @@ class NormBatch:
         # the first row index not looked up: rows are sorted, so it is where they leave 0, 1, ...
         gaps = (rows != torch.arange(rows.numel(), device=rows.device)).nonzero()
         spare = int(gaps[0]) if gaps.numel() else rows.numel()
-        key = _identity(g)
-        if key is not None:
-            rows = torch.cat([rows, rows.new_tensor([spare])])
-            self._rows[(key, _layout(g))] = (weakref.ref(g), rows)
+        rows = torch.cat([rows, rows.new_tensor([spare])])
+        self._rows[(key, _layout(g))] = (weakref.ref(g), rows)
 
     def _sum_parts(self, g: torch.Tensor, flat: torch.Tensor, key: tuple | None) -> Parts:
         """(sum of squares, min, max) where the range is known this run, else (sum of
@@ -272,7 +271,7 @@ class NormBatch:
 
     def alone(self, g: torch.Tensor) -> bool:
         """A CPU gradient measured on its own, shared by identity (not the pending buffer's)."""
-        return self._deferrable(g) and g.numel() > self.SMALL
+        return g.numel() > self.SMALL and self._deferrable(g)
 
     def small(self, g: torch.Tensor) -> bool:
         """A dense CPU gradient small enough for the pending buffer, with squares exact in it."""

@@ -336,7 +336,7 @@ def _measured_alone(graph: RawGraph, batch: NormBatch) -> dict[str, RawNode]:
     return {
         leaf.id: leaf
         for leaf in graph.leaves
-        if (t := leaf.tensor) is not None and t.numel() > batch.SMALL and batch.alone(t)
+        if leaf.tensor is not None and batch.alone(leaf.tensor)
     }
 
 
@@ -350,9 +350,8 @@ def _measure_shared_leaves(
     done = set(carried.values())
     for leaf in large:
         t = leaf.tensor
-        if leaf.kind != "param" or leaf.id in done or t is None or id(t) not in ours:
-            continue
-        if not t.requires_grad:
+        assert t is not None  # `_measured_alone` keeps leaves with a tensor only
+        if leaf.kind != "param" or leaf.id in done or id(t) not in ours or not t.requires_grad:
             continue
         done.add(leaf.id)
         t.register_hook(lambda g: batch.add_whole([g]))
