@@ -36,7 +36,7 @@ from benchmarks.util import log, median  # noqa: E402
 
 Loss = Callable[[Any], torch.Tensor] | None
 Built = tuple[nn.Module, Any, Loss, str]
-MODES = ("bare", "run", "noflow", "hooks")
+MODES = ("bare", "run", "noflow", "hooks", "resident")
 #: issue 21: ex.run() / bare (wall) per model, and hooks on every module / bare
 RUN_TARGETS = {
     "seed": 2.0,
@@ -153,11 +153,21 @@ def _steps(net: nn.Module, x: Any, loss: Loss) -> dict[str, Callable[[], Sample]
     for path, _ in net.named_modules():
         if path:
             hooked.set_hook(path, "backward")
+    plain = explorer_step()
+
+    def resident() -> Sample:
+        """`ex.run()` while the model holds a `.grad` per parameter (after a training step;
+        filled before the clock starts): the run's gradients need memory beside it."""
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        return plain()
+
     return {
         "bare": bare,
-        "run": explorer_step(),
+        "run": plain,
         "noflow": explorer_step(track_flow=False),
         "hooks": _timed_run(hooked, stage_times),
+        "resident": resident,
     }
 
 
@@ -194,6 +204,8 @@ def stage_row(name: str, repeats: int, modes: tuple[str, ...] = MODES) -> dict[s
     load = os.getloadavg()[0]
     for r in range(repeats):
         for mode in modes[r % len(modes) :] + modes[: r % len(modes)]:
+            for p in net.parameters():  # every mode starts as the suite's do: no `.grad` held
+                p.grad = None
             gc.collect()
             samples[mode].append(steps[mode]())
 
@@ -216,6 +228,7 @@ def stage_row(name: str, repeats: int, modes: tuple[str, ...] = MODES) -> dict[s
         "paired_hooks_ratio": paired("hooks", "wall"),
         "cpu_run_ratio": paired("run", "cpu"),
         "cpu_hooks_ratio": paired("hooks", "cpu"),
+        "paired_resident_ratio": paired("resident", "wall") if "resident" in modes else None,
         "faults": {m: median([s["faults"]["total"] for s in samples[m]]) for m in modes},
     }
 
@@ -269,16 +282,20 @@ def markdown_section(stages: dict[str, Any]) -> list[str]:
         "that flow-free backward - the bare backward; *stand-in swap* = preparing the "
         "stand-ins + swapping them in and out (RNG fork and hooks included); *other* = "
         "what the stages do not cover. Ratios: medians of the per-repeat ratios of wall time "
-        "(*CPU x*: of process CPU time). *Page faults*: median minor page faults of one bare "
-        "step / one run (memory mapped afresh and zero-filled on first touch; on large models "
-        "a share of both steps that moves between repeats with the allocator's state)."
+        "(*CPU x*: of process CPU time). Every mode starts with the model's `.grad` cleared, "
+        "as in the suite; *.grad held*: the ratio of `ex.run()` while the model holds a "
+        "`.grad` per parameter (as after a training step), when the run's own gradients need "
+        "memory beside them. *Page faults*: median minor page faults of one bare step / one "
+        "run / one run with `.grad` held (memory mapped afresh and zero-filled on first "
+        "touch; on large models a share of each step that moves between repeats with the "
+        "allocator's state)."
     )
     L.append("")
     L.append(
         "| model | load | page faults | bare | ex.run() | **ratio** | CPU x | target | "
-        "hooks on every module | **ratio** | CPU x | target |"
+        ".grad held | hooks on every module | **ratio** | CPU x | target |"
     )
-    L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    L.append("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for name, r in rows.items():
         ms, load = r["ms"], " / ".join(f"{v:.1f}" for v in r["load"])
         L.append(
@@ -286,7 +303,7 @@ def markdown_section(stages: dict[str, Any]) -> list[str]:
             f"{_ms(ms['bare']['total'])} | {_ms(ms['run']['total'])} | "
             f"**{r['paired_run_ratio']:.2f}x** | {r['cpu_run_ratio']:.2f}x | "
             f"{_target(RUN_TARGETS.get(name), r['paired_run_ratio'], r['cpu_run_ratio'])} | "
-            f"{_ms(ms['hooks']['total'])} | **{r['paired_hooks_ratio']:.2f}x** | "
+            f"{_ratio_cell(r.get('paired_resident_ratio'))} | {_ms(ms['hooks']['total'])} | **{r['paired_hooks_ratio']:.2f}x** | "
             f"{r['cpu_hooks_ratio']:.2f}x | "
             f"{_target(HOOK_TARGETS.get(name), r['paired_hooks_ratio'], r['cpu_hooks_ratio'])} |"
         )
@@ -320,11 +337,17 @@ def _target(limit: float | None, wall: float, cpu: float) -> str:
     return f"≤ {limit:.2f}x {mark}"
 
 
+def _ratio_cell(ratio: float | None) -> str:
+    """ "1.17x" ("" in rows from before the mode was measured)."""
+    return "" if ratio is None else f"{ratio:.2f}x"
+
+
 def _faults_cell(faults: dict[str, float] | None) -> str:
-    """ "94k / 105k": page faults of the bare step / the run ("" in rows from before them)."""
+    """ "94k / 105k / 120k": page faults of the bare step / the run / the run with `.grad`
+    held ("" in rows from before them; the last left out in rows from before it)."""
     if not faults:
         return ""
-    return " / ".join(_count(faults[m]) for m in ("bare", "run"))
+    return " / ".join(_count(faults[m]) for m in ("bare", "run", "resident") if m in faults)
 
 
 def _count(n: float) -> str:
