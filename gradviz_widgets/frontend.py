@@ -12,7 +12,9 @@ Example:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from .errors import GradExplorerError
 
@@ -46,6 +48,19 @@ def static_text(name: str) -> str:
             "or install the wheel, which ships it"
         )
     return path.read_text(encoding="utf-8")
+
+
+def script_json(value: Any) -> str:
+    """JSON that cannot end or confuse a <script> element: `<`, `>`, `&` and U+2028/2029
+    escaped (a `<!--` followed by `<script` would otherwise keep the element open past its
+    `</script>`, swallowing the rest of the page).
+
+    Example:
+        >>> script_json({"n": "<!--<script></script><b>&\\u2028"})
+        '{"n": "\\\\u003c!--\\\\u003cscript\\\\u003e\\\\u003c/script\\\\u003e\\\\u003cb\\\\u003e\\\\u0026\\\\u2028"}'
+    """
+    text = json.dumps(value, ensure_ascii=True, allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def script_text(js: str) -> str:

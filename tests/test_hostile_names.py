@@ -34,6 +34,7 @@ HOSTILE = [
     "中文",
     "\\N",
     "-->",
+    "<!--<script>",  # would keep a <script> element open past its end tag, were it raw
 ]
 # names torch refuses in add_module, but a model can still hold (self._modules[name] = ...)
 FORCED = ["dot.ted"]
@@ -186,3 +187,25 @@ def test_lambda_loss_name_survives_in_the_loss_line():
     w = ex.show()
     assert "&lt;lambda&gt;" in w.controls.loss_label.value
     no_markup(w.controls.loss_label.value)
+
+
+def test_offline_pages_keep_every_script_element_closed(hostile, tmp_path):
+    """Inside <script>, `<!--` then `<script` puts the HTML tokenizer in its escaped states,
+    where the next `</script>` no longer ends the element: the page's data and the scripts
+    after it are swallowed. Names reach the explorer's and the watch's page as data only."""
+    from gradviz_widgets import GradWatch
+
+    explorer_page = tmp_path / "explorer.html"
+    hostile.export_html(explorer_page)
+    model = Hostile()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with GradWatch(model, optimizer=opt, path=tmp_path / "runs") as watch:
+        hostile_loss(model(torch.randn(4, 3))).backward()
+        opt.step()
+        watch_page = watch.export_html(tmp_path / "watch.html")
+    for page in (explorer_page, watch_page):
+        text = page.read_text(encoding="utf-8")
+        blocks = re.findall(r"<script[^>]*>(.*?)</script>", text, flags=re.S)
+        assert blocks and text.count("<script") == len(blocks), page
+        assert not any("<!--" in b.lower() for b in blocks), page
+        assert not any("<script" in b.lower() for b in blocks), page

@@ -18,11 +18,10 @@ Example:
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Any
 
-from ..frontend import script_text, static_text
+from ..frontend import script_json, script_text, static_text
 from ..graph.ghosts import add_ghosts
 from ..graph.grad_graph import GradGraph
 from ..ids import ghost_id, param_id
@@ -96,17 +95,12 @@ def page_html(graph: GradGraph, report: GradReport, title: str = "Gradient flow"
         summary=html.escape(plain_text(report.summary())),
         findings=findings or "<li>all gradients healthy</li>",
         chart=chart_svg(bar_rows(report), report.thresholds),
-        state=_script_json(state),
+        state=script_json(state),
         bundle=script_text(BUNDLE.read_text(encoding="utf-8")),
         # the host script (js/page_host.js) and the stylesheet, copied next to the bundle
         script=script_text(static_text("page_host.js")),
         style=static_text("explorer_page.css"),
     )
-
-
-def _script_json(value: Any) -> str:
-    """JSON safe inside <script type=application/json>: no `</` can close the element."""
-    return json.dumps(value, ensure_ascii=True).replace("</", "<\\/")
 
 
 _TEMPLATE = """<!doctype html>

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import html
-import json
 import os
 import re
 from pathlib import Path
@@ -35,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..frontend import script_text, static_text
+from ..frontend import script_json, script_text, static_text
 from ..vocabulary import OFF_SCALE, SELECTED_COLOR, STATUSES, STYLES, format_norm
 from .anomalies import SPIKE
 from .figures import NONFINITE_MARK, SPIKE_COLOR, default_selection, module_order
@@ -212,17 +211,6 @@ def _history_overviews(
         ov.add_many(steps, norm, status)
         out.append((rank, ov))
     return out
-
-
-def script_json(value: Any) -> str:
-    """JSON that cannot end or confuse a <script> element: `<`, `>`, `&` and U+2028/2029 escaped.
-
-    Example:
-        >>> script_json({"n": "</script><b>&\\u2028"})
-        '{"n": "\\\\u003c/script\\\\u003e\\\\u003cb\\\\u003e\\\\u0026\\\\u2028"}'
-    """
-    text = json.dumps(value, ensure_ascii=True, allow_nan=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 _TEMPLATE = """<!doctype html>

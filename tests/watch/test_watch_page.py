@@ -15,10 +15,11 @@ import torch
 from torch import nn
 
 from gradviz_widgets.examples import dead_branch_example
+from gradviz_widgets.frontend import script_json
 from gradviz_widgets.vocabulary import STATUSES, Thresholds
 from gradviz_widgets.watch import Anomaly, GradWatch, Overview
 from gradviz_widgets.watch.history import COLUMNS
-from gradviz_widgets.watch.page import export_watch_html, page_data, script_json
+from gradviz_widgets.watch.page import export_watch_html, page_data
 from gradviz_widgets.watch.store import ParamInfo
 
 HOSTILE = "<img src=x onerror=alert(1)>\"'\\\n\r\x07&amp;@\u2028漢字</script>"
