@@ -96,11 +96,13 @@ class StepTiming:
         """The statistics of the gradients `grads` of parameters `ids` (those of `opt` that
         have one) as they were before any in-place change since the last backward (unscaled
         when a scaler scaled them)."""
-        # a fused optimizer (`_step_supports_amp_scaling`) gets the scaled gradient and the
-        # scaler's Inf flag as attributes, for the length of its step
+        # a fused optimizer (`_step_supports_amp_scaling`) gets the scaler's Inf flag and the
+        # scale of its still scaled gradient (None after `scaler.unscale_`) as attributes, for
+        # the length of its step
         fused = getattr(opt, "grad_scale", None)
-        if fused is not None:
-            skipped = getattr(opt, "found_inf", skipped)
+        if getattr(opt, "_step_supports_amp_scaling", False):
+            found_inf = getattr(opt, "found_inf", None)
+            skipped = skipped if found_inf is None else found_inf
         # without `scaler=`: the GradScaler calling this step, if one is (its scale is the
         # step's; its divisor matters only while end-of-backward numbers, still scaled, are used)
         stepping = self.scaler if self.scaler is not None else self._scaler_from_stack()
@@ -135,19 +137,23 @@ class StepTiming:
 
     def _scaler_from_stack(self) -> Any:
         """A GradScaler calling `optimizer.step` without `GradWatch(scaler=)`: use its scale
-        for this step, and say once that skipped steps go unrecorded."""
+        for this step, and say once that skipped steps go unrecorded. The scaler calls it
+        from `_maybe_opt_step` after unscaling, or straight from `GradScaler.step` for an
+        optimizer with `_step_supports_amp_scaling` (fused: it gets `grad_scale` and
+        `found_inf` and skips itself)."""
         frame = sys._getframe(1)
         for _ in range(12):
             if frame is None:
                 return None
-            if frame.f_code.co_name == "_maybe_opt_step" and "self" in frame.f_locals:
+            if frame.f_code.co_name in _SCALER_FRAMES and "self" in frame.f_locals:
                 found = frame.f_locals["self"]
-                if isinstance(found, torch.amp.GradScaler):
+                if isinstance(found, torch.amp.GradScaler) and found.is_enabled():
                     self._warn_once(
                         "scaler",
                         "GradWatch: optimizer.step is called by a torch.amp.GradScaler the "
                         "watch was not given: pass GradWatch(..., scaler=scaler), else the "
-                        "steps the scaler skips (Inf/NaN) are not recorded.",
+                        "steps it skips without calling optimizer.step (Inf/NaN) are not "
+                        "recorded.",
                     )
                     return found
             frame = frame.f_back  # type: ignore[assignment]
@@ -234,6 +240,8 @@ def stats_reader(fsdp_world: int | None) -> Callable[[list[torch.Tensor]], Any]:
 
 
 _STEPPED = OptState.STEPPED if OptState is not None else object()
+# the GradScaler methods that call `optimizer.step` (a disabled scaler's `step` too: no scale)
+_SCALER_FRAMES = ("_maybe_opt_step", "step")
 
 
 def _scale_of(scaler: Any) -> Any:

@@ -4,6 +4,7 @@ unwatched twin, and every row equals a float64 hand reading of the gradient of t
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import sqlite3
@@ -406,7 +407,9 @@ def test_fused_optimizer_under_a_scaler_reads_unscaled(tmp_path, given):
     scaler, twin_scaler = torch.amp.GradScaler("cpu"), torch.amp.GradScaler("cpu")
     watch = GradWatch(model, optimizer=opt, scaler=scaler if given else None, path=tmp_path / "run")
     seen: list = []
-    amp_loop(model, opt, scaler, x, y, 5, bad=(2,), record=seen)
+    warns = contextlib.nullcontext() if given else pytest.warns(UserWarning, match="scaler=scaler")
+    with warns:  # without scaler=, the scaler calling the fused step is found all the same
+        amp_loop(model, opt, scaler, x, y, 5, bad=(2,), record=seen)
     amp_loop(twin, twin_opt, twin_scaler, x, y, 5, bad=(2,))
     same_weights(model, twin)
     h = watch.history()
@@ -415,6 +418,35 @@ def test_fused_optimizer_under_a_scaler_reads_unscaled(tmp_path, given):
         check(h, k, expected)
     assert (h.skipped == (h.step == 2)).all()
     assert (h[h.step == 2].status == "nonfinite").all()
+    watch.close()
+
+
+@pytest.mark.parametrize("clip", [None, 0.05])
+def test_fused_optimizer_under_an_unnamed_scaler_records_its_scale(tmp_path, clip):
+    """scaler.step calls a fused Adam's step itself (no `_maybe_opt_step`): the watch, not given
+    `scaler=`, still finds that GradScaler, records its scale at every step and warns once."""
+    model, (x, y) = mlp(), data()
+    twin = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), 1e-2, fused=True)
+    twin_opt = torch.optim.Adam(twin.parameters(), 1e-2, fused=True)
+    scaler, twin_scaler = (torch.amp.GradScaler("cpu", 2.0**8, growth_interval=2) for _ in "ab")
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    seen: list = []
+    with pytest.warns(UserWarning, match="scaler=scaler") as caught:
+        amp_loop(model, opt, scaler, x, y, 6, bad=(3,), clip=clip, record=seen)
+    assert sum("scaler=scaler" in str(w.message) for w in caught) == 1
+    amp_loop(twin, twin_opt, twin_scaler, x, y, 6, bad=(3,), clip=clip)
+    same_weights(model, twin)
+    scales = [scale for _, scale in seen]
+    assert scales == [256.0, 256.0, 512.0, 512.0, 256.0, 256.0]  # grew, backed off at the Inf
+    h = watch.history()
+    assert h.groupby("step").scale.agg(["min", "max"]).values.T.tolist() == [scales, scales]
+    assert (h.skipped == (h.step == 3)).all()
+    assert (h[h.step == 3].status == "nonfinite").all()
+    for k, (expected, _) in enumerate(seen):
+        if k != 3:
+            check(h, k, expected)  # unscaled: float64 .grad / the step's scale
+            assert (h[h.step == k].clipped == (clip is not None)).all(), k
     watch.close()
 
 
