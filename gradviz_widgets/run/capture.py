@@ -146,8 +146,17 @@ def _check_something_trainable(index: ModelIndex, sample_input: Any) -> None:
     params = [p for _, p in index.params]
     if any(p.requires_grad for p in params):
         return
-    if any(t.requires_grad for _, t in CallArgs.from_sample(sample_input).leaves()):
+    leaves = [t for _, t in CallArgs.from_sample(sample_input).leaves()]
+    if any(t.requires_grad for t in leaves):
         return
+    if not params:
+        integer = any(not (t.is_floating_point() or t.is_complex()) for t in leaves)
+        raise GradExplorerError(
+            "The model has no parameters and no input requires grad"
+            f"{' (an integer input cannot)' if integer else ''}, so there is nothing to take a "
+            "gradient with respect to. Pass a floating-point input with requires_grad=True "
+            "(e.g. x.float().requires_grad_()) or a model that has parameters."
+        )
     raise GradExplorerError(
         f"All {len(params)} parameters have requires_grad=False and no input requires grad, so "
         "no gradient can be computed. Unfreeze what you want to inspect "

@@ -116,9 +116,9 @@ def make_loss(
             loss = loss_fn(output) if target is None else loss_fn(output, target)
         except Exception as e:
             raise GradExplorerError(
-                f"loss_fn raised {type(e).__name__}: {e}. It is called as "
+                f"loss_fn raised {type(e).__name__}: {_sentence(str(e))} It is called as "
                 f"{'loss_fn(output)' if target is None else 'loss_fn(output, target)'} "
-                f"with output {_describe_output(output)}."
+                f"with {_describe_output(output)}."
             ) from e
         if not isinstance(loss, torch.Tensor):
             raise GradExplorerError(
@@ -137,6 +137,7 @@ def make_loss(
             )
         name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
         how = f"{name}(output{', target' if target is not None else ''})"
+        _check_connected(loss, how, output)
         return _require_grad(_as_scalar(loss), how, output), how
     return _default_loss(output)
 
@@ -181,12 +182,32 @@ def _as_scalar(t: torch.Tensor) -> torch.Tensor:
     return t if t.dim() == 0 else t.reshape(())
 
 
+def _sentence(text: str) -> str:
+    """`text` ending in exactly one full stop (an exception message may end in its own)."""
+    text = text.rstrip() or "(no message)"
+    return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
+def _check_connected(loss: torch.Tensor, how: str, output: Any) -> None:
+    """A loss_fn result with no graph although the output has one was not computed from the
+    output (a constant, `.item()`, `.detach()`, torch.no_grad() inside loss_fn)."""
+    if loss.requires_grad or not any(t.requires_grad for _, t in output_tensors(output)):
+        return
+    raise GradExplorerError(
+        f"Nothing to differentiate: the loss ({how}) was not computed from the model's output "
+        "by differentiable operations. It has no grad_fn although the output requires grad "
+        f"({_describe_output(output)}), so no parameter can get a gradient from it. Compute the "
+        "loss from the output with torch operations (not a constant torch.tensor(...), .item(), "
+        ".detach(), an integer op such as argmax, or torch.no_grad())."
+    )
+
+
 def _require_grad(loss: torch.Tensor | None, how: str, output: Any) -> torch.Tensor:
     if loss is not None and loss.requires_grad and loss.is_floating_point():
         return loss
     raise GradExplorerError(
         f"Nothing to differentiate: {how or 'the model output'} does not require grad "
-        f"(output {_describe_output(output)}). Check that some parameters have "
+        f"({_describe_output(output)}). Check that some parameters have "
         "requires_grad=True, that forward does not run under torch.no_grad() or detach its "
         "result, and that the output is floating point (pass loss_fn=... for integer outputs)."
     )
@@ -195,7 +216,7 @@ def _require_grad(loss: torch.Tensor | None, how: str, output: Any) -> torch.Ten
 def _describe_output(output: Any) -> str:
     tensors = output_tensors(output)
     if not tensors:
-        return f"of type {type(output).__name__} with no tensors"
+        return f"output of type {type(output).__name__} with no tensors"
     return ", ".join(
         f"{n} {tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
         f"{' requires_grad' if t.requires_grad else ''}"
