@@ -15,6 +15,7 @@ from torch import nn
 
 from ..errors import GradExplorerError
 from ..stats.norms import NormBatch
+from ..trace.arrivals import measure_on_arrival, measured_on_arrival
 from ..trace.attribution import ScopeTracker
 from ..trace.walk import HOOK_NODE_MARK, FlowFacts, instrument, leaf_names, walk
 from .backward import REENTRANT_CHECKPOINT, direct_use_note, gradients, summed, wanted_leaves
@@ -97,14 +98,18 @@ def trace(state: RunState) -> None:
     state.raw = timed("walk", walk, state.loss, tracker.owner, state.names, tracker.calls)
     lookups = tracker.lookups  # release() drops the tracker's; the flow hooks keep the indices
     tracker.release()
+    # a reentrant checkpoint's own backward adds to leaves while ours runs
+    whole = not any(n.op == REENTRANT_CHECKPOINT for n in state.raw.nodes.values())
     if state.settings.track_flow:
         known = FlowFacts(
             modified=state.hooks.modifiers if state.hooks else (),
-            leaves_whole=not any(n.op == REENTRANT_CHECKPOINT for n in state.raw.nodes.values()),
-            ours=frozenset(id(t) for t in state.stand_ins.params.values()),
+            leaves_whole=whole,
             lookups=lookups,
         )
         timed("flow_hooks", instrument, state.raw, state.batch, known)
+    if whole:  # after `instrument`, which reads the leaves' own hooks
+        ours = {id(t) for t in state.stand_ins.params.values()}
+        state.arrived = measure_on_arrival(measured_on_arrival(state.raw, ours), state.batch)
     if state.hooks:
         timed("hook_nodes", state.hooks.on_graph, state.raw, state.batch)
 
@@ -128,26 +133,26 @@ def backward(state: RunState) -> None:
 
 
 def read_back(state: RunState) -> None:
-    """Queue the gradients' numbers and read everything back in the run's one host sync."""
-    grads, batch = state.grads, state.batch
-    present = [g for g in grads.values() if g is not None]
-    pair_slots, nonzero_at = batch.add_counted(present)
-    slots = iter(pair_slots)
-    numels = [g.numel() for g in present]
-    del present
+    """Queue the numbers of the gradients not measured on arrival (`state.arrived`: those
+    hold a stand-in of one zero) and read everything back in the run's one host sync."""
+    grads, batch, arrived = state.grads, state.batch, state.arrived
+    numels = {leaf_id: g.numel() for leaf_id, g in grads.items() if g is not None}
+    rest = {i: g for i, g in grads.items() if g is not None and i not in arrived}
+    pair_slots, nonzero_at = batch.add_counted(list(rest.values()))
+    slots = dict(arrived)
+    slots.update((i, (s, nonzero_at + k)) for k, (i, s) in enumerate(zip(rest, pair_slots)))
+    leaf_ids = list(grads)
+    del rest, grads  # measured (queued): not kept through the sync
+    state.grads = {}
     state.values = values = batch.resolve()
     if state.hooks:
         state.hooks.finish(values)
     state.leaf_pairs = {
-        leaf_id: None if g is None else NormBatch.pair(values, next(slots))
-        for leaf_id, g in grads.items()
+        i: NormBatch.pair(values, slots[i][0]) if i in numels else None for i in leaf_ids
     }
-    reached = [leaf_id for leaf_id, g in grads.items() if g is not None]
     state.zero_fractions = {
-        leaf_id: 1.0 - values[nonzero_at + i] / n if n else 0.0
-        for i, (leaf_id, n) in enumerate(zip(reached, numels))
+        i: 1.0 - values[slots[i][1]] / n if n else 0.0 for i, n in numels.items()
     }
-    state.grads = {}
 
 
 def release(state: RunState) -> None:

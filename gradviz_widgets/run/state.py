@@ -85,6 +85,8 @@ class RunState:
     cut_off: bool = False  # a reentrant checkpoint got no input requiring grad
     # trace
     raw: RawGraph | None = None
+    #: leaf id -> (pair slot, count slot) of gradients measured on arrival (trace/arrivals.py)
+    arrived: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
     # backward
     grads: dict[str, torch.Tensor | None] = dataclasses.field(default_factory=dict)
     loss_slot: int = 0

@@ -81,7 +81,7 @@ class NormBatch:
         # within `add_counted`: identity (or ("id", id)) -> (gradient, its non-zero count from
         # the same pass)
         self._counting = False
-        self._held: list[torch.Tensor] = []  # see `add_whole`
+        self._held: dict[tuple, torch.Tensor] = {}  # see `add_whole`
         self._counts: dict[tuple, tuple[weakref.ref, torch.Tensor]] = {}
         self.scratch = Scratch()
         self.syncs = 0
@@ -372,16 +372,37 @@ class NormBatch:
             True
         """
         large = [g for g in grads if self.alone(g)]
-        # held until `resolve`: the Python object of a gradient in flight dies with the hook
-        # (its weak references with it), though the parameter's gradient keeps its memory
-        self._held += large
         for g in large:  # measured afresh: a buffer a backward refills through `.data` (no
-            self._forget(_identity(g))  # version bump) must not lend an earlier content
+            key = _identity(g)  # version bump) must not lend an earlier content
+            self._forget(key)
+            # held until `add_leaf` or `resolve`: the Python object of a gradient in flight
+            # dies with the hook (its weak references with it), though its memory lives on
+            self._held[key if key is not None else ("id", id(g))] = g
         self._counting = True
         try:
             self.add(large)
         finally:
             self._counting = False
+
+    def add_leaf(self, g: torch.Tensor) -> tuple[int, int]:
+        """`add_counted` of one gradient as it reaches its parameter (trace/arrivals.py): the
+        slot of its (norm, max |g|) pair and of its non-zero count, from what `add_whole`
+        measured of the same tensor on its way there, if anything, else measured now. It is no
+        longer held: the caller lets autograd drop it.
+
+        Example:
+            >>> batch, g = NormBatch(torch.device("cpu")), torch.zeros(64, 128)
+            >>> g[0, :3] = 2.0
+            >>> batch.add_whole([g])
+            >>> pair, count = batch.add_leaf(g.t())
+            >>> values = batch.resolve()
+            >>> batch.pair(values, pair), values[count]
+            ((3.4641016151377544, 2.0), 3.0)
+        """
+        slots, count = self.add_counted([g])
+        key = _identity(g)
+        self._held.pop(key if key is not None else ("id", id(g)), None)
+        return slots[0], count
 
     def _forget(self, key: tuple | None) -> None:
         """Drop what was measured under `key` (the next `add` measures it again)."""
@@ -442,7 +463,7 @@ class NormBatch:
         """All queued numbers as Python floats: the single host synchronisation of a run."""
         self._flush()
         self._seen, self._parts, self._sums, self.scratch, self._buf = {}, {}, {}, Scratch(), None
-        self._counts, self._rows, self._held = {}, {}, []
+        self._counts, self._rows, self._held = {}, {}, {}
         if not self._chunks:
             return []
         target = self._chunks[0].device

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import torch
@@ -253,8 +253,6 @@ class FlowFacts:
     modified: Collection[str] = ()
     #: no reentrant checkpoint adds to a leaf's gradient during backward
     leaves_whole: bool = True
-    #: id() of the run's own tensors (stand-ins), the only leaves hooks may go on
-    ours: Collection[int] = ()
     #: EmbeddingBackward0 node -> the indices its lookup took (`ScopeTracker.lookups`)
     lookups: Mapping[Any, torch.Tensor] = dataclasses.field(default_factory=dict)
 
@@ -269,11 +267,10 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
     Likewise an edge from a leaf's AccumulateGrad to its only consumer carries that leaf's
     whole gradient, which the run reads back anyway: with `facts.leaves_whole` and no
     modifier, it is marked `leaf` and takes the leaf's number.
-    A large leaf's gradient is measured in full where it is made, while in cache, for the
-    read-back to find by identity: on that edge, on its way into a view of the leaf (a Linear
-    weight's `t()`), or as autograd sums it (a tied parameter: `_measure_shared_leaves`, with
-    a hook on a tensor of this run, whose id is in `facts.ours`, never on the user's). An
-    embedding's weight gradient is read from the rows its lookup took (`facts.lookups`).
+    A large leaf's gradient is measured in full where it is made, while in cache, for its
+    arrival at the leaf (trace/arrivals.py) or the read-back to find by identity: on that
+    edge, or on its way into a view of the leaf (a Linear weight's `t()`). An embedding's
+    weight gradient is read from the rows its lookup took (`facts.lookups`).
     The hooks live on the autograd nodes of this run only; they vanish with the graph.
     """
     facts = facts or FlowFacts()
@@ -309,8 +306,6 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
         node.fn.register_hook(hook)
     for hook_fn, edges in through.items():
         hook_fn.register_hook(_through_hook(edges, batch))
-    if leaves_whole:
-        _measure_shared_leaves(large.values(), carried, batch, facts.ours)
 
 
 def _edge_maps(
@@ -338,23 +333,6 @@ def _measured_alone(graph: RawGraph, batch: NormBatch) -> dict[str, RawNode]:
         for leaf in graph.leaves
         if leaf.tensor is not None and batch.alone(leaf.tensor)
     }
-
-
-def _measure_shared_leaves(
-    large: Iterable[RawNode], carried: Mapping[int, str], batch: NormBatch, ours: Collection[int]
-) -> None:
-    """A large parameter that no single edge carries (tied: GPT-2's embedding and LM head)
-    gets its gradient summed by autograd: a hook on its stand-in (a tensor of this run only,
-    its id in `ours`: never the user's Parameter, which a forward may use directly) measures
-    the sum in full as it is made, while in cache, for the read-back to find."""
-    done = set(carried.values())
-    for leaf in large:
-        t = leaf.tensor
-        assert t is not None  # `_measured_alone` keeps leaves with a tensor only
-        if leaf.kind != "param" or leaf.id in done or id(t) not in ours or not t.requires_grad:
-            continue
-        done.add(leaf.id)
-        t.register_hook(lambda g: batch.add_whole([g]))
 
 
 def _carried(graph: RawGraph, leaving: Mapping[str, list[RawEdge]]) -> dict[int, str]:

@@ -237,18 +237,23 @@ def test_a_linear_weight_gradient_is_read_once(
 def test_parameter_gradients_are_measured_where_they_are_made(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Every large parameter's gradient is measured in full during backward, in cache: a conv
-    weight on its one edge, a Linear weight on its way into `t()`, a tied embedding as
-    autograd sums its two parts (a hook on the run's own stand-in). The read-back finds
-    each of them instead of reading it again from memory."""
+    """Every large parameter's gradient is measured in full during backward: a conv weight on
+    its one edge and a Linear weight on its way into `t()`, in cache, found again as it
+    arrives at the parameter; a tied embedding as it arrives, summed (a hook on the run's own
+    stand-in). Nothing reads it again from memory after backward."""
     whole: list[int] = []
-    inner = NormBatch.add_whole
+    inner, arrival = NormBatch.add_whole, NormBatch.add_leaf
 
     def spy(self: NormBatch, grads: list[torch.Tensor]) -> None:
         whole.extend(g.numel() for g in grads)
         inner(self, grads)
 
+    def spy_arrival(self: NormBatch, g: torch.Tensor) -> tuple[int, int]:
+        whole.append(g.numel())
+        return arrival(self, g)
+
     monkeypatch.setattr(NormBatch, "add_whole", spy)
+    monkeypatch.setattr(NormBatch, "add_leaf", spy_arrival)
     torch.manual_seed(0)
     conv = nn.Sequential(nn.Conv2d(16, 64, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(3))
     x = torch.randn(2, 16, 8, 8)
@@ -355,12 +360,16 @@ class SharedWorkspace(nn.Module):
 def test_a_buffer_refilled_without_a_version_bump_is_measured_again() -> None:
     """A measurement made while the gradient flowed is found again by identity (pointer,
     size, version); a backward that refills one buffer through `.data` keeps all three, so
-    each arrival is measured afresh and the read-back reports what autograd.grad returns
-    (the buffer's last content, for both weights), never one weight's numbers for the other."""
+    each arrival is measured afresh, as it reaches its weight: the run reports what a plain
+    `.backward()` puts in each `.grad` (a copy of the buffer at that moment), never one
+    weight's numbers for the other (autograd.grad would hand both weights the buffer, holding
+    the last write)."""
     torch.manual_seed(0)
     model, x = SharedWorkspace(), torch.randn(8, 96)
     report = GradExplorer(model, x, loss_fn=_loss).run()
-    grads = torch.autograd.grad(_loss(model(x)), [model.w1, model.w2])
+    _loss(model(x)).backward()
+    grads = [model.w1.grad, model.w2.grad]
+    assert not torch.equal(grads[0], grads[1])
     for record, g in zip(report.params, grads, strict=True):
         norm, top, _ = ref(g)
         assert record.norm == pytest.approx(norm, rel=REL) and record.max_abs == top, record.name
