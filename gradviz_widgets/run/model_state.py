@@ -114,6 +114,9 @@ class StandIns:
     written: list[str] = dataclasses.field(default_factory=list)
     #: parameters whose stand-in carries their class and Python attributes (run/param_attrs.py)
     dressed: list[str] = dataclasses.field(default_factory=list)
+    #: weights of `nn.Embedding(max_norm=...)` / EmbeddingBag, which renormalise the rows they
+    #: look up in place during forward: their stand-in is a copy
+    renormed: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def real_params(self) -> dict[str, torch.Tensor]:
@@ -153,7 +156,8 @@ def make_stand_ins(
         params[name] = alias
         real[id(p)] = (name, p)
     buffers = {id(b): b.detach().to(device, copy=True) for b in index.buffers()}
-    return StandIns(params, real, buffers, dressed=dressed_names)
+    kept = [name for name, p in index.params if id(p) in renormed]
+    return StandIns(params, real, buffers, dressed=dressed_names, renormed=kept)
 
 
 def aliased_storages(stand_ins: StandIns) -> dict[int, str]:

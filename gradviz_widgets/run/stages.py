@@ -43,6 +43,12 @@ def prepare(
     tracker = ScopeTracker(model, index.all_modules)
     tracker.guard = aliased_storages(stand_ins)
     notes = list(subject.notes)
+    if stand_ins.renormed:
+        notes.append(
+            f"{', '.join(stand_ins.renormed)}: nn.Embedding(max_norm=...) renormalises the rows "
+            "it looks up in place during forward; the run used a copy, so the model was not "
+            "changed (a plain forward changes those rows)"
+        )
     if copied:
         notes.append(
             f"the forward writes into {', '.join(sorted(copied))} in place (e.g. a "

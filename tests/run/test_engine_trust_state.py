@@ -138,6 +138,8 @@ def test_embedding_with_max_norm_does_not_renormalise_the_users_weight() -> None
     reference = plain_norms(model, lambda m: CE(m(ids), y))
     _, report = explore_and_check(model, ids, CE, y)
     assert_norms_match(report, reference)
+    said = [f for f in report.findings if "0.weight: nn.Embedding(max_norm=...)" in f]
+    assert len(said) == 1 and "the run used a copy" in said[0], report.findings
 
 
 class ClampsItsWeight(nn.Module):
