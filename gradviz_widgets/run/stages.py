@@ -103,6 +103,9 @@ def trace(state: RunState) -> None:
     tracker = state.tracker
     state.raw = timed("walk", walk, state.loss, tracker.owner, state.names, tracker.calls)
     lookups = tracker.lookups  # release() drops the tracker's; the flow hooks keep the indices
+    hooked = (
+        [n.id for n in state.raw.nodes.values() if n.fn in tracker.hooked] if tracker.hooked else []
+    )
     tracker.release()
     # a reentrant checkpoint's own backward adds to leaves while ours runs
     whole = not any(n.op == REENTRANT_CHECKPOINT for n in state.raw.nodes.values())
@@ -110,6 +113,7 @@ def trace(state: RunState) -> None:
         known = FlowFacts(
             modified=state.hooks.modifiers if state.hooks else (),
             leaves_whole=whole,
+            hooked=frozenset(hooked),
             lookups=lookups,
         )
         timed("flow_hooks", instrument, state.raw, state.batch, known)

@@ -112,6 +112,9 @@ class ScopeTracker(TorchFunctionMode):
         #: outside those rows), recorded here because reading them back from the node would
         #: unpack a saved tensor twice (checkpointing refuses; a user's unpack hook runs again)
         self.lookups: dict[Any, torch.Tensor] = {}
+        #: nodes whose output got a tensor hook in forward (`h.register_hook(...)`): what
+        #: enters them may differ from what their consumers sent
+        self.hooked: set[Any] = set()
 
     @contextlib.contextmanager
     def tracking(self) -> Iterator[ScopeTracker]:
@@ -131,7 +134,7 @@ class ScopeTracker(TorchFunctionMode):
         owner, self.owner = self.owner, {}
         while owner:
             owner.popitem()
-        self.lookups = {}
+        self.lookups, self.hooked = {}, set()
 
     def current(self) -> Scope:
         if self.in_loss:
@@ -175,6 +178,8 @@ class ScopeTracker(TorchFunctionMode):
         self.claim(out)
         if func in _LOOKUPS:
             self._note_lookup(func, args, kwargs or {}, out)
+        elif func is torch.Tensor.register_hook and args and args[0].grad_fn is not None:
+            self.hooked.add(args[0].grad_fn)
         return out
 
     def _note_lookup(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:

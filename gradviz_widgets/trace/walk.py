@@ -253,6 +253,9 @@ class FlowFacts:
     modified: Collection[str] = ()
     #: no reentrant checkpoint adds to a leaf's gradient during backward
     leaves_whole: bool = True
+    #: ids of nodes whose output the model hooked in forward (`ScopeTracker.hooked`): what
+    #: enters them is measured there, not taken from their consumer's edge
+    hooked: Collection[str] = ()
     #: EmbeddingBackward0 node -> the indices its lookup took (`ScopeTracker.lookups`)
     lookups: Mapping[Any, torch.Tensor] = dataclasses.field(default_factory=dict)
 
@@ -263,7 +266,8 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
 
     A node whose output feeds exactly one consumer received exactly what that consumer sent
     along their edge, so its inflow reuses the edge's number instead of measuring the same
-    tensor twice, unless a modifier on the node (`facts.modified`) changes it in between.
+    tensor twice, unless a modifier on the node (`facts.modified`) or a tensor hook the model
+    put on its output in forward (`facts.hooked`) changes it in between.
     Likewise an edge from a leaf's AccumulateGrad to its only consumer carries that leaf's
     whole gradient, which the run reads back anyway: with `facts.leaves_whole` and no
     modifier, it is marked `leaf` and takes the leaf's number.
@@ -274,7 +278,7 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
     The hooks live on the autograd nodes of this run only; they vanish with the graph.
     """
     facts = facts or FlowFacts()
-    modified, leaves_whole = facts.modified, facts.leaves_whole
+    modified, leaves_whole, hooked = facts.modified, facts.leaves_whole, facts.hooked
     leaving, in_edges, sharing = _edge_maps(graph)
     carried = _carried(graph, leaving) if leaves_whole and not modified else {}
     large = _measured_alone(graph, batch)
@@ -296,13 +300,15 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
             else:
                 direct.append(e)
         out = leaving.get(node.id, [])
-        same = (
-            out[0] if len(out) == 1 and out[0].dst != OUTPUT and node.id not in modified else None
-        )
+        alone = len(out) == 1 and out[0].dst != OUTPUT
+        same = out[0] if alone and node.id not in modified and node.id not in hooked else None
         if whole:
             wholes += [e for e in direct if id(e) in whole]
         rows = facts.lookups.get(node.fn) if node.op == EMBEDDING_BACKWARD else None
-        hook = _flow_hook(node, direct, batch, order, same, rows, wholes)
+        # a hooked view of a leaf (`w = weight.t(); w.register_hook(...)`): what enters it is
+        # the leaf's gradient to be, measured in full here for its arrival to find
+        whole_in = node.id in viewed and node.id in hooked
+        hook = _flow_hook(node, direct, batch, order, same, rows, wholes, whole_in)
         node.fn.register_hook(hook)
     for hook_fn, edges in through.items():
         hook_fn.register_hook(_through_hook(edges, batch))
@@ -382,6 +388,7 @@ def _flow_hook(
     same: RawEdge | None,
     rows: torch.Tensor | None = None,
     wholes: list[RawEdge] | None = None,
+    whole_in: bool = False,
 ):
     indices = [e.index for e in edges]
     whole_at = [e.index for e in wholes or () if e.index is not None]
@@ -399,6 +406,8 @@ def _flow_hook(
         # leaves along each edge
         reuse = same is not None and same.slot is not None and len(grad_outputs) == 1
         arrived = [] if reuse else [g for g in grad_outputs if g is not None]
+        if whole_in:
+            batch.add_whole(arrived)
         leaving = [grad_inputs[i] for i in indices]  # type: ignore[index]
         slots = batch.add(arrived + [g for g in leaving if g is not None], norms_only=True)
         node.inflow = [same.slot] if reuse else slots[: len(arrived)]  # type: ignore[list-item, union-attr]
