@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import time
 import warnings
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from .grad_calls import GradCalls
 from .inputs import CallArgs, make_loss, output_tensors
 from .loss import own_loss_note
 from .model_state import ModelIndex, StandIns, aliased_storages, make_stand_ins
+from .nonfinite import held_finding, nonfinite_holders
 from .param_attrs import stand_in_hint
 from .reentrant import tensor_attributes
 from .settings import RunSettings
@@ -189,8 +191,23 @@ def report(state: RunState) -> Capture:
             "use checkpoint(..., use_reentrant=False)"
         )
     result = build_report(state, graph)
+    if any(r.status == "nonfinite" for r in result.params) or not math.isfinite(result.loss):
+        held = _held_nonfinite(state)  # one more host sync
+        at = 0 if math.isfinite(result.loss) else 1  # after the loss line diagnose puts first
+        found = (*result.findings[:at], *held, *result.findings[at:])
+        result = dataclasses.replace(result, findings=found, host_syncs=result.host_syncs + 1)
     result = dataclasses.replace(result, duration_s=time.perf_counter() - state.started)
     return Capture(graph, result, state.hooks.record if state.hooks else None)
+
+
+def _held_nonfinite(state: RunState) -> list[str]:
+    """Findings naming the parameters and inputs that hold NaN/Inf (one more host sync, only
+    in a run that met NaN/Inf)."""
+    said = [
+        held_finding("parameter", nonfinite_holders(state.stand_ins.params.items())),
+        held_finding("input", nonfinite_holders(state.call.leaves())),
+    ]
+    return [s for s in said if s]
 
 
 def _leaf_loss(loss: torch.Tensor, names: dict[int, tuple[str, str]], how: str) -> torch.Tensor:
