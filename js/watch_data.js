@@ -197,3 +197,41 @@ export function plainRuns(D, V, r) {
 export function withRow(selected, r, max) {
   return [r, ...selected.filter((x) => x !== r)].slice(0, max);
 }
+
+/**
+ * The palette slot of each line shown, row -> slot: a line keeps its slot for as long as it
+ * stays shown, a new line takes the lowest slot no shown line uses, and a line no longer
+ * shown frees its slot. With more lines than slots (never on the page: as many slots as
+ * lines), the extra ones share the least used slot.
+ * @param {Map<number, number>} prev the slots of the lines shown before
+ * @param {number[]} selected the rows shown now @param {number} n slots
+ * @returns {Map<number, number>}
+ */
+export function lineSlots(prev, selected, n) {
+  /** @type {Map<number, number>} */
+  const out = new Map();
+  const uses = new Array(n).fill(0);
+  for (const r of selected) {
+    const s = prev.get(r);
+    if (s !== undefined && s < n && !uses[s] && !out.has(r)) { out.set(r, s); uses[s]++; }
+  }
+  for (const r of selected) {
+    if (out.has(r)) continue;
+    const s = uses.indexOf(Math.min(...uses));  // the lowest free slot, or the least used
+    out.set(r, s); uses[s]++;
+  }
+  return out;
+}
+
+/** "1 anomaly", "2 anomalies": `n` and the word that agrees with it.
+ * @param {number} n @param {string} one @param {string} [many] (default: `one` + "s") */
+export function count(n, one, many = `${one}s`) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+const SUPERSCRIPT = { "-": "⁻", 0: "⁰", 1: "¹", 2: "²", 3: "³", 4: "⁴", 5: "⁵", 6: "⁶", 7: "⁷", 8: "⁸", 9: "⁹" };
+
+/** A power of ten as text: decade(-8) is "10⁻⁸". @param {number} e an integer */
+export function decade(e) {
+  return `10${Array.from(String(e), (c) => /** @type {Record<string, string>} */ (SUPERSCRIPT)[c] ?? c).join("")}`;
+}

@@ -3,9 +3,11 @@
  * The offline watch page (gradviz_widgets/watch/page.py inlines the bundle of this file): the
  * heat map, the lines and the anomaly table, drawn from the page's JSON (#watch-data).
  * Every user string reaches the page through `textContent`, `title` or `value` (never markup);
- * every number shown was formatted by Python.
+ * every norm shown was formatted by Python (here only counts and powers of ten: watch_data.js).
  */
-import { breaks, cellText, cellValue, colorAt, colorStops, loadView, plainRuns, rgb, series, ticks, withRow } from "./watch_data.js";
+import {
+  breaks, cellText, cellValue, colorAt, colorStops, count, decade, lineSlots, loadView, plainRuns, rgb, series, ticks, withRow,
+} from "./watch_data.js";
 
 const SVGNS = "http://www.w3.org/2000/svg";
 const MAX_LINES = 6, H = 340;
@@ -22,7 +24,7 @@ function el(tag, attrs, text) {
   return e;
 }
 
-/** The page: its data `D`, the drawn view `V` and the lines selected. */
+/** The page: its data `D`, the drawn view `V`, the lines selected and their colours. */
 class WatchPage {
   /** @param {any} D */
   constructor(D) {
@@ -32,6 +34,8 @@ class WatchPage {
     this.V = /** @type {any} */ (null);
     /** @type {number[]} */
     this.selected = D.selected.slice(0, MAX_LINES);
+    /** @type {Map<number, number>} row -> index into PALETTE, kept while the line is shown */
+    this.slots = new Map();
     this.tip = $("tip");
   }
 
@@ -112,7 +116,7 @@ class WatchPage {
     for (const [step, kind, rows] of D.anomalies) {
       if (kind === "spike") continue;  // drawn above, with its sentence
       const m = el("path", { d: `M${x(step)} 12 l-5 -10 h10 z`, fill: D.kinds[kind][0] });
-      m.append(el("title", {}, `step ${step}: ${D.kinds[kind][1]} in ${rows.length} parameter(s)`));
+      m.append(el("title", {}, `step ${step}: ${D.kinds[kind][1]} in ${count(rows.length, "parameter")}`));
       svg.append(m);
     }
   }
@@ -124,7 +128,7 @@ class WatchPage {
     scale.style.background = `linear-gradient(to right, ${S.map(([t, c]) => `${c} ${(t * 100).toFixed(1)}%`).join(", ")})`;
     const item = (/** @type {Node} */ node, /** @type {string} */ text) => { const s = document.createElement("span"); s.append(node, text); L.append(s); };
     const L2 = D.labels;  // the statuses' words, from vocabulary.py
-    item(scale, ` 10^${V.zmin} … 10^${V.zmax}: ${L2.vanishing} < ${D.threshold_text[0]} ≤ ${L2.healthy} ≤ ${D.threshold_text[1]} < ${L2.exploding}`);
+    item(scale, ` ${decade(V.zmin)} … ${decade(V.zmax)}: ${L2.vanishing} < ${D.threshold_text[0]} ≤ ${L2.healthy} ≤ ${D.threshold_text[1]} < ${L2.exploding}`);
     for (const s of D.plain) {
       const sw = document.createElement("span"); sw.className = "sw"; sw.style.background = D.colors[s][1];
       if (s === "nonfinite") { sw.textContent = D.marks.nonfinite; sw.className = "sw mark"; }
@@ -152,6 +156,7 @@ class WatchPage {
   drawLines() {
     const { D, V } = this, svg = $("lines"), W = svg.clientWidth, m = { l: 64, r: 12, t: 26, b: 34 };
     svg.replaceChildren();
+    this.slots = lineSlots(this.slots, this.selected, PALETTE.length);
     /** @type {[number, [number, number][]][]} */
     const all = this.selected.map((r) => [r, series(V, r)]);
     let lo = Infinity, hi = -Infinity;
@@ -196,8 +201,8 @@ class WatchPage {
       svg.append(el("line", { x1: x(step), x2: x(step), y1: m.t, y2: H - m.b, stroke: D.kinds[kind][0], "stroke-dasharray": "2 3", class: "anomaly" }));
       svg.append(el("text", { x: x(step) + 3, y: m.t + 12 + 12 * (n % 4), fill: D.kinds[kind][0] }, `${D.kinds[kind][1]} @${step}`));
     });
-    all.forEach(([r], n) => {
-      const yb = H - m.b - 5 - 5 * n;
+    all.forEach(([r]) => {  // each line's bands keep their height while the line is shown
+      const yb = H - m.b - 5 - 5 * (this.slots.get(r) ?? 0);
       for (const [b, e, s] of plainRuns(D, V, r)) {
         const x1 = x(V.first + b * V.width), x2 = x(V.first + (e + 1) * V.width);
         const band = el("rect", { x: x1, y: yb, width: Math.max(x2 - x1, 1), height: 4, fill: D.colors[s][1], class: `band ${s}` });
@@ -212,8 +217,8 @@ class WatchPage {
    * @param {(s: number) => number} x @param {(l: number) => number} y */
   drawPaths(svg, all, x, y) {
     const { D, V } = this, legend = $("lines-legend"); legend.replaceChildren();
-    all.forEach(([r, pts], n) => {
-      const c = PALETTE[n % PALETTE.length];
+    all.forEach(([r, pts]) => {
+      const c = PALETTE[this.slots.get(r) ?? 0];
       const gap = breaks(V, pts);
       const d = pts.map(([s, k], j) => `${gap[j] ? "M" : "L"}${x(s).toFixed(1)} ${y(V.logs[k]).toFixed(1)}`).join("");
       if (d) svg.append(el("path", { d, fill: "none", stroke: c, "stroke-width": 1.5, class: "line", "data-row": r }));
@@ -283,7 +288,7 @@ class WatchPage {
   async show(k) {
     const v = await loadView(this.D.views[k], this.P, this.D.thresholds);
     this.V = v;
-    $("summary").textContent = `${this.P} parameters · from step ${v.first}, ${v.B} column(s) of ${v.width} step(s) · ${this.D.anomalies.length} anomalies`;
+    $("summary").textContent = `${count(this.P, "parameter")} · from step ${v.first}, ${count(v.B, "column")} of ${count(v.width, "step")} · ${count(this.D.anomalies.length, "anomaly", "anomalies")}`;
     this.drawHeat(); this.syncPick(); this.drawLines();
     document.body.dataset.ready = String(k);
   }

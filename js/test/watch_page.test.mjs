@@ -7,7 +7,8 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deflateSync } from "node:zlib";
 import {
-  breaks, cellText, cellValue, colorAt, colorStops, loadView, normRange, plainRuns, rgb, series, ticks, undelta, withRow,
+  breaks, cellText, cellValue, colorAt, colorStops, count, decade, lineSlots, loadView, normRange, plainRuns, rgb, series,
+  ticks, undelta, withRow,
 } from "../watch_data.js";
 
 const STATUSES = ["none", "zero", "vanishing", "healthy", "exploding", "nonfinite"];
@@ -120,6 +121,53 @@ test("ticks are round numbers inside the range; a clicked row comes first", () =
   assert.deepEqual(ticks(3, 9, 8), [3, 4, 5, 6, 7, 8, 9]);
   assert.deepEqual(withRow([1, 2, 3], 3, 3), [3, 1, 2]);
   assert.deepEqual(withRow([1, 2, 3], 7, 3), [7, 1, 2]);
+});
+
+test("a line keeps its colour while shown; a new line takes a free one; a removed line frees its colour", () => {
+  const N = 6;
+  // the first drawing: the page's selection in order, colours 0, 1, 2, ...
+  let shown = [4, 0, 1, 2, 3];
+  let slots = lineSlots(new Map(), shown, N);
+  assert.deepEqual([...slots], [[4, 0], [0, 1], [1, 2], [2, 3], [3, 4]]);
+  const before = new Map(slots);
+  // a click on row 5 puts it first: every line shown keeps its colour, row 5 takes the free one
+  shown = withRow(shown, 5, N);
+  slots = lineSlots(slots, shown, N);
+  for (const [r, s] of before) assert.equal(slots.get(r), s, `row ${r} changed colour`);
+  assert.equal(slots.get(5), 5);
+  assert.equal(new Set(slots.values()).size, shown.length, "two lines share a colour");
+  // drawn again (resize, another view): nothing moves
+  const sorted = (/** @type {Map<number, number>} */ m) => [...m].sort((x, y) => x[0] - y[0]);
+  assert.deepEqual(sorted(lineSlots(slots, shown, N)), sorted(slots));
+  // row 1 taken off in the list frees its colour; the next new line takes it
+  shown = shown.filter((r) => r !== 1);
+  slots = lineSlots(slots, shown, N);
+  assert.equal(slots.has(1), false);
+  shown = withRow(shown, 7, N);
+  slots = lineSlots(slots, shown, N);
+  assert.equal(slots.get(7), 2);
+  // a click at the limit drops the last line; the new one takes the dropped one's colour
+  const full = new Map(slots), dropped = shown[shown.length - 1];
+  shown = withRow(shown, 6, N);
+  slots = lineSlots(slots, shown, N);
+  assert.equal(slots.get(6), full.get(dropped));
+  for (const r of shown) if (r !== 6) assert.equal(slots.get(r), full.get(r));
+  // a clicked line already shown moves first and keeps its colour
+  const again = lineSlots(slots, withRow(shown, 4, N), N);
+  assert.equal(again.get(4), slots.get(4));
+  // more lines than colours: every line still gets one, the least used
+  assert.deepEqual([...lineSlots(new Map(), [9, 8, 7], 2)], [[9, 0], [8, 1], [7, 0]]);
+});
+
+test("counts agree with their word; the scale's decades read as powers of ten", () => {
+  assert.equal(count(1, "anomaly", "anomalies"), "1 anomaly");
+  assert.equal(count(0, "anomaly", "anomalies"), "0 anomalies");
+  assert.equal(count(2, "parameter"), "2 parameters");
+  assert.equal(count(1, "step"), "1 step");
+  assert.equal(decade(-8), "10⁻⁸");
+  assert.equal(decade(5), "10⁵");
+  assert.equal(decade(0), "10⁰");
+  assert.equal(decade(-12), "10⁻¹²");
 });
 
 test("the built page script is one module without imports, requests or a copy of the statuses", () => {
