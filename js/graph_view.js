@@ -3,7 +3,7 @@
  * (svg_nodes.indexSvg), classes for selection / highlight / search / hooks, keyboard focus,
  * hover tooltip, pan and zoom. Talks to the outside only through the callbacks it is given. */
 import { LayoutClient } from "./layout_client.js";
-import { PanZoom } from "./pan_zoom.js";
+import { PanZoom, measuredSize } from "./pan_zoom.js";
 import { nodeAriaLabel, own } from "./resolve.js";
 import { STRIPE_ROOM, fitLabels, indexSvg, setBadge, setParamStripe, setTitle, titleOf } from "./svg_nodes.js";
 import { Tooltip } from "./tooltip.js";
@@ -86,8 +86,8 @@ export class GraphView {
     clearTimeout(this.resizeTimer);
     this.resizeTimer = Number(setTimeout(() => {
       const r = this.viewport.getBoundingClientRect();
-      const size = `${Math.round(r.width)}x${Math.round(r.height)}`;
-      if (!this.svg || size === this.lastSize || r.width <= 0) return;
+      const size = measuredSize(r); // "" while hidden: the next real size fits (and reports)
+      if (!this.svg || !size || size === this.lastSize) return;
       if (this.shownHeight && Math.abs(r.height - this.shownHeight) > 2) this.autoHeight = false; // the grip
       this.lastSize = size;
       this.shownHeight = r.height;
@@ -116,12 +116,15 @@ export class GraphView {
     this.viewport.style.height = `${h}px`;
   }
 
-  /** The first view: the whole graph if readable, else its readable top; tells onFit. */
+  /** The first view: the whole graph if readable, else its readable top; tells onFit, but
+   *  only when the viewport has a real size: a pane not laid out, hidden or detached (its
+   *  cell scrolled away) says nothing, and fits again once the ResizeObserver sees a size. */
   fitReadable() {
     this.growToFit();
     this.panZoom.fit(true);
     const r = this.viewport.getBoundingClientRect();
-    this.lastSize = `${Math.round(r.width)}x${Math.round(r.height)}`;
+    this.lastSize = measuredSize(r);
+    if (!this.lastSize) return;
     this.shownHeight = r.height;
     this.callbacks.onFit?.(this.panZoom.fitInfo);
   }

@@ -19,6 +19,8 @@ const MAX_ZOOM = 50;
 const DRAG_THRESHOLD_PX = 4;
 const MAX_FIT_SCALE = 1.5; // screen px per Graphviz point when fitting a small graph
 export const MIN_LABEL_PX = 10; // smallest on-screen label size of the first view
+export const MIN_MEASURE_PX = 48; // a viewport smaller than this (either way) is not laid out
+// yet, hidden or detached (a cell scrolled away in a windowed notebook): nothing to fit to
 const SETTLE_MS = 180; // after the last move, drop will-change so the layer re-rasters crisp
 
 /**
@@ -34,6 +36,25 @@ export function readableScale(svg, minPx = MIN_LABEL_PX) {
     if (size > 0 && size < smallest) smallest = size;
   }
   return Number.isFinite(smallest) ? minPx / smallest : 0;
+}
+
+/**
+ * The viewport's size as "WxH" when it is laid out at a real size, "" when it has none yet
+ * (hidden, detached, not laid out): a fit measured then must not choose how deep to fold.
+ * @param {{width: number, height: number}} rect @returns {string}
+ */
+export function measuredSize(rect) {
+  const w = Math.round(rect.width);
+  const h = Math.round(rect.height);
+  return w >= MIN_MEASURE_PX && h >= MIN_MEASURE_PX ? `${w}x${h}` : "";
+}
+
+/**
+ * Whether a fit report is worth sending: measured at a real size (see `measuredSize`).
+ * @param {{width: number, height: number}} fit
+ */
+export function fitMeasured(fit) {
+  return measuredSize(fit) !== "";
 }
 
 /**

@@ -5,6 +5,7 @@
  * selection is centred. js/widget.js builds the DOM and hands it in; the node tests drive it
  * with a fake model and a fake view.
  */
+import { fitMeasured } from "./pan_zoom.js";
 import { statusView } from "./resolve.js";
 
 /**
@@ -40,8 +41,10 @@ export class PaneGlue {
     this.cellSent = 0;
   }
 
-  /** Whether the whole graph fitted the viewport readably: Python folds deeper if not. */
+  /** Whether the whole graph fitted the viewport readably: Python folds deeper if not. A fit
+   *  measured at no real size (hidden, not laid out) is not sent: it says nothing. */
   reportFit(/** @type {{fits: boolean, width: number, height: number}} */ fit) {
+    if (!fitMeasured(fit)) return;
     this.send({ kind: "fit", revision: this.shownRevision, fits: fit.fits, width: fit.width,
       height: fit.height, cell: Math.round(this.parts.cellWidth?.() ?? 0) });
   }

@@ -479,6 +479,8 @@ class ExplorerWidget(W.VBox):
         built before anything is shown: a failure leaves the last good view."""
         ex, cv = self.explorer, self.compare_view
         report, graph = ex.report, ex.graph
+        if self._shown is not None and report is not self._shown:
+            self.first_view.ran()  # a re-run keeps the auto depth shown
         # parameters the gradient never reached are drawn as ghosts where they live
         full = add_ghosts(graph, report.none_reasons)
         depth, group, leaves = self._fold_args(full)

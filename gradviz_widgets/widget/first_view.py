@@ -8,6 +8,14 @@ fold depth is "auto", into one step more folding each time the graph did not fit
 leaf modules (a Linear's few ops become its box), then one level of depth at a time down to
 the top-level modules. It never unfolds by itself, so
 the view cannot flap; a new arrangement or a new fold choice starts over from `auto_depth`.
+
+The depth is chosen once, from a real size: a report measured in a pane not laid out, hidden
+or detached (a cell scrolled away) is ignored, and the choice waits for the next one. Once a
+run was drawn at a measured size, the depth shown stays: a re-run (the same graph, or one a
+change of `requires_grad` made bigger) keeps it, whatever size its fresh layout is measured
+at (only the node budget may fold a much bigger graph further). It is chosen again only when
+the cell's width really changed (a new arrangement, or more than `RESIZE_SLACK` of it) while
+the fold level is "auto" and nothing was folded or unfolded by hand.
 """
 
 from __future__ import annotations
@@ -29,6 +37,10 @@ FOLD_ABOVE = 40  # drawn nodes of the default view: a smaller graph is never fol
 # as they were); a larger one, once folding, folds until it fits
 WIDTH_SLACK = 0.85  # a fit report from a viewport narrower than this share of the expected
 # graph width was measured before the arrangement reached the page: a newer one follows
+MIN_MEASURE = 48  # px: a viewport narrower or lower than this is not laid out, hidden or
+# detached; the page sends no such report (js/pan_zoom.js MIN_MEASURE_PX), nor is one used
+RESIZE_SLACK = 0.1  # share of the cell width the depth was chosen at: a smaller change (a
+# scrollbar coming and going) keeps the depth; a larger one chooses it again
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +95,10 @@ class FirstView:
         self.fold_leaves = False  # leaf modules folded (the first step when it did not fit)
         self.shown: int | None = None  # the depth the auto view was last drawn at
         self.max_depth = 0
-        self._acted: set[tuple[int, int]] = set()
+        self.settling = True  # fit reports may still fold (until a measured run is re-run)
+        self.measured = False  # a fit report at a real size came for this choice
+        self.measured_at = 0  # the cell width then (0: not known)
+        self._answered: set[int] = set()  # revisions whose measured report was used
         self._apply()
 
     @property
@@ -91,10 +106,19 @@ class FirstView:
         return self.shape.chart_width
 
     def reset(self) -> None:
-        """Forget the fold cap (a new fold choice, a new arrangement)."""
+        """Forget the fold cap (a new fold choice, a new arrangement): choose again."""
         self.cap = None
         self.fold_leaves = False
-        self._acted.clear()
+        self.settling = True
+        self.measured = False
+        self.measured_at = 0
+        self._answered.clear()
+
+    def ran(self) -> None:
+        """A new run is about to be drawn: once a depth was chosen at a measured size, it
+        stays (the re-run's fresh layout folds no further, wherever it is measured)."""
+        if self.measured:
+            self.settling = False
 
     def auto_depth(
         self, graph: GradGraph, max_nodes: int, expand: Collection[str] = ()
@@ -116,36 +140,59 @@ class FirstView:
         return depth, None, leaves
 
     def resized(self, cell: int) -> None:
-        """The cell is `cell` px wide now: re-arrange when that changes the arrangement."""
+        """The cell is `cell` px wide now: re-arrange when that changes the arrangement, and
+        choose the auto depth again when its width really changed (`changed`)."""
+        if cell <= 0:
+            return  # hidden or detached: no size to arrange for
         self.cell = cell
         shape = arrange(cell)
-        if shape == self.shape:
+        if shape == self.shape and not self.changed(cell):
             return
+        # the chart beside the graph follows the cell's width; only a move of the chart
+        # (beside / under) or a really different width chooses the depth again
+        choose = shape.stacked != self.shape.stacked or self.changed(cell)
+        redraw_chart = shape != self.shape
         self.shape = shape
         self._apply()
-        if self.auto() and self.cap is not None:
+        if choose and self.auto() and self.cap is not None:
             self.reset()  # more (or less) room: start over from the node budget
             self.refresh()
-        else:
+            return
+        if choose and self.auto() and self.measured:
+            self.settling = True  # drawn unfolded: the page's next report may fold it
+            self.measured, self.measured_at = False, 0
+            self._answered.clear()
+        if redraw_chart:
             self.refresh_chart()
+
+    def changed(self, cell: int) -> bool:
+        """Whether the cell is really wider or narrower than where the depth was chosen."""
+        return self.measured_at > 0 and abs(cell - self.measured_at) > (
+            RESIZE_SLACK * self.measured_at
+        )
 
     def fitted(self, report: dict[str, Any], drawn: int = FOLD_ABOVE + 1) -> None:
         """The page's fit report: fold one step further when the whole graph (`drawn` nodes
         now) did not fit."""
         if report["cell"] > 0 and report["cell"] != self.cell:
             self.resized(report["cell"])
-        if report["fits"] or not self.auto() or report["revision"] != self.revision():
-            return
-        if not self.fold_leaves and drawn <= FOLD_ABOVE:
-            return  # a small graph as it is drawn by default: never folded for the screen
+        if not (self.settling and self.auto()) or report["revision"] != self.revision():
+            return  # a re-run keeps the depth shown; a depth chosen by hand stays
+        if min(report["width"], report["height"]) < MIN_MEASURE:
+            return  # not laid out, hidden or detached: wait for a real size
         expected = self.shape.graph_width(self.cell) if self.cell else 0
         if report["width"] < WIDTH_SLACK * expected:
             return  # measured before the new arrangement showed
-        key = (report["revision"], report["width"] // 10)
-        current = self.max_depth if self.shown is None else self.shown
-        if key in self._acted:
+        if report["revision"] in self._answered:
+            return  # the same drawing measured again (a scrollbar came): see `resized`
+        self._answered.add(report["revision"])
+        if not self.measured:
+            self.measured, self.measured_at = True, self.cell
+        if report["fits"]:
             return
-        self._acted.add(key)
+        if not self.fold_leaves and drawn <= FOLD_ABOVE:
+            return  # a small graph as it is drawn by default: never folded for the screen
+        current = self.max_depth if self.shown is None else self.shown
         if not self.fold_leaves:  # first: leaf modules as boxes, runs of blocks grouped
             self.fold_leaves = True
             self.cap = current

@@ -1,7 +1,7 @@
 // The first view's pure parts: where a too-big graph opens, what search finds folded away.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { readableBox } from "../pan_zoom.js";
+import { fitMeasured, measuredSize, readableBox } from "../pan_zoom.js";
 import { findMatches, foldedMatches, indexEntries } from "../search.js";
 
 test("readableBox: a wide graph opens on the busiest part of its top band, not its left edge", () => {
@@ -34,4 +34,13 @@ test("search: names folded into a node match it once, and say what they hide", (
   assert.equal(foldedMatches("wte", entries).size, 0);
   assert.equal(foldedMatches("×4", entries).size, 0); // the node's own label: nothing hidden
   assert.deepEqual(indexEntries("not a list"), []);
+});
+
+test("measuredSize: only a laid-out viewport has a size to choose a fold depth from", () => {
+  assert.equal(measuredSize({ width: 893.4, height: 521.6 }), "893x522");
+  assert.equal(measuredSize({ width: 0, height: 0 }), ""); // detached, display: none
+  assert.equal(measuredSize({ width: 893, height: 0 }), ""); // collapsed output
+  assert.equal(measuredSize({ width: 12, height: 520 }), ""); // not laid out yet
+  assert.ok(fitMeasured({ width: 848, height: 642 }));
+  assert.ok(!fitMeasured({ width: 0, height: 642 }));
 });

@@ -119,3 +119,16 @@ test("downloads, height and the cleanup", async () => {
   stop();
   assert.ok([...model.handlers.values()].every((fns) => fns.length === 0));
 });
+
+test("a fit measured in a pane with no real size (hidden, detached, not laid out) is not sent", () => {
+  const { model, glue } = setUp({ revision: 4 });
+  glue.shownRevision = 4;
+  for (const [width, height] of [[0, 0], [893, 0], [0, 520], [20, 520]]) {
+    glue.reportFit({ fits: true, width, height });
+    glue.reportFit({ fits: false, width, height });
+  }
+  assert.deepEqual(model.sent.filter((m) => m.kind === "fit"), []);
+  glue.reportFit({ fits: false, width: 893, height: 520 });
+  assert.deepEqual(model.sent.filter((m) => m.kind === "fit"),
+    [{ kind: "fit", revision: 4, fits: false, width: 893, height: 520, cell: 0 }]);
+});

@@ -25,10 +25,14 @@ def page(w: ExplorerWidget, msg: dict[str, Any]) -> None:
     w.pane._on_frontend_msg(w.pane, msg, [])
 
 
-def too_big(w: ExplorerWidget, width: int, cell: int) -> None:
-    page(
-        w, {"kind": "fit", "revision": w.pane.revision, "fits": False, "width": width, "cell": cell}
-    )
+def fit(w: ExplorerWidget, width: int, cell: int, fits: bool, height: int = 520) -> None:
+    """The page's fit report on the revision drawn now, measured at `width` x `height`."""
+    page(w, {"kind": "fit", "revision": w.pane.revision, "fits": fits, "width": width,
+             "height": height, "cell": cell})  # fmt: skip
+
+
+def too_big(w: ExplorerWidget, width: int, cell: int, height: int = 520) -> None:
+    fit(w, width, cell, False, height)
 
 
 @pytest.fixture
@@ -145,3 +149,67 @@ def test_a_healthy_status_line_names_the_key_fact() -> None:
     net = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 1))
     w = GradExplorer(net, torch.randn(3, 4)).show()
     assert "all 4 gradients healthy, ‖g‖ from" in w.status_text
+
+
+def settle(w: ExplorerWidget, width: int = 893, cell: int = 1488, room: int = 20) -> int | None:
+    """The first view at a real size: the page reports each fresh layout, "fits" once at
+    most `room` nodes are drawn, until nothing changes any more; the depth it settled at."""
+    page(w, {"kind": "resize", "cell": cell})
+    for _ in range(12):
+        before = w.pane.revision
+        fit(w, width, cell, len(w.view.nodes) <= room)
+        if w.pane.revision == before:
+            break
+    return w.first_view.shown
+
+
+def test_a_rerun_keeps_the_depth_shown_wherever_it_is_measured(frozen_resnet: Any) -> None:
+    w = frozen_resnet
+    depth = settle(w)
+    assert depth == 1 and w.first_view.cap == 1  # folded for the screen
+    shown = {n.id for n in w.view.nodes}
+    # the same graph again (the Run button, ex.run()): its fresh layout, measured anywhere
+    # (a cell scrolled away, a scrollbar more), folds nothing
+    w.rerun()
+    too_big(w, 893, 1488)
+    too_big(w, 860, 1488)
+    assert w.first_view.shown == depth and {n.id for n in w.view.nodes} == shown
+    # a bigger graph (the frozen stage unfrozen in another cell, then ex.run()): same depth
+    w.explorer.model.layer2.requires_grad_(True)
+    w.explorer.run()
+    assert w.runs == 3 and w.first_view.shown == depth
+    revision = w.pane.revision
+    too_big(w, 893, 1488)
+    assert w.pane.revision == revision and f"folded at depth {depth}" in w.controls.loss_label.value
+
+
+def test_no_depth_is_chosen_from_a_pane_without_a_size(frozen_resnet: Any) -> None:
+    w = frozen_resnet
+    page(w, {"kind": "resize", "cell": 1488})
+    revision = w.pane.revision
+    too_big(w, 0, 1488, height=0)  # not laid out / hidden: says nothing
+    too_big(w, 893, 1488, height=0)
+    fit(w, 0, 0, True, height=0)
+    assert w.pane.revision == revision and not w.first_view.measured
+    w.rerun()  # re-run before any real size: the depth is still to be chosen
+    assert w.first_view.settling
+    assert settle(w) is not None and w.pane.revision > revision + 1  # the real size folds it
+
+
+def test_only_a_real_resize_chooses_the_depth_again(frozen_resnet: Any) -> None:
+    w = frozen_resnet
+    depth = settle(w)
+    revision = w.pane.revision
+    page(w, {"kind": "resize", "cell": 1470})  # a scrollbar: the same room
+    too_big(w, 878, 1470)
+    assert w.pane.revision == revision and w.first_view.shown == depth
+    page(w, {"kind": "resize", "cell": 1250})  # really narrower: choose again
+    assert w.first_view.cap is None and w.pane.revision == revision + 1
+    settle(w, 655, 1250)
+    assert w.first_view.measured_at == 1250
+    # a depth picked by hand is never re-chosen
+    w.controls.depth_box.value = 1
+    revision = w.pane.revision
+    page(w, {"kind": "resize", "cell": 848})
+    too_big(w, 848, 848)
+    assert w.pane.revision == revision and "folded at depth 1" in w.controls.loss_label.value
