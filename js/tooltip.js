@@ -45,9 +45,12 @@ export function tooltipRows(id, info) {
   const i = info ?? {};
   /** @type {[string, string][]} */
   const rows = [];
-  if (i.op) rows.push(["op", i.op]);
+  // a ghost stands for a parameter the gradient never reached: "op Ghost / kind ghost" says
+  // nothing to a reader, what it is does
+  if (i.kind === "ghost") rows.push(["node", "parameter that got no gradient"]);
+  else if (i.op) rows.push(["op", i.op]);
   if (i.module) rows.push(["module", i.module]);
-  if (i.kind) rows.push(["kind", i.kind]);
+  if (i.kind && i.kind !== "ghost") rows.push(["kind", i.kind]);
   if (i.shape !== undefined && i.shape !== null && String(i.shape) !== "") {
     rows.push(["shape", Array.isArray(i.shape) ? shapeText(i.shape) : String(i.shape)]);
   }

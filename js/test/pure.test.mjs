@@ -39,10 +39,12 @@ test("the tooltip shows the norm as Python wrote it, and tooltip rows", () => {
   });
   assert.equal(tooltipRows("x", undefined).title, "x");
   const ghost = Object.fromEntries(tooltipRows("ghost:param:w", {
-    label: "w\n✂ frozen", kind: "ghost", shape: [16], status: "none",
+    label: "w\n✂ frozen", op: "Ghost", kind: "ghost", shape: [16], status: "none",
     status_text: "no gradient (frozen)", norm_text: "None",
   }).rows);
   assert.equal(ghost.shape, "(16,)");
+  assert.equal(ghost.node, "parameter that got no gradient");
+  assert.ok(!("kind" in ghost) && !("op" in ghost));
   assert.equal(ghost.status, "no gradient (frozen)");
   assert.equal(shapeText([]), "()");
 });
