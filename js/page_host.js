@@ -53,6 +53,18 @@ export function viewWith(/** @type {View[]} */ views, /** @type {string} */ id, 
   return -1;
 }
 
+/**
+ * What "Selected" says once view `view` is shown: the selected node as drawn there, or, when
+ * that view folds it away, that it is folded (never a node the page no longer draws).
+ * @param {string} id the selected node ("" when none) @param {View} view
+ * @returns {{selected: string, text: string | null}} null text: leave "Selected" as it is
+ */
+export function selectionIn(id, view) {
+  if (!id) return { selected: "", text: null };
+  if (id in view.nodes) return { selected: id, text: describe(id, view.nodes[id]) };
+  return { selected: "", text: `${id}\nnot drawn at this fold level (inside a folded module): unfold to see it` };
+}
+
 function describe(/** @type {string} */ id, /** @type {any} */ info) {
   if (!info) return id;
   return `${info.label}\nstatus: ${info.status}\nmodule: ${info.module}`;
@@ -88,6 +100,9 @@ async function main() {
     model.set("nodes", v.nodes);
     model.set("dot", v.dot);
     model.set("revision", Number(traits.revision) + 1);
+    const kept = selectionIn(String(traits.selected ?? ""), v);
+    if (kept.text !== null) detail.textContent = kept.text;
+    if (kept.selected !== traits.selected) model.set("selected", kept.selected);
   };
   views.forEach((v, i) => {
     const opt = document.createElement("option");

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { nextView } from "../page_host.js";
+import { nextView, selectionIn } from "../page_host.js";
 
 /** A view at `depth` whose nodes fold the modules in `folded`. */
 const view = (depth, folded) => ({
@@ -32,4 +32,17 @@ test("a module no view folds stays where it is", () => {
 test("a module named like a missing field is not taken for one inside it", () => {
   const named = [view(null, []), { ...view(0, []), nodes: { x: {} } }];
   assert.equal(nextView(named, 0, "undefined.x"), 0);
+});
+
+test("selectionIn: a selected node folded away by the new view is said to be folded, not kept", () => {
+  const open = { label: "full", depth: null, dot: "", key_map: {},
+    nodes: { "a/ReluBackward0#0": { label: "ReluBackward0", status: "healthy", module: "a" } } };
+  const folded = { label: "depth 0", depth: 0, dot: "", key_map: {}, nodes: { "module:a": { label: "a" } } };
+  assert.deepEqual(selectionIn("", folded), { selected: "", text: null });
+  const kept = selectionIn("a/ReluBackward0#0", open);
+  assert.equal(kept.selected, "a/ReluBackward0#0");
+  assert.match(kept.text ?? "", /status: healthy/);
+  const gone = selectionIn("a/ReluBackward0#0", folded);
+  assert.equal(gone.selected, "");
+  assert.match(gone.text ?? "", /not drawn at this fold level/);
 });
