@@ -5,12 +5,16 @@ from, not only the first graph node it reached. One extra host sync, in that cas
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeVar
 
 import torch
 
+K = TypeVar("K")
 
-def nonfinite_holders(named: Iterable[tuple[str, torch.Tensor]]) -> list[tuple[str, int, int]]:
-    """(name, non-finite elements, elements) of each floating tensor holding NaN/Inf.
+
+def nonfinite_holders(named: Iterable[tuple[K, torch.Tensor]]) -> list[tuple[K, int, int]]:
+    """(name, non-finite elements, elements) of each floating tensor holding NaN/Inf, in one
+    host sync.
 
     Example:
         >>> nonfinite_holders([("w", torch.tensor([1.0, float("nan")])), ("b", torch.ones(2))])

@@ -203,9 +203,12 @@ def report(state: RunState) -> Capture:
 def _held_nonfinite(state: RunState) -> list[str]:
     """Findings naming the parameters and inputs that hold NaN/Inf (one more host sync, only
     in a run that met NaN/Inf)."""
+    params = [(("parameter", n), t) for n, t in state.stand_ins.params.items()]
+    inputs = [(("input", n), t) for n, t in state.call.leaves()]
+    found = nonfinite_holders(params + inputs)
     said = [
-        held_finding("parameter", nonfinite_holders(state.stand_ins.params.items())),
-        held_finding("input", nonfinite_holders(state.call.leaves())),
+        held_finding(kind, [(n, k, size) for (of, n), k, size in found if of == kind])
+        for kind in ("parameter", "input")
     ]
     return [s for s in said if s]
 

@@ -39,3 +39,15 @@ def test_a_healthy_run_asks_nothing_more() -> None:
     report = GradExplorer(_net(), torch.randn(5, 3)).run()
     assert report.host_syncs == 1
     assert not any("holds NaN/Inf" in f for f in report.findings)
+
+
+def test_a_parameter_and_an_input_both_holding_nan_cost_one_more_sync() -> None:
+    net = _net()
+    with torch.no_grad():
+        net[0].bias[1] = float("nan")
+    x = torch.randn(5, 3)
+    x[0, 0] = float("nan")
+    report = GradExplorer(net, x).run()
+    assert report.findings[1].startswith("parameter 0.bias holds NaN/Inf (1 of 4 elements)")
+    assert report.findings[2].startswith("input 0 holds NaN/Inf (1 of 15 elements)")
+    assert report.host_syncs == 2
