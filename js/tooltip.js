@@ -47,7 +47,7 @@ export function tooltipRows(id, info) {
   const rows = [];
   // a ghost stands for a parameter the gradient never reached: "op Ghost / kind ghost" says
   // nothing to a reader, what it is does
-  if (i.kind === "ghost") rows.push(["node", "parameter that got no gradient"]);
+  if (i.kind === "ghost") rows.push(["node", "parameter"]);
   else if (i.op) rows.push(["op", i.op]);
   if (i.module) rows.push(["module", i.module]);
   if (i.kind && i.kind !== "ghost") rows.push(["kind", i.kind]);
