@@ -38,12 +38,12 @@ def held_finding(kind: str, holders: list[tuple[str, int, int]]) -> str | None:
     """
     if not holders:
         return None
-    parts = [f"{n} ({k:,} of {total:,} elements)" for n, k, total in holders]
-    shown = ", ".join(parts[:4]) + ("…" if len(parts) > 4 else "")
     if len(holders) == 1:
         n, k, total = holders[0]
         return (
             f"{kind} {n} holds NaN/Inf ({k:,} of {total:,} elements): non-finite values start "
             "there, not in an op"
         )
+    parts = [f"{n} ({k:,} of {total:,} elements)" for n, k, total in holders]
+    shown = ", ".join(parts[:4]) + ("…" if len(parts) > 4 else "")
     return f"{len(holders)} {kind}s hold NaN/Inf: {shown}: non-finite values start there"

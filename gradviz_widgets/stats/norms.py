@@ -175,8 +175,10 @@ class NormBatch:
         elif self._counting and _alive(self._parts, key) is None:
             total, lo, hi, nonzero = counted_squares(flat, self.dtype, self.scratch)
             parts = self._keep(key, g, (total, lo, hi))
-            at = key if key is not None else ("id", id(g))
-            self._counts[at] = (weakref.ref(g), nonzero * repeats if repeats > 1 else nonzero)
+            self._counts[_key_or_id(g, key)] = (
+                weakref.ref(g),
+                nonzero * repeats if repeats > 1 else nonzero,
+            )
         else:
             parts = self._range_parts(g, flat, key)
         for have, part in zip(self._deferred, parts):
@@ -377,7 +379,7 @@ class NormBatch:
             self._forget(key)
             # held until `add_leaf` or `resolve`: the Python object of a gradient in flight
             # dies with the hook (its weak references with it), though its memory lives on
-            self._held[key if key is not None else ("id", id(g))] = g
+            self._held[_key_or_id(g, key)] = g
         self._counting = True
         try:
             self.add(large)
@@ -400,8 +402,7 @@ class NormBatch:
             ((3.4641016151377544, 2.0), 3.0)
         """
         slots, count = self.add_counted([g])
-        key = _identity(g)
-        self._held.pop(key if key is not None else ("id", id(g)), None)
+        self._held.pop(_key_or_id(g, _identity(g)), None)
         return slots[0], count
 
     def _forget(self, key: tuple | None) -> None:
@@ -414,7 +415,7 @@ class NormBatch:
         key = _identity(g)
         known = _alive(self._counts, key) if key is not None else None
         if known is None:
-            entry = self._counts.get(("id", id(g)))
+            entry = self._counts.get(_key_or_id(g, None))
             known = entry[1] if entry is not None and entry[0]() is g else None
         return known
 
@@ -494,6 +495,12 @@ def _segment_nonzeros(xs: list[torch.Tensor]) -> torch.Tensor:
     ends = torch.tensor([0] + [x.numel() for x in xs], dtype=torch.int64).cumsum(0)
     running = torch.cat([ends[:1], (flat != 0).cumsum(0)])
     return running[ends[1:]] - running[ends[:-1]]
+
+
+def _key_or_id(g: torch.Tensor, key: tuple | None) -> tuple:
+    """`key` (g's `_identity`), or ("id", id(g)) for a tensor that shares nothing by identity:
+    the key of what is kept of `g` while it lives."""
+    return key if key is not None else ("id", id(g))
 
 
 def _layout(g: torch.Tensor) -> tuple:
