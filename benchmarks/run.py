@@ -223,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     chain = chain_row(args.chain_layers, args.device, args.repeats)
     log(f"  bare {chain['bare_ms']:.1f} ms, run x{chain['run_ratio']:.2f}")
     stage_names = ["seed"] if args.smoke else list(STAGE_MODELS)
-    stages = run_stages(stage_names, args.repeats, "the same command")
+    # one thread, as `python -m benchmarks.stages` measures it: the table the analysis quotes
+    stages = run_stages(stage_names, args.repeats, "python -m benchmarks.run, its stage part")
     if not args.no_memory:
         log("memory: fresh child process per " + ("mode" if args.smoke else "model and mode"))
         mem = memory(

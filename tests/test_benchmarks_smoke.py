@@ -105,3 +105,5 @@ def test_where_the_time_goes(smoke) -> None:
     assert row["paired_resident_ratio"] > 0
     assert all(n >= 0 for n in row["faults"].values())
     assert "## Where the time goes" in text and "| seed |" in text.split("## Graph")[0]
+    # one thread whatever the suite runs under: the table the analysis quotes
+    assert result["stages"]["meta"]["threads"] == 1 and "(1 torch thread," in text
