@@ -18,7 +18,7 @@ from ..errors import GradExplorerError
 from ..stats.norms import NormBatch
 from ..trace.arrivals import measure_on_arrival, measured_on_arrival
 from ..trace.attribution import ScopeTracker
-from ..trace.walk import HOOK_NODE_MARK, FlowFacts, instrument, leaf_names, walk
+from ..trace.walk import HOOK_NODE_MARK, FlowFacts, instrument, leaf_names, note_lookups, walk
 from .backward import REENTRANT_CHECKPOINT, direct_use_note, gradients, summed, wanted_leaves
 from .freeze import build_report, freeze_graph
 from .grad_calls import GradCalls
@@ -119,6 +119,8 @@ def trace(state: RunState) -> None:
             lookups=lookups,
         )
         timed("flow_hooks", instrument, state.raw, state.batch, known)
+    elif lookups:
+        note_lookups(state.batch, lookups)
     if whole:  # after `instrument`, which reads the leaves' own hooks
         ours = {id(t) for t in state.stand_ins.params.values()}
         state.arrived = measure_on_arrival(measured_on_arrival(state.raw, ours), state.batch)

@@ -396,10 +396,8 @@ def _flow_hook(
     def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
         node.order = order[0]
         order[0] += 1
-        if rows is not None and grad_inputs and grad_inputs[0] is not None:
-            # an embedding's weight gradient is zero outside the looked-up rows: measured from
-            # those (here and when the leaf is read back), not from the whole vocabulary
-            batch.zero_outside(grad_inputs[0], rows)
+        if rows is not None:
+            _note_rows(grad_inputs, rows, batch)
         if whole_at:  # a parameter's gradient (to be): measured in full while in cache
             batch.add_whole([g for i in whole_at if (g := grad_inputs[i]) is not None])
         # one `add` per node: what arrived (unless the consumer's edge measured it) and what
@@ -418,6 +416,30 @@ def _flow_hook(
                 k += 1
 
     return hook
+
+
+def note_lookups(batch: NormBatch, lookups: Mapping[Any, torch.Tensor]) -> None:
+    """Without flow hooks (`track_flow=False`): still read each embedding's weight gradient from
+    the rows its lookup took (`ScopeTracker.lookups`), one hook on each lookup's node, as
+    `instrument` does along with the flow (GPT-2's 50,257 x 768 table is 38.6M elements read
+    whole)."""
+    for fn, rows in lookups.items():
+        if type(fn).__name__ == EMBEDDING_BACKWARD:
+            fn.register_hook(_rows_hook(rows, batch))
+
+
+def _rows_hook(rows: torch.Tensor, batch: NormBatch):
+    def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
+        _note_rows(grad_inputs, rows, batch)
+
+    return hook
+
+
+def _note_rows(grad_inputs: tuple, rows: torch.Tensor, batch: NormBatch) -> None:
+    """An embedding's weight gradient is zero outside the looked-up rows: measured from those
+    (on its edge and when the leaf is read back), not from the whole vocabulary."""
+    if grad_inputs and grad_inputs[0] is not None:
+        batch.zero_outside(grad_inputs[0], rows)
 
 
 def _through_hook(edges: list[RawEdge], batch: NormBatch):

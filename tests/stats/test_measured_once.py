@@ -108,6 +108,26 @@ def _measured_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 @pytest.mark.parametrize("tied", [True, False])
+def test_without_flow_an_embedding_is_still_read_from_its_rows(
+    tied: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`track_flow=False` registers no flow hooks, but the lookup's node still tells the batch
+    which rows its weight gradient holds: the table is never read whole for the lookup (the
+    tied head's dense part and the sum still are), and the numbers equal the flow run's."""
+    torch.manual_seed(0)
+    model = TiedLM() if tied else UntiedLM()
+    tokens = torch.tensor([[1, 7, 7, 42, 1, 9], [9, 9, 3, 7, 49_999, 0]])
+    flowing = GradExplorer(model, tokens, loss_fn=_loss).run()
+    sizes = _measured_sizes(monkeypatch)
+    report = GradExplorer(model, tokens, loss_fn=_loss, track_flow=False).run()
+    vocab_elems = (model.wte if tied else model.emb).weight.numel()
+    assert sizes.count(vocab_elems) == (1 if tied else 0), sizes
+    assert [(r.name, r.norm, r.max_abs, r.zero_fraction) for r in report.params] == [
+        (r.name, r.norm, r.max_abs, r.zero_fraction) for r in flowing.params
+    ]
+
+
+@pytest.mark.parametrize("tied", [True, False])
 def test_embedding_gradients_read_from_their_rows(
     tied: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
