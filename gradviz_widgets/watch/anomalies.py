@@ -75,9 +75,16 @@ class Anomaly:
     gradients produced on some ranks only, or norms that differ across ranks; `detail` says
     which ranks). `ranks`: the ranks whose records hold it (a run opened from disk).
 
+    A `nonfinite` anomaly also names, in `held`, the parameters that held NaN/Inf values before
+    that step's update (where the NaN/Inf gradients of `params` start from); `detail` says so
+    with their counts, or that none did (the NaN/Inf arose in the step's forward or backward),
+    or why it was not checked (watch/holders.py).
+
     Example:
         >>> Anomaly(12, "nonfinite", ["fc1.weight"])
         Anomaly(step 12: nonfinite in fc1.weight)
+        >>> Anomaly(3, "nonfinite", ["fc1.weight", "fc2.weight"], held=["fc2.weight"])
+        Anomaly(step 3: nonfinite in fc1.weight, fc2.weight; NaN/Inf held in fc2.weight)
     """
 
     step: int
@@ -89,6 +96,8 @@ class Anomaly:
     _explore: Callable[..., Any] | None = dataclasses.field(default=None, repr=False)
     detail: str = ""
     ranks: tuple[int, ...] = ()
+    #: parameters holding NaN/Inf values before the step's update (`nonfinite` anomalies)
+    held: list[str] = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_row(
@@ -98,12 +107,14 @@ class Anomaly:
         explore: Callable[..., Any] | None = None,
         ranks: tuple[int, ...] = (),
     ) -> Anomaly:
-        """From a stored row: (step, kind, names) or (step, kind, {"params", "detail"})."""
+        """From a stored row: (step, kind, names) or (step, kind, {"params", "detail",
+        "held"}); `held`: [name, non-finite elements, elements, step] per holder."""
         step, kind, params = row
-        detail = ""
+        detail, held = "", []
         if isinstance(params, dict):
+            held = [str(h[0]) for h in params.get("held", [])]
             params, detail = params.get("params", []), str(params.get("detail", ""))
-        return cls(step, kind, list(params), flight, explore, detail, ranks)
+        return cls(step, kind, list(params), flight, explore, detail, ranks, held)
 
     @property
     def flight_record(self) -> FlightRecord | None:
@@ -130,7 +141,11 @@ class Anomaly:
             where = (
                 f" on rank{'s' if len(self.ranks) > 1 else ''} {', '.join(map(str, self.ranks))}"
             )
-        return f"Anomaly(step {self.step}: {self.kind} in {shown}{where})"
+        held = ""
+        if self.held:
+            more = f" and {len(self.held) - 3} more" if len(self.held) > 3 else ""
+            held = f"; NaN/Inf held in {', '.join(self.held[:3])}{more}"
+        return f"Anomaly(step {self.step}: {self.kind} in {shown}{where}{held})"
 
 
 class Tracker:

@@ -4,6 +4,7 @@ the heat map of parameters x steps and the line chart of chosen parameters."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -271,12 +272,30 @@ def _anomaly_marks(anomalies: list, limit: int = 40) -> dict:
                 "y": 1.0,
                 "showarrow": False,
                 "text": a.kind,
+                "hovertext": anomaly_text(a),
                 "textangle": -60,
                 "yanchor": "bottom",
                 "font": {"size": 9, "color": colour},
             }
         )
     return {"shapes": shapes, "annotations": notes}
+
+
+def anomaly_text(a: Any) -> str:
+    """What hovering an anomaly's mark says: step, kind, parameters and detail (which
+    parameters held NaN/Inf, a skipped step, ranks).
+
+    Example:
+        >>> from gradviz_widgets.watch.anomalies import Anomaly
+        >>> anomaly_text(Anomaly(3, "nonfinite", ["a.weight", "b.bias"], detail="b.bias holds NaN/Inf"))
+        'step 3: nonfinite in a.weight, b.bias<br>b.bias holds NaN/Inf'
+    """
+    names = list(getattr(a, "params", []))
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    detail = str(getattr(a, "detail", "") or "")
+    return plotly_text(f"step {a.step}: {a.kind} in {shown}") + (
+        "<br>" + plotly_text(detail) if detail else ""
+    )
 
 
 def _hline(y: float, status: str) -> dict:

@@ -134,11 +134,11 @@ class Flights:
         if not self.active:
             return
         if isinstance(stats, torch.Tensor):
-            self._cuda = (stats.device.index or 0) if stats.is_cuda else None
-            if not self.sync_check:  # deciding would cost one host sync per step
+            host = self.host_stats(stats)
+            if host is None:  # deciding would cost one host sync per step
                 self._unchecked(stats.device)
                 return
-            stats = stats.detach().double().cpu().numpy()
+            stats = host
         hits: list[tuple[int, int]] = []  # (parameter, kind column)
         if not _all_healthy(stats, self.thresholds):  # the usual step: ~5 us, not ~25
             codes = classify_codes(stats[:, 0], stats[:, 1], self.thresholds)
@@ -154,6 +154,17 @@ class Flights:
             new += self._spike_kinds(step, stats, ids, names)
         if new:
             self._decide(step, [k for k in self._wanted if k in new])
+
+    def host_stats(self, stats: Any) -> np.ndarray | None:
+        """The step's statistics on the host: as they are on the CPU; from a device only with
+        `sync_check` while recording (one host sync per step, the one `check` makes: call
+        this once per step and hand the result to `check`), else None."""
+        if not isinstance(stats, torch.Tensor):
+            return np.asarray(stats)
+        self._cuda = (stats.device.index or 0) if stats.is_cuda else None
+        if stats.device.type != "cpu" and not (self.sync_check and self.active):
+            return None
+        return stats.detach().double().cpu().numpy()
 
     def _spike_kinds(
         self, step: int, stats: np.ndarray, ids: Sequence[int], names: list[str]

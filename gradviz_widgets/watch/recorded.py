@@ -150,6 +150,7 @@ class RecordedRun(HistoryViews):
                 entry = merged.setdefault(key, [a, [], []])
                 entry[1].append(r)
                 entry[2] += [a.detail] if a.detail and a.detail not in entry[2] else []
+                entry[0].held += [h for h in a.held if h not in entry[0].held]
         out = []
         for a, ranks, details in merged.values():
             a.ranks = tuple(ranks) if len(self.ranks) > 1 else ()

@@ -23,6 +23,7 @@ from torch.autograd import Variable
 from ..errors import user_stacklevel
 from .events import describe, listed
 from .flight import Flights
+from .holders import HeldCheck
 from .params import ParamSet
 from .ranks import RankSetup, rank_part
 from .ratio import Snapshot
@@ -64,6 +65,10 @@ class Recorder:
         self.flights = flights
         if fsdp and flights is not None and flights.active:
             flights.stop("an FSDP2 model's shards cannot be replayed in one process")
+        #: which parameters hold NaN/Inf at a step whose gradients turned NaN/Inf (holders.py)
+        self.held = HeldCheck()
+        if fsdp:
+            self.held.off = "which parameters held NaN/Inf was not checked (FSDP2 shards)"
         self._handles: list[Any] = []
         self.step = start_step
         self.enabled = True
@@ -203,18 +208,43 @@ class Recorder:
         extra = None
         if self.ranks.group is not None:
             extra = rank_part(self.ranks, self._used, self.params, ids, grads)
+        host = self._host_stats(stats)  # None: on a device, not read this step
         if self.flights is not None:  # before the update: the pre-update weights
             lacking = self.watched.lacking
             without = [i for i in owned if self.params[i].grad is None] if lacking else []
             trainable = self.watched.trainable
             missing = [i for i in without if trainable[i]]  # this optimizer's, not another's
-            self.flights.check(self.step, stats, bool(missing), ids, missing, self.names)
+            seen = stats if host is None else host
+            self.flights.check(self.step, seen, bool(missing), ids, missing, self.names)
+        held = self.held.check(self.step, host, ids, self.params, self.names, self._unmoved(j))
         due = bool(ids) and not skipped and self.update_ratio and self.step % self.ratio_every == 0
         if due:
             self._snaps[j].take(ids, [self.params[i] for i in ids])
         plain = reading.scale is None and reading.clipped is False and reading.skipped is False
         info = None if plain else (reading.skipped, reading.scale, reading.clipped)
-        self._pre[j] = (ids, stats, due, extra, info)
+        self._pre[j] = (ids, stats, due, extra, info, held)
+
+    def _unmoved(self, j: int) -> list[int] | None:
+        """Slots no optimizer updated yet in optimizer j's round (None: all of them, one
+        optimizer): a weight another optimizer just made NaN did not hold NaN at the start."""
+        if len(self.optimizers) < 2:
+            return None
+        counts = self.rounds.counts
+        return [
+            i
+            for k in range(len(self.optimizers))
+            if counts[k] <= counts[j]
+            for i in self.rounds.owned(k, self.params)
+        ]
+
+    def _host_stats(self, stats: Any) -> Any:
+        """The step's statistics on the host when they are there at no cost (the CPU) or are
+        read anyway (the flight recorder's `sync_check`); else None."""
+        if self.flights is not None:
+            return self.flights.host_stats(stats)
+        if isinstance(stats, torch.Tensor):
+            return stats.detach().double().numpy() if stats.device.type == "cpu" else None
+        return stats
 
     def _warn_unowned(self, ids: Sequence[int]) -> None:
         """Say when parameters get a gradient that no watched optimizer applies (unfrozen
@@ -242,12 +272,12 @@ class Recorder:
         pre = self._pre.pop(j, None)
         if pre is None:
             return
-        ids, stats, due, extra, info = pre
+        ids, stats, due, extra, info, held = pre
         dnorm = pnorm = None
         if due:
             dnorm, pnorm = self._snaps[j].measure([self.params[i] for i in ids])
         record = assemble(self.rounds.counts[j], ids, stats, dnorm, pnorm, extra)
-        record.info = info
+        record.info, record.held = info, held
         for done in self.rounds.add(j, record):
             self.emit("step", done)
         self.step = self.rounds.done

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .holders import merge
+
 #: columns of a step's values: per parameter with a gradient
 VALUES = ("norm", "max_abs", "nonzero", "delta_norm", "param_norm")
 
@@ -34,6 +36,9 @@ class StepRecord:
     info: tuple | list | None = None
     #: the records of several optimizers' parts of one step (watch/rounds.py)
     parts: list[StepRecord] | None = None
+    #: parameters holding NaN/Inf at a step whose gradients turned NaN/Inf (watch/holders.py
+    #: `Held`), None where there is nothing to say
+    held: Any = None
 
     def ready(self) -> bool:
         """Whether the numbers can be read without waiting for the device."""
@@ -93,6 +98,7 @@ def combine(parts: list[StepRecord]) -> StepRecord:
         weights = [p.extra[1] for p in parts]
         extra = (own, None if weights[0] is None else np.concatenate(weights))
     rec = StepRecord(first.step, max(p.time for p in parts), ids, extra=extra, info=info)
+    rec.held = merge([p.held for p in parts])
     if all(p.values is not None for p in parts):
         rec.values = np.concatenate([p.values for p in parts])  # type: ignore[misc]
     else:

@@ -22,6 +22,7 @@ from .anomalies import SPIKE, Tracker
 from .baselines import SpikeRule
 from .events import Event, quiet
 from .history import Overview
+from .holders import Held, held_detail
 from .ranks import Exchange
 from .spikes import Spike, SpikeFinder
 from .steps import StepRecord, step_info
@@ -187,7 +188,9 @@ class Writer(threading.Thread):
         steps = np.array([r.step for r in records], dtype=np.int64)
         if self._quiet is None:
             self._quiet = quiet(self.events, names)
-        found = _scaler_said(self.tracker.update_many(steps, status, names, self._quiet), records)
+        found = _nonfinite_said(
+            self.tracker.update_many(steps, status, names, self._quiet), records
+        )
         if self.spikes is not None:
             with self._lock:
                 ended = self.spikes.add_steps(steps, cols[0], moved[0], moved[1], names)
@@ -356,20 +359,32 @@ class _Discard(MemoryStore):
 SKIPPED_DETAIL = "the GradScaler skipped this step (Inf/NaN gradients): no update was made"
 
 
-def _scaler_said(
+def _nonfinite_said(
     found: list[tuple[int, str, Any]], records: list[StepRecord]
 ) -> list[tuple[int, str, Any]]:
-    """`found` with a NaN/Inf anomaly at a step the GradScaler skipped saying so: that NaN/Inf
-    is the scaler's overflow check at work (it lowers the scale), not a broken model."""
+    """`found` with each NaN/Inf anomaly saying what its step knows: that the GradScaler
+    skipped the step (that NaN/Inf is the scaler's overflow check at work: it lowers the scale,
+    not a broken model), and which parameters held NaN/Inf values before the update
+    (watch/holders.py; `held`: [name, non-finite elements, elements, earlier step its gradient
+    turned NaN/Inf or None] each)."""
     if not any(kind == "nonfinite" for _, kind, _ in found):
         return found
-    infos = {r.step: r.info for r in records if r.info is not None}
-    return [
-        (step, kind, {"params": list(names), "detail": SKIPPED_DETAIL})
-        if kind == "nonfinite" and step in infos and step_info(infos[step])[0]
-        else (step, kind, names)
-        for step, kind, names in found
-    ]
+    by_step = {r.step: r for r in records}
+    out: list[tuple[int, str, Any]] = []
+    for step, kind, names in found:
+        rec = by_step.get(step)
+        if kind != "nonfinite" or rec is None:
+            out.append((step, kind, names))
+            continue
+        skipped = rec.info is not None and step_info(rec.info)[0]
+        held: Held | None = rec.held if isinstance(rec.held, Held) else None
+        said = [SKIPPED_DETAIL] if skipped else []
+        said += [held_detail(held, skipped)] if held is not None else []
+        row: dict[str, Any] = {"params": list(names), "detail": "; ".join(t for t in said if t)}
+        if held is not None and not held.unchecked:
+            row["held"] = held.to_json()
+        out.append((step, kind, row if row["detail"] or "held" in row else names))
+    return out
 
 
 def _step_of(row: tuple[int, str, Any]) -> int:

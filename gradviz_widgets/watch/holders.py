@@ -1,0 +1,178 @@
+"""Which parameters hold NaN/Inf values at a step whose gradients turned NaN/Inf.
+
+A weight that holds an Inf (set so by hand, or by an earlier update that overflowed) makes the
+gradients of many parameters NaN; the `nonfinite` anomaly lists all of those, and the weight
+itself is the clue. At the optimizer's read point (before the update: afterwards an Adam step
+makes every parameter that got a NaN gradient NaN too) the step's statistics are already on
+the host on the CPU (and on accelerators when the step is host-checked anyway: `sync_check`),
+so a finite step costs one numpy sum here and nothing on the device. Only a step where some
+parameter's gradient turns NaN/Inf for the first time (exactly the writer's `nonfinite`
+anomaly rule) counts the non-finite values of every watched parameter: one pass over them and
+one host sync, at that step only. Nothing is written: the model, `.grad`, the optimizer and
+the RNGs are untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+#: elements counted at once (bounds the temporary of `isfinite` on a large parameter)
+CHUNK = 1 << 24
+
+
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """What the read point of one step found out about parameters holding NaN/Inf values.
+
+    `holders`: (name, non-finite elements, elements, the step its gradient first turned NaN/Inf
+    if that was an earlier step, else None) of each parameter holding NaN/Inf before this
+    step's update; `unchecked`: why nothing was checked ("" when it was)."""
+
+    holders: tuple[tuple[str, int, int, int | None], ...] = ()
+    unchecked: str = ""
+
+    def to_json(self) -> list[list[Any]]:
+        return [list(h) for h in self.holders]
+
+
+class HeldCheck:
+    """Per watch: the first step each parameter's gradient was NaN/Inf, and the check."""
+
+    def __init__(self) -> None:
+        #: watched parameter slot -> the first step its gradient was NaN/Inf
+        self.first: dict[int, int] = {}
+        #: why no step can be checked (FSDP2 shards), "" when they can
+        self.off = ""
+
+    def check(
+        self,
+        step: int,
+        host: np.ndarray | None,
+        ids: Sequence[int],
+        params: Sequence[torch.Tensor],
+        names: Sequence[str],
+        scan: Sequence[int] | None = None,
+    ) -> Held | None:
+        """None for a step with nothing to say (every gradient finite, or none turned NaN/Inf
+        for the first time); else what was found (`Held.unchecked` when `host`, the (n, 3)
+        statistics of the parameters `ids`, is None: they stayed on the device). `scan`: the
+        slots whose values are looked at (default all: several optimizers leave out the ones
+        another optimizer already updated this round)."""
+        if host is None:
+            return UNCHECKED_ON_DEVICE
+        if not len(host) or math.isfinite(float(host[:, 0].sum())):  # norm >= max |g|
+            return None
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(host[:, 0]) | np.isinf(host[:, 1])
+        rows = list(ids) if len(ids) == len(host) else list(range(len(host)))
+        new = [i for i, b in zip(rows, bad.tolist()) if b and i not in self.first]
+        if not new:
+            return None
+        for i in new:
+            self.first[i] = step
+        if self.off:
+            return Held(unchecked=self.off)
+        slots = list(range(len(params))) if scan is None else list(scan)
+        counts = nonfinite_counts([params[i] for i in slots])
+        return Held(
+            tuple(
+                (names[i], k, params[i].numel(), self._before(i, step))
+                for i, k in zip(slots, counts)
+                if k
+            )
+        )
+
+    def _before(self, i: int, step: int) -> int | None:
+        first = self.first.get(i)
+        return first if first is not None and first < step else None
+
+
+#: what a step whose statistics stayed on the device says
+UNCHECKED_ON_DEVICE = Held(
+    unchecked="which parameters held NaN/Inf before the update was not checked: the "
+    "gradients' numbers stay on the accelerator at the step (reading them costs a host sync "
+    "per step; GradWatch(..., sync_check=True) with the flight recorder on reads them); "
+    "anomaly.explore() names them"
+)
+
+
+def nonfinite_counts(params: Sequence[torch.Tensor]) -> list[int]:
+    """NaN/Inf elements of each tensor (0 for non-floating ones), in one host sync; a large
+    tensor is counted in chunks of CHUNK elements (no temporary the size of a weight).
+
+    Example:
+        >>> nonfinite_counts([torch.tensor([1.0, float("inf"), float("nan")]), torch.ones(2)])
+        [2, 0]
+    """
+    parts: list[torch.Tensor] = []
+    where: list[int] = []
+    with torch.no_grad():
+        for i, p in enumerate(params):
+            if not (p.is_floating_point() or p.is_complex()) or not p.numel():
+                continue
+            flat = p.detach().reshape(-1)
+            for start in range(0, flat.numel(), CHUNK):
+                part = flat[start : start + CHUNK]
+                parts.append((~torch.isfinite(part)).sum())
+                where.append(i)
+    out = [0] * len(params)
+    if parts:
+        device = parts[0].device  # one read-back (parameters on several devices: copied there)
+        for i, k in zip(where, torch.stack([c.to(device) for c in parts]).tolist()):
+            out[i] += int(k)
+    return out
+
+
+def held_detail(held: Held, skipped: bool = False) -> str:
+    """The sentence of a `nonfinite` anomaly about the parameters that held NaN/Inf.
+
+    Example:
+        >>> print(held_detail(Held((("fc2.weight", 1, 64, None),))))
+        fc2.weight holds NaN/Inf (1 of 64 elements) before this step's update: the NaN/Inf gradients start from its values, not from an op
+        >>> print(held_detail(Held((("a.weight", 4, 4, 3), ("b.bias", 2, 2, None)))))
+        2 parameters hold NaN/Inf before this step's update: a.weight (4 of 4 elements; its gradient was NaN/Inf first, at step 3), b.bias (2 of 2 elements): the NaN/Inf gradients start from their values
+    """
+    if held.unchecked:
+        return held.unchecked
+    if not held.holders:
+        if skipped:
+            return ""
+        return (
+            "no parameter held NaN/Inf before this step's update: the NaN/Inf arose in this "
+            "step's forward or backward (an op, or the batch; anomaly.explore() names the node)"
+        )
+    parts = [_holder(h) for h in held.holders]
+    if len(parts) == 1:
+        return (
+            f"{parts[0].replace(' (', ' holds NaN/Inf (', 1)} before this step's update: the "
+            "NaN/Inf gradients start from its values, not from an op"
+        )
+    shown = ", ".join(parts[:6]) + (f" and {len(parts) - 6} more" if len(parts) > 6 else "")
+    return (
+        f"{len(parts)} parameters hold NaN/Inf before this step's update: {shown}: the NaN/Inf "
+        "gradients start from their values"
+    )
+
+
+def _holder(h: tuple[str, int, int, int | None]) -> str:
+    name, k, n, since = h
+    first = f"; its gradient was NaN/Inf first, at step {since}" if since is not None else ""
+    return f"{name} ({k:,} of {n:,} elements{first})"
+
+
+def merge(parts: Sequence[Held | None]) -> Held | None:
+    """Several optimizers' findings of one step as one (holders by name, once)."""
+    found = [h for h in parts if h is not None]
+    if not found:
+        return None
+    holders: dict[str, tuple[str, int, int, int | None]] = {}
+    for h in found:
+        holders.update({x[0]: x for x in h.holders})
+    unchecked = next((h.unchecked for h in found if h.unchecked), "")
+    return Held(tuple(holders.values()), "" if holders else unchecked)
