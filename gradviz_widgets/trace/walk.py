@@ -68,7 +68,8 @@ class RawEdge:
     dst: str
     slot: int | None = None  # NormBatch slot of the gradient that flowed dst -> src
     index: int | None = None  # position in the consumer's next_functions
-    via: tuple[Any, int] | None = None  # (hook node, its input) the gradient passed through
+    #: (hook node, its input) of each hook node the gradient passed through, consumer side first
+    via: tuple[tuple[Any, int], ...] = ()
     leaf: str | None = None  # the leaf whose whole gradient this edge carried (not measured twice)
 
 
@@ -88,7 +89,7 @@ class RawGraph:
         ~12,000 steps, a 20,000-op chain).
         """
         for e in self.edges:
-            e.via = None  # hook nodes stay alive through their consumers until those go
+            e.via = ()  # hook nodes stay alive through their consumers until those go
         for node_id in self.release_order():
             n = self.nodes[node_id]
             n.fn = None
@@ -228,12 +229,12 @@ def _edges(by_fn: Mapping[Any, RawNode], transparent: Collection[Any]) -> list[R
         for index, (nxt, out_nr) in enumerate(fn.next_functions):
             if nxt is None:
                 continue
-            via = None
+            via = []
             while nxt in transparent:  # identity: its output k comes from its input k
-                via = (nxt, out_nr)
+                via.append((nxt, out_nr))
                 nxt, out_nr = nxt.next_functions[out_nr]
             if nxt is not None:
-                edges.append(RawEdge(by_fn[nxt].id, node.id, index=index, via=via))
+                edges.append(RawEdge(by_fn[nxt].id, node.id, index=index, via=tuple(via)))
     return edges
 
 
@@ -285,7 +286,7 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
     whole = _into_views_of_leaves(graph, large, carried, leaving, in_edges)
     viewed = set(whole.values())  # their leaves' gradients are measured on the way in
     order = [0]
-    through: dict[Any, list[RawEdge]] = {}
+    through: dict[Any, list[tuple[RawEdge, int]]] = {}
     for node in graph.nodes.values():
         if node.kind != "op":
             continue
@@ -295,8 +296,8 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
                 e.leaf = carried[id(e)]
                 if e.leaf in large and node.id not in viewed:
                     wholes.append(e)  # the leaf's gradient itself: measured here, in cache
-            elif e.via is not None and sharing[(id(e.via[0]), e.via[1])] == 1:
-                through.setdefault(e.via[0], []).append(e)
+            elif (at := _deepest_unshared(e, sharing)) is not None:
+                through.setdefault(at[0], []).append((e, at[1]))
             else:
                 direct.append(e)
         out = leaving.get(node.id, [])
@@ -326,8 +327,8 @@ def _edge_maps(
     for e in graph.edges:
         leaving.setdefault(e.src, []).append(e)
         in_edges.setdefault(e.dst, []).append(e)
-        if e.via is not None:
-            sharing[(id(e.via[0]), e.via[1])] += 1
+        for hook_fn, k in e.via:
+            sharing[(id(hook_fn), k)] += 1
     return leaving, in_edges, sharing
 
 
@@ -352,7 +353,7 @@ def _carried(graph: RawGraph, leaving: Mapping[str, list[RawEdge]]) -> dict[int,
         if seen[leaf.id] != 1 or t is None or t._backward_hooks:
             continue
         edges = leaving.get(acc_id(leaf.id), ())
-        if len(edges) == 1 and edges[0].via is None:
+        if len(edges) == 1 and not edges[0].via:
             out[id(edges[0])] = leaf.id
     return out
 
@@ -375,7 +376,7 @@ def _into_views_of_leaves(
         view = graph.nodes[edges[0].dst]
         outs = leaving.get(view.id, ())
         alone = view.op in VIEW_BACKWARDS and len(in_edges.get(view.id, ())) == 1
-        if alone and len(outs) == 1 and outs[0].via is None and outs[0].dst != OUTPUT:
+        if alone and len(outs) == 1 and not outs[0].via and outs[0].dst != OUTPUT:
             out[id(outs[0])] = view.id
     return out
 
@@ -442,9 +443,23 @@ def _note_rows(grad_inputs: tuple, rows: torch.Tensor, batch: NormBatch) -> None
         batch.zero_outside(grad_inputs[0], rows)
 
 
-def _through_hook(edges: list[RawEdge], batch: NormBatch):
+def _deepest_unshared(e: RawEdge, sharing: Counter[tuple[int, int]]) -> tuple[Any, int] | None:
+    """The hook node (and its input) nearest the producer whose input carries this edge's
+    gradient alone: what it passes on is this edge's part after every hook on the way (a
+    module's full backward hook inside an outer hooked module that also uses the input
+    elsewhere: the outer hook node's input is shared, the inner one's is not). Sharing only
+    grows toward the producer, so the last unshared one is it; None if the first is shared."""
+    found = None
+    for hook_fn, k in e.via:
+        if sharing[(id(hook_fn), k)] != 1:
+            break
+        found = (hook_fn, k)
+    return found
+
+
+def _through_hook(edges: list[tuple[RawEdge, int]], batch: NormBatch):
     def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
-        present = [(e, grad_inputs[e.via[1]]) for e in edges if grad_inputs[e.via[1]] is not None]  # type: ignore[index]
+        present = [(e, g) for e, k in edges if (g := grad_inputs[k]) is not None]
         for (e, _), slot in zip(present, batch.add([g for _, g in present], norms_only=True)):
             e.slot = slot
 

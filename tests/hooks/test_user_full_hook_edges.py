@@ -3,12 +3,12 @@ module carry what left the hook (after the user's change), checked against float
 from plain autograd (tensor hooks on the tensors each edge stands for, in a float64 copy).
 
 A report said the graph showed, for one edge into a hooked module, the value before the hook.
-Found: when the hooked module's input reaches it through a second module hook node (an outer
+It did when the hooked module's input reaches it through a second module hook node (an outer
 module with a full backward hook of its own, the user's or the explorer's `set_hook`) and that
-outer module also uses the same input elsewhere (a residual `sub(x) + x`), the edge is measured
-as the consumer's own contribution, before the inner hook (trace/walk.py `_edges` keeps only
-the outermost hook node of a chain as `via`, and that one is shared). Those cases are
-xfail(strict=True) below; the others hold.
+outer module also uses the same input elsewhere (a residual `sub(x) + x`): only the outermost
+hook node of the chain was kept, and its input is shared, so the edge was measured at the
+consumer, before the inner hook. Each edge now keeps the whole chain and is measured at the
+deepest hook node whose input carries it alone (trace/walk.py `_deepest_unshared`).
 """
 
 from __future__ import annotations
@@ -141,14 +141,6 @@ def test_nested_hooks_without_a_shared_input_show_after_both():
     ex.close()
 
 
-DEFECT = (
-    "defect: the inner module's input reaches it through the outer module's hook node, whose "
-    "input is shared (residual add): trace/walk._edges keeps only the outermost hook node as "
-    "`via`, so the edge is measured at the consumer, before the inner hook"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=DEFECT)
 def test_inner_user_hook_under_an_outer_user_hook_with_a_residual():
     def setup(n: Net) -> None:
         n.block.sub.register_full_backward_hook(scale_input)
@@ -165,7 +157,6 @@ def test_inner_user_hook_under_an_outer_user_hook_with_a_residual():
         ex.close()
 
 
-@pytest.mark.xfail(strict=True, reason=DEFECT)
 def test_inner_user_hook_and_the_explorers_hook_on_the_outer_module():
     net, x = net_with(lambda n: n.block.sub.register_full_backward_hook(scale_input))
     ref = reference(net, x, [net, net.block])
@@ -180,7 +171,6 @@ def test_inner_user_hook_and_the_explorers_hook_on_the_outer_module():
         ex.close()
 
 
-@pytest.mark.xfail(strict=True, reason=DEFECT + " (the explorer's own modifier too)")
 def test_explorers_modifier_on_inner_and_hook_on_outer():
     net, x = net_with(lambda n: n.block.sub.register_full_backward_hook(scale_input))
     ref = reference(net, x, [net, net.block])  # the user's x10 stands for the modifier's
