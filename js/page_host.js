@@ -65,6 +65,16 @@ export function selectionIn(id, view) {
   return { selected: "", text: `${id}\nnot drawn at this fold level (inside a folded module): unfold to see it` };
 }
 
+/**
+ * The graph pane's status line for view `view`: what it draws (the header above already shows
+ * the run's loss line, so the pane does not repeat it).
+ * @param {View} view @returns {string}
+ */
+export function viewStatus(view) {
+  const n = Object.keys(view.nodes).length;
+  return `${view.label}: ${n} node${n === 1 ? "" : "s"} drawn; click one to see it under Selected`;
+}
+
 function describe(/** @type {string} */ id, /** @type {any} */ info) {
   if (!info) return id;
   return `${info.label}\nstatus: ${info.status}\nmodule: ${info.module}`;
@@ -82,7 +92,7 @@ async function main() {
   const views = state.views;
   let current = 0;
   const traits = { dot: "", key_map: {}, nodes: {}, revision: 0, selected: "", highlight: [],
-    legend: state.legend, status_text: state.summary, status_level: "info", rendered: {},
+    legend: state.legend, status_text: "", status_level: "info", rendered: {},
     height: "70vh", layout_timeout: 60 };
   const model = pageModel(traits, (msg) => {
     if (msg.kind === "node_click") {
@@ -100,6 +110,7 @@ async function main() {
     model.set("nodes", v.nodes);
     model.set("dot", v.dot);
     model.set("revision", Number(traits.revision) + 1);
+    model.set("status_text", viewStatus(v));
     const kept = selectionIn(String(traits.selected ?? ""), v);
     if (kept.text !== null) detail.textContent = kept.text;
     if (kept.selected !== traits.selected) model.set("selected", kept.selected);

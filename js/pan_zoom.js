@@ -8,11 +8,13 @@
  * (centred "meet" fit, as a viewBox would be); `data-view-box` on the svg mirrors it.
  * The first view of a graph is the whole graph unless its labels would fall below
  * MIN_LABEL_PX: then it shows the top of the graph at the readable scale, across the part of
- * the top band that holds the most nodes (never an empty corner), with a hint; `fitInfo` says
+ * the top band that holds the most nodes (never an empty corner), placed so that the module
+ * (cluster) labels it shows are whole, not cut at its left edge, with a hint; `fitInfo` says
  * whether the whole graph fitted, so the widget can fold deeper instead.
  */
 
 /** @typedef {{x: number, y: number, w: number, h: number}} Box */
+/** @typedef {{x: number, y: number, w: number}} Label  a cluster label: left end, baseline, width */
 
 const MIN_ZOOM = 0.02;
 const MAX_ZOOM = 50;
@@ -58,15 +60,22 @@ export function fitMeasured(fit) {
 }
 
 /**
- * Centres of the node labels in SVG user units (Graphviz writes text x/y inside the graph
- * group, which it translates by `translate(tx ty)`).
+ * The offset Graphviz gives its drawing: it writes text x/y inside the graph group, which it
+ * translates by `translate(tx ty)`.
+ * @param {SVGSVGElement} svg @returns {{tx: number, ty: number}}
+ */
+function graphOffset(svg) {
+  const g0 = svg.querySelector(":scope > g");
+  const m = /translate\(\s*([-\d.e]+)[\s,]+([-\d.e]+)/.exec(g0?.getAttribute("transform") || "");
+  return { tx: m ? Number(m[1]) : 0, ty: m ? Number(m[2]) : 0 };
+}
+
+/**
+ * Centres of the node labels in SVG user units.
  * @param {SVGSVGElement} svg @returns {{x: number, y: number}[]}
  */
 export function nodeCentres(svg) {
-  const g0 = svg.querySelector(":scope > g");
-  const m = /translate\(\s*([-\d.e]+)[\s,]+([-\d.e]+)/.exec(g0?.getAttribute("transform") || "");
-  const tx = m ? Number(m[1]) : 0;
-  const ty = m ? Number(m[2]) : 0;
+  const { tx, ty } = graphOffset(svg);
   const out = [];
   for (const g of Array.from(svg.querySelectorAll("g.node"))) {
     const t = g.querySelector("text");
@@ -78,34 +87,94 @@ export function nodeCentres(svg) {
 }
 
 /**
+ * The cluster (module) labels in SVG user units: left end, baseline and width of each (the
+ * drawn width where the browser measures it, else estimated from the font size).
+ * @param {SVGSVGElement} svg @returns {Label[]}
+ */
+export function clusterLabels(svg) {
+  const { tx, ty } = graphOffset(svg);
+  const out = [];
+  for (const t of Array.from(svg.querySelectorAll("g.cluster > text"))) {
+    const x = Number.parseFloat(t.getAttribute("x") ?? "");
+    const y = Number.parseFloat(t.getAttribute("y") ?? "");
+    if (!Number.isFinite(x) || !Number.isFinite(y)) continue;
+    const size = Number.parseFloat(t.getAttribute("font-size") || "") || 10;
+    let w = 0;
+    try { w = /** @type {SVGTextElement} */ (t).getBBox().width; } catch { /* no layout */ }
+    if (!(w > 0)) w = (t.textContent ?? "").length * size * 0.6;
+    const anchor = t.getAttribute("text-anchor");
+    const left = anchor === "middle" ? x - w / 2 : anchor === "end" ? x - w : x;
+    out.push({ x: left + tx, y: y + ty, w });
+  }
+  return out;
+}
+
+/**
+ * How well a window [x, x + w] of the top band reads: the node labels it holds, plus the
+ * cluster labels it shows whole, less a heavy price for each cluster label it cuts at its left
+ * edge (a module name missing its start) and a small one for each cut at its right.
+ * @param {number} x @param {number} w @param {number[]} xs node centres (x)
+ * @param {Label[]} labels cluster labels of the band
+ */
+function windowScore(x, w, xs, labels) {
+  let score = 0;
+  for (const c of xs) if (c >= x && c <= x + w) score++;
+  for (const l of labels) {
+    if (l.x >= x && l.x + l.w <= x + w) score++;
+    else if (l.x < x && l.x + l.w > x) score -= 3;
+    else if (l.x < x + w && l.x + l.w > x + w) score--;
+  }
+  return score;
+}
+
+/**
  * The readable first view of a graph too big for the viewport: a `w` x `h` box (SVG units) at
  * the top of the graph, placed across the nodes of the top band so that it holds as many of
- * them as possible (the graph's left edge can be an empty cluster margin).
+ * them as possible (the graph's left edge can be an empty cluster margin), moved where that
+ * keeps the module (cluster) labels it shows whole rather than cut at its left edge.
  * @param {Box} base the graph's box @param {number} pad @param {number} w @param {number} h
  * @param {{x: number, y: number}[]} centres node label centres
+ * @param {Label[]} [labels] cluster labels (`clusterLabels`)
  * @returns {Box}
  */
-export function readableBox(base, pad, w, h, centres) {
+export function readableBox(base, pad, w, h, centres, labels = []) {
   const y = base.y - pad;
   if (base.w + 2 * pad <= w) return { x: base.x + base.w / 2 - w / 2, y, w, h };
   const band = centres.filter((c) => c.y <= y + h * 0.85);
   const xs = (band.length ? band : centres).map((c) => c.x).sort((a, b) => a - b);
-  let x = base.x - pad;
-  if (xs.length) {
-    // the window of width w (less a margin) covering the most label centres
-    const span = w * 0.85;
-    let best = 0;
-    let bi = 0;
-    let bj = 0;
-    for (let i = 0, j = 0; i < xs.length; i++) {
-      while (j + 1 < xs.length && xs[j + 1] - xs[i] <= span) j++;
-      if (j - i + 1 > best) { best = j - i + 1; bi = i; bj = j; }
-    }
-    x = (xs[bi] + xs[bj]) / 2 - w / 2;
-  }
   const lo = base.x - pad;
   const hi = base.x + base.w + pad - w;
-  return { x: Math.min(Math.max(x, lo), hi), y, w, h };
+  const clamp = (/** @type {number} */ v) => Math.min(Math.max(v, lo), hi);
+  const x = clamp(busiestWindow(xs, w) ?? lo);
+  const shown = labels.filter((l) => l.y >= y && l.y <= y + h);
+  if (!shown.length) return { x, y, w, h };
+  const margin = Math.min(8, w * 0.02);
+  const candidates = [x, ...shown.flatMap((l) => [l.x - margin, l.x + l.w + margin]).map(clamp)];
+  let best = x;
+  let top = windowScore(x, w, xs, shown);
+  for (const c of candidates) {
+    const score = windowScore(c, w, xs, shown);
+    if (score > top) { top = score; best = c; }
+  }
+  return { x: best, y, w, h };
+}
+
+/**
+ * Left edge of the window of width `w` whose middle 85 % covers the most of the sorted `xs`,
+ * centred on them (null when there are none).
+ * @param {number[]} xs @param {number} w @returns {number | null}
+ */
+function busiestWindow(xs, w) {
+  if (!xs.length) return null;
+  const span = w * 0.85;
+  let best = 0;
+  let bi = 0;
+  let bj = 0;
+  for (let i = 0, j = 0; i < xs.length; i++) {
+    while (j + 1 < xs.length && xs[j + 1] - xs[i] <= span) j++;
+    if (j - i + 1 > best) { best = j - i + 1; bi = i; bj = j; }
+  }
+  return (xs[bi] + xs[bj]) / 2 - w / 2;
 }
 
 export class PanZoom {
@@ -193,7 +262,8 @@ export class PanZoom {
     this.fitInfo = { fits: !(s > 0 && s < min), width: Math.round(r.width), height: Math.round(r.height), scale: s, readable: min };
     this.clamped = readable && s > 0 && s < min;
     this.box = this.clamped && this.svg
-      ? readableBox(this.base, pad, r.width / min, r.height / min, nodeCentres(this.svg))
+      ? readableBox(this.base, pad, r.width / min, r.height / min, nodeCentres(this.svg),
+        clusterLabels(this.svg))
       : { x: cx - w / 2, y: cy - h / 2, w, h };
     this.userMoved = false;
     this.hint.hidden = !this.clamped;

@@ -86,7 +86,6 @@ def page_html(graph: GradGraph, report: GradReport, title: str = "Gradient flow"
     state = {
         "views": views(drawn),
         "legend": legend(),
-        "summary": plain_text(report.summary()),
         "params": [bar_target(drawn, p.name) for p in report.params],
     }
     findings = "".join(f"<li>{html.escape(plain_text(f))}</li>" for f in report.findings)

@@ -89,7 +89,11 @@ class Toolbar:
             description="chart",
             tooltips=["one bar per parameter", "one bar per module"],
             style={"button_width": "auto", "description_width": "initial"},
+            # one row: the label beside its buttons (the widget's own box is a block, which
+            # put "chart" on a line of its own above them)
+            layout=W.Layout(display="flex", flex_flow="row nowrap", align_items="center"),
         )
+        self.mode_box.add_class("gv-chart-mode")
         self.compare_button = W.ToggleButton(
             value=False,
             description="Compare",

@@ -205,6 +205,7 @@ class ExplorerWidget(W.VBox):
             self._update_chart,
             lambda: self.depth == "auto" and not (self.expand or self.collapse),
             lambda: self.pane.revision,
+            readout=self.readout,
         )
         self.pane.on_fit(g(lambda r: self.first_view.fitted(r, len(self.pane.nodes))))
         self.pane.on_resize(g(lambda cell: self.first_view.resized(cell)))

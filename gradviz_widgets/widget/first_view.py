@@ -39,6 +39,8 @@ WIDTH_SLACK = 0.85  # a fit report from a viewport narrower than this share of t
 # graph width was measured before the arrangement reached the page: a newer one follows
 MIN_MEASURE = 48  # px: a viewport narrower or lower than this is not laid out, hidden or
 # detached; the page sends no such report (js/pan_zoom.js MIN_MEASURE_PX), nor is one used
+READOUT_HEIGHT = "136px"  # the hook readout above a stacked graph: a fixed box (it scrolls),
+# so a click's readout shows without scrolling and never moves the graph under the pointer
 RESIZE_SLACK = 0.1  # share of the cell width the depth was chosen at: a smaller change (a
 # scrollbar coming and going) keeps the depth; a larger one chooses it again
 
@@ -83,8 +85,10 @@ class FirstView:
         refresh_chart: Callable[[], None],
         auto: Callable[[], bool],
         revision: Callable[[], int],
+        readout: W.Widget | None = None,
     ) -> None:
         self.body, self.graph_box, self.chart_box = boxes
+        self.readout = readout
         self.refresh = refresh
         self.refresh_chart = refresh_chart
         self.auto = auto
@@ -203,8 +207,17 @@ class FirstView:
         self.refresh()
 
     def _apply(self) -> None:
-        """The arrangement as ipywidgets layout: a column when stacked, else a row."""
+        """The arrangement as ipywidgets layout: a column when stacked, else a row; stacked,
+        the hook readout moves above the graph (the chart under the graph would put it below
+        the fold), in a box of fixed height."""
         s = self.shape
+        if self.readout is not None:
+            r = self.readout.layout
+            r.order = "1" if s.stacked else None  # toolbar and notes (order 0) stay first
+            self.body.layout.order = "2" if s.stacked else None
+            r.height = READOUT_HEIGHT if s.stacked else None
+            r.overflow = "auto" if s.stacked else None
+            r.flex = "0 0 auto" if s.stacked else None
         self.body.layout.flex_flow = "column" if s.stacked else "row nowrap"
         self.body.layout.align_items = "stretch" if s.stacked else "flex-start"
         self.graph_box.layout.flex = "0 0 auto" if s.stacked else "1 1 0%"

@@ -1,7 +1,7 @@
 // The first view's pure parts: where a too-big graph opens, what search finds folded away.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { fitMeasured, measuredSize, readableBox } from "../pan_zoom.js";
+import { clusterLabels, fitMeasured, measuredSize, readableBox } from "../pan_zoom.js";
 import { findMatches, foldedMatches, indexEntries } from "../search.js";
 
 test("readableBox: a wide graph opens on the busiest part of its top band, not its left edge", () => {
@@ -17,6 +17,39 @@ test("readableBox: a wide graph opens on the busiest part of its top band, not i
   // never beyond the graph's right edge
   const edge = readableBox(base, 10, 800, 500, [{ x: 1990, y: 10 }]);
   assert.equal(edge.x + edge.w, 2010);
+});
+
+test("readableBox: the busiest window moves to show a module label whole, not cut at its left", () => {
+  const base = { x: 0, y: 0, w: 2000, h: 3000 };
+  const centres = [{ x: 1200, y: 40 }, { x: 1350, y: 60 }, { x: 1500, y: 50 }];
+  // the nodes' cluster label starts left of where the busiest window would begin (950)
+  const label = { x: 900, y: 20, w: 200 };
+  const plain = readableBox(base, 10, 800, 500, centres);
+  assert.ok(plain.x > label.x && plain.x < label.x + label.w, "the old window cut it");
+  const box = readableBox(base, 10, 800, 500, centres, [label]);
+  assert.ok(box.x <= label.x && box.x + box.w >= label.x + label.w, JSON.stringify(box));
+  assert.ok(box.x + box.w >= 1500, "still every node of the band");
+  // a label whose whole showing would lose nodes is left out of the window, never cut
+  const far = { x: 400, y: 20, w: 200 };
+  const nodes = [{ x: 650, y: 40 }, { x: 800, y: 40 }, { x: 1300, y: 40 }, { x: 1350, y: 40 }];
+  const out = readableBox(base, 10, 800, 500, nodes, [far]);
+  assert.ok(out.x >= far.x + far.w || out.x <= far.x, JSON.stringify(out));
+  // labels below the window's height do not move it
+  const low = readableBox(base, 10, 800, 500, centres, [{ x: 900, y: 2000, w: 200 }]);
+  assert.deepEqual(low, plain);
+});
+
+test("clusterLabels: each module label's left end, baseline and width, in the graph's units", () => {
+  const text = (x, y, anchor, content) => ({
+    getAttribute: (k) => ({ x: String(x), y: String(y), "font-size": "10", "text-anchor": anchor })[k] ?? null,
+    getBBox: () => { throw new Error("no layout"); },
+    textContent: content,
+  });
+  const svg = {
+    querySelector: () => ({ getAttribute: () => "scale(1 1) rotate(0) translate(4 300)" }),
+    querySelectorAll: () => [text(10, -280, "start", "abcde"), text(100, -200, "middle", "ab")],
+  };
+  assert.deepEqual(clusterLabels(svg), [{ x: 14, y: 20, w: 30 }, { x: 98, y: 100, w: 12 }]);
 });
 
 test("search: names folded into a node match it once, and say what they hide", () => {

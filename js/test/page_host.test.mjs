@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { nextView, selectionIn } from "../page_host.js";
+import { nextView, selectionIn, viewStatus } from "../page_host.js";
 
 /** A view at `depth` whose nodes fold the modules in `folded`. */
 const view = (depth, folded) => ({
@@ -45,4 +45,11 @@ test("selectionIn: a selected node folded away by the new view is said to be fol
   const gone = selectionIn("a/ReluBackward0#0", folded);
   assert.equal(gone.selected, "");
   assert.match(gone.text ?? "", /not drawn at this fold level/);
+});
+
+test("viewStatus: the pane's status line says what the view draws, not the loss line again", () => {
+  const v = view(0, ["main1", "blocks"]);
+  assert.equal(viewStatus(v), "depth 0: 2 nodes drawn; click one to see it under Selected");
+  assert.equal(viewStatus(view(null, ["a"])), "full: 1 node drawn; click one to see it under Selected");
+  assert.ok(!/loss/.test(viewStatus(v)));
 });

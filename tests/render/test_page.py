@@ -12,7 +12,7 @@ from gradviz_widgets import GradExplorer
 from gradviz_widgets.examples import dead_branch_example, gpt2_like
 from gradviz_widgets.render.page import BUNDLE, views
 from gradviz_widgets.render.page_chart import chart_svg
-from gradviz_widgets.vocabulary import Thresholds
+from gradviz_widgets.vocabulary import Thresholds, format_norm
 
 pytestmark = pytest.mark.skipif(not BUNDLE.is_file(), reason="front-end bundle not built")
 
@@ -100,3 +100,13 @@ def test_every_bar_selects_a_drawn_node_frozen_and_unused_included(tmp_path) -> 
     unused = next(n["ghost:param:unused.weight"] for n in nodes if "ghost:param:unused.weight" in n)
     assert "ghost:param:body.0.weight" in state["params"] and "(frozen)" in frozen["status_text"]
     assert "ghost:param:unused.weight" in state["params"] and "(" in unused["status_text"]
+
+
+def test_the_loss_line_is_written_once(tmp_path) -> None:
+    """The header shows the run's loss line; the page's data does not carry it again for the
+    graph pane's status line (which said the same words under it, a stranger's screenshot)."""
+    net, x, y = dead_branch_example()
+    ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
+    text = ex.export_html(tmp_path / "page.html").read_text(encoding="utf-8")
+    head = f"loss {format_norm(ex.report.loss)} ("
+    assert text.count(head) == 1, text.count(head)

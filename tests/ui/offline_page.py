@@ -6,11 +6,13 @@ from pathlib import Path
 from typing import Any
 
 
-def open_offline_page(browser: Any, path: Path, ready: str) -> tuple[Any, list[str]]:
-    """A standalone page over file:// at 1280x800, every other request aborted; returns the
-    page (once `ready` matches) and the list every problem lands in: page errors, console
-    errors, dialogs and requests that tried to leave."""
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
+def open_offline_page(
+    browser: Any, path: Path, ready: str, size: tuple[int, int] = (1280, 800)
+) -> tuple[Any, list[str]]:
+    """A standalone page over file:// at `size` (1280x800), every other request aborted;
+    returns the page (once `ready` matches) and the list every problem lands in: page errors,
+    console errors, dialogs and requests that tried to leave."""
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
     page.on("console", lambda m: m.type == "error" and problems.append(f"console: {m.text}"))

@@ -5,7 +5,9 @@ model with hostile module names.
 Measured facts of the first view, each asserted: how many graph nodes are on screen (all of
 them, not an empty corner), the smallest label on screen (>= 10 px), no overlapping texts in
 the chart header, the graph pane's width as a share of the cell's, and, for the ResNet, the
-frozen stage's parameter health on its folded node. Facts go to
+frozen stage's parameter health on its folded node, the chart toggle's label beside it, no module
+label cut at the pane's left edge and, with the chart under the graph, the hook readout above
+the graph. Facts go to
 test-artifacts/first_view.json, screenshots to test-artifacts/first_view_<model>_<size>.png.
 """
 
@@ -81,7 +83,15 @@ FACTS = """(root) => {
   const c = cell.getBoundingClientRect();
   const pr = plot ? plot.getBoundingClientRect() : null;
   const right = Math.max(v.right, pr ? pr.right : 0);
-  return {nodes: nodes.length, visible: inside.length, min_label_px: Math.min(...sizes) * scale,
+  const tb = root.querySelector('.gv-chart-mode');
+  const tl = tb.querySelector('.widget-label').getBoundingClientRect();
+  const bt = tb.querySelector('button').getBoundingClientRect();
+  const ro = root.querySelector('.gv-readout').closest('.widget-html').getBoundingClientRect();
+  const cut = [...svg.querySelectorAll('g.cluster > text')].map(t => t.getBoundingClientRect())
+    .filter(b => b.width > 0 && b.bottom > v.top && b.top < v.bottom && b.left < v.left - 0.5 && b.right > v.left + 0.5);
+  return {nodes: nodes.length, chart_label_inline: tl.top >= bt.top - 2 && tl.bottom <= bt.bottom + 2,
+          readout_above: ro.bottom <= v.top, readout_bottom: ro.bottom - root.getBoundingClientRect().top,
+          cut_module_labels: cut.length, visible: inside.length, min_label_px: Math.min(...sizes) * scale,
           pane_share: v.width / c.width, pane_w: v.width, pane_h: v.height, cell_w: c.width,
           chart_w: pr ? pr.width : 0, chart_below: pr ? pr.top >= v.bottom - 2 : false,
           empty_right_px: c.right - right, header_texts: header.length, header_overlaps: overlaps,
@@ -160,5 +170,10 @@ def test_first_view(sized_lab: tuple[str, LabPage], model: str) -> None:
     assert facts["header_overlaps"] == 0, facts
     assert facts["pane_share"] >= (0.9 if facts["chart_below"] else 0.5), facts
     assert facts["empty_right_px"] <= 40, facts  # the widget fills the cell
+    assert facts["chart_label_inline"], facts  # "chart" beside its toggle, not above it
+    assert facts["cut_module_labels"] == 0, facts  # no module name cut at the pane's left
+    if facts["chart_below"]:  # the readout of a click shows without scrolling: above the graph
+        assert facts["readout_above"], facts
+        assert facts["readout_bottom"] <= SIZES[size][1] - 300, facts
     if model == "resnet":  # the frozen stage says so on its folded node
         assert any("no gradient" in b for b in facts["badges"]), facts

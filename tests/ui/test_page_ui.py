@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from harness import wait_until
+from harness import settled, wait_until
 from offline_page import open_offline_page
 from torch import nn
 
 from gradviz_widgets import GradExplorer
 from gradviz_widgets.examples import dead_branch_example
+from gradviz_widgets.vocabulary import format_norm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))  # tests/render/test_page.py
 from test_page import Hostile  # noqa: E402
@@ -153,3 +154,50 @@ def test_page_labels_stay_inside_their_shapes_and_double_click_unfolds(
     wait_until(lambda: page.locator("#graph svg g.node").count() < 20, 20, "folded again")
     assert problems == []
     page.close()
+
+
+#: module (cluster) labels the graph pane cuts at its left edge: begun left of it, ending inside
+CUT_MODULE_LABELS = """() => {
+  const vp = document.querySelector('#graph .gvw-viewport').getBoundingClientRect();
+  return [...document.querySelectorAll('#graph .gvw-viewport g.cluster > text')]
+    .map(t => [t.textContent, t.getBoundingClientRect()])
+    .filter(([_, b]) => b.width > 0 && b.bottom > vp.top && b.top < vp.bottom
+      && b.left < vp.left - 0.5 && b.right > vp.left + 0.5)
+    .map(([text, b]) => `${text} (from ${Math.round(b.left - vp.left)} px)`);
+}"""
+
+
+@pytest.mark.ui
+def test_first_views_keep_module_labels_whole_and_say_the_loss_once(
+    browser, tmp_path: Path
+) -> None:
+    """A stranger's screenshots: the readable first view of a wide graph opened on its busiest
+    nodes with their module's label cut at the pane's left edge ("…mer.h.0.ln_1 · LayerNorm",
+    ResNet's "…0.conv2 · Conv2d" at depth 3), and the pane's status line repeated the header's
+    loss line word for word."""
+    from gradviz_widgets.examples.cnn import resnet18
+
+    torch.manual_seed(0)
+    ex = GradExplorer(
+        resnet18(num_classes=10, width=8),
+        torch.randn(2, 3, 32, 32),
+        loss_fn=nn.CrossEntropyLoss(),
+        target=torch.tensor([1, 2]),
+    )
+    path = ex.export_html(tmp_path / "resnet.html")
+    loss = f"loss {format_norm(ex.report.loss)} ("
+    for size in ((1920, 1080), (1280, 800)):
+        page, problems = open_offline_page(browser, path, "#graph svg g.node", size)
+        assert page.evaluate("() => document.body.innerText").count(loss) == 1
+        assert "nodes drawn" in page.locator("#graph .gvw-status").text_content()
+        for label in page.locator("#depth option").all_text_contents():
+            page.select_option("#depth", label=label)
+            wait_until(
+                lambda: page.locator("#graph .gvw-status").text_content().startswith(label),
+                20,
+                f"the {label} view drawn",
+            )
+            view = settled(lambda: page.locator("#graph svg.gvw-graph").get_attribute("data-view-box"))
+            assert page.evaluate(CUT_MODULE_LABELS) == [], (size, label, view)
+        assert problems == []
+        page.close()

@@ -17,7 +17,7 @@ from gradviz_widgets.graph.search import search_index
 from gradviz_widgets.render.chart import elide_middle, figure_dict
 from gradviz_widgets.vocabulary import format_norm
 from gradviz_widgets.widget.explorer_widget import ExplorerWidget
-from gradviz_widgets.widget.first_view import FOLD_ABOVE, arrange
+from gradviz_widgets.widget.first_view import FOLD_ABOVE, READOUT_HEIGHT, arrange
 
 
 def page(w: ExplorerWidget, msg: dict[str, Any]) -> None:
@@ -62,6 +62,32 @@ def test_the_cell_width_decides_the_arrangement_and_the_chart_follows() -> None:
     assert not w.first_view.shape.stacked and w.chart.layout.width == 600
     assert w.children[2].layout.flex_flow == "row nowrap"
     assert arrange(3000).chart_width == 760
+
+
+def test_stacked_the_readout_sits_above_the_graph_in_a_fixed_box() -> None:
+    """With the chart under the graph (cells under 1,100 px: 1280x800 with the file browser
+    open), a click's readout under both was below the fold; it moves above the graph, in a box
+    whose height does not change with its text (the graph never moves under the pointer)."""
+    w = deep_mlp()
+    page(w, {"kind": "resize", "cell": 848})
+    body = w.children[2]
+    assert w.children[3] is w.readout  # the same widgets: only their order on the page moves
+    assert w.readout.layout.order == "1" and body.layout.order == "2"
+    assert w.readout.layout.height == READOUT_HEIGHT and w.readout.layout.overflow == "auto"
+    w.click_node(next(n.id for n in w.view.nodes if n.kind == "op" and n.module))
+    assert "grad_output" in w.readout.value and w.readout.layout.height == READOUT_HEIGHT
+    page(w, {"kind": "resize", "cell": 1500})  # side by side: under graph and chart again
+    assert w.readout.layout.order is None and body.layout.order is None
+    assert w.readout.layout.height is None
+
+
+def test_the_chart_toggle_keeps_its_label_on_its_line() -> None:
+    """The "chart" label of the per parameter / per module toggle stood on a line of its own
+    above its buttons (the toggle's box is a block): its box is a one-row flex box now."""
+    w = deep_mlp()
+    lay = w.controls.mode_box.layout
+    assert (lay.display, lay.flex_flow, lay.align_items) == ("flex", "row nowrap", "center")
+    assert w.controls.mode_box.description == "chart"
 
 
 def test_a_graph_too_big_for_the_pane_folds_step_by_step_until_it_fits() -> None:
