@@ -192,12 +192,14 @@ def test_first_views_keep_module_labels_whole_and_say_the_loss_once(
         assert "nodes drawn" in page.locator("#graph .gvw-status").text_content()
         for label in page.locator("#depth option").all_text_contents():
             page.select_option("#depth", label=label)
+            status = page.locator("#graph .gvw-status")
             wait_until(
-                lambda: page.locator("#graph .gvw-status").text_content().startswith(label),
+                lambda s=status, t=label: s.text_content().startswith(t),
                 20,
                 f"the {label} view drawn",
             )
-            view = settled(lambda: page.locator("#graph svg.gvw-graph").get_attribute("data-view-box"))
+            box = page.locator("#graph svg.gvw-graph")
+            view = settled(lambda b=box: b.get_attribute("data-view-box"))
             assert page.evaluate(CUT_MODULE_LABELS) == [], (size, label, view)
         assert problems == []
         page.close()

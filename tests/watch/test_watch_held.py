@@ -68,7 +68,9 @@ def _plain(value: object) -> object:
     return value
 
 
-def adam_loop(model: nn.Sequential, opt: torch.optim.Optimizer, steps: int = 5, bad: int = 2) -> None:
+def adam_loop(
+    model: nn.Sequential, opt: torch.optim.Optimizer, steps: int = 5, bad: int = 2
+) -> None:
     """Adam on random batches (drawn from the global RNG, and dropout); at step `bad` one
     weight of layer 3 is set to Inf before the forward, so every gradient turns NaN."""
     for k in range(steps):
