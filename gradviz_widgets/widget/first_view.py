@@ -6,7 +6,8 @@ fitted at readable label size. `FirstView` turns those reports into the arrangem
 beside the graph on wide cells, below it on narrow ones; both follow the window) and, while the
 fold depth is "auto", into one step more folding each time the graph did not fit: first the
 leaf modules (a Linear's few ops become its box), then one level of depth at a time down to
-the top-level modules. It never unfolds by itself, so
+the top-level modules, but never to a view of fewer than `MIN_OVERVIEW` nodes (the deeper
+one opens on its readable top instead). It never unfolds by itself, so
 the view cannot flap; a new arrangement or a new fold choice starts over from `auto_depth`.
 
 The depth is chosen once, from a real size: a report measured in a pane not laid out, hidden
@@ -41,6 +42,8 @@ MIN_MEASURE = 48  # px: a viewport narrower or lower than this is not laid out, 
 # detached; the page sends no such report (js/pan_zoom.js MIN_MEASURE_PX), nor is one used
 READOUT_HEIGHT = "136px"  # the hook readout above a stacked graph: a fixed box (it scrolls),
 # so a click's readout shows without scrolling and never moves the graph under the pointer
+MIN_OVERVIEW = 8  # drawn nodes: folding for the screen never goes to a view this small (a
+# whole GPT-2 as one box beside its head and loss); the deeper view opens on its readable top
 RESIZE_SLACK = 0.1  # share of the cell width the depth was chosen at: a smaller change (a
 # scrollbar coming and going) keeps the depth; a larger one chooses it again
 
@@ -99,6 +102,7 @@ class FirstView:
         self.fold_leaves = False  # leaf modules folded (the first step when it did not fit)
         self.shown: int | None = None  # the depth the auto view was last drawn at
         self.max_depth = 0
+        self._last: tuple[GradGraph, frozenset[str]] | None = None  # graph, expand drawn last
         self.settling = True  # fit reports may still fold (until a measured run is re-run)
         self.measured = False  # a fit report at a real size came for this choice
         self.measured_at = 0  # the cell width then (0: not known)
@@ -130,18 +134,24 @@ class FirstView:
         """(depth, group, folded leaves) for the auto view: `graph.auto_depth`, no deeper than
         the cap; leaf modules (none in `expand`) folded once the screen made it fold."""
         self.max_depth = graph.max_depth
+        self._last = (graph, frozenset(expand))
         depth = graph.auto_depth(max_nodes)
         if self.cap is not None:
             depth = min(self.max_depth if depth is None else depth, self.cap)
         self.shown = depth
         if not self.fold_leaves:
             return depth, None, frozenset()
-        leaves = frozenset(
-            p for p, m in graph.modules.items() if p and not m.children and p not in expand
-        )
         # runs of blocks are grouped as by default (big views): forcing it would also merge
         # sibling leaf modules called between other ops into one fan-shaped node
-        return depth, None, leaves
+        return depth, None, _leaf_modules(graph, expand)
+
+    def _drawn_at(self, depth: int) -> int:
+        """Nodes the auto view of the graph drawn last shows folded to `depth`, leaf modules
+        folded (MIN_OVERVIEW when there is none yet: no reason to stop)."""
+        if self._last is None:
+            return MIN_OVERVIEW
+        graph, expand = self._last
+        return len(graph.view(depth, expand, _leaf_modules(graph, expand) - expand).nodes)
 
     def resized(self, cell: int) -> None:
         """The cell is `cell` px wide now: re-arrange when that changes the arrangement, and
@@ -200,10 +210,10 @@ class FirstView:
         if not self.fold_leaves:  # first: leaf modules as boxes, runs of blocks grouped
             self.fold_leaves = True
             self.cap = current
-        elif current > 0:
+        elif current > 0 and self._drawn_at(current - 1) >= MIN_OVERVIEW:
             self.cap = current - 1
         else:
-            return  # nothing left to fold: the page shows the readable top of the graph
+            return  # nothing worth folding: the page shows the readable top of the graph
         self.refresh()
 
     def _apply(self) -> None:
@@ -224,3 +234,11 @@ class FirstView:
         self.graph_box.layout.width = "100%" if s.stacked else "auto"
         self.chart_box.layout.width = "100%" if s.stacked else f"{s.chart_width}px"
         self.chart_box.layout.flex = "0 0 auto"
+
+
+def _leaf_modules(graph: GradGraph, expand: Collection[str]) -> frozenset[str]:
+    """Modules without children (none in `expand`): folded into boxes once the screen made the
+    view fold."""
+    return frozenset(
+        p for p, m in graph.modules.items() if p and not m.children and p not in expand
+    )

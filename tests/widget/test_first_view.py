@@ -17,7 +17,7 @@ from gradviz_widgets.graph.search import search_index
 from gradviz_widgets.render.chart import elide_middle, figure_dict
 from gradviz_widgets.vocabulary import format_norm
 from gradviz_widgets.widget.explorer_widget import ExplorerWidget
-from gradviz_widgets.widget.first_view import FOLD_ABOVE, READOUT_HEIGHT, arrange
+from gradviz_widgets.widget.first_view import FOLD_ABOVE, MIN_OVERVIEW, READOUT_HEIGHT, arrange
 
 
 def page(w: ExplorerWidget, msg: dict[str, Any]) -> None:
@@ -108,6 +108,27 @@ def test_a_graph_too_big_for_the_pane_folds_step_by_step_until_it_fits() -> None
     # a fold chosen by hand starts over
     w.controls.depth_box.value = "full"
     assert w.first_view.cap is None
+
+
+def test_folding_for_the_screen_never_leaves_a_whole_model_as_one_box() -> None:
+    """A transformers GPT-2 in a stacked cell that never fits: it folds step by step, but not
+    to depth 0 (the whole transformer as one box beside its head and the loss: 4 nodes), and
+    opens on the readable top of the last view with at least MIN_OVERVIEW nodes."""
+    from small_models import tiny_gpt2_config
+    from transformers import GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(tiny_gpt2_config(n_layer=4))
+    tokens = torch.randint(0, 64, (2, 16))
+    w = GradExplorer(model, tokens, loss_fn=lambda out: out.logits.float().pow(2).mean()).show()
+    assert len(w.explorer.graph.view(0).nodes) < MIN_OVERVIEW  # what the old rule ended on
+    page(w, {"kind": "resize", "cell": 848})
+    drawn = [len(w.view.nodes)]
+    for _ in range(8):
+        too_big(w, 848, 848)
+        drawn.append(len(w.view.nodes))
+    assert drawn[-1] < drawn[0]  # it did fold
+    assert min(drawn) >= MIN_OVERVIEW and w.first_view.shown not in (None, 0)
 
 
 def test_a_folded_frozen_stage_says_its_weights_get_no_gradient(frozen_resnet: Any) -> None:
