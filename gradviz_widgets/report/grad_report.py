@@ -101,11 +101,14 @@ class GradReport:
 
         return compare_reports(self, other)
 
-    def summary(self) -> str:
-        """One line for a status bar."""
+    def summary(self, loss: bool = True) -> str:
+        """One line for a status bar; `loss=False` leaves out the loss, its description and the
+        device (for a status line under a header that shows them: the widget's)."""
+        ms = f"{self.duration_s * 1000:.0f} ms"
         head = (
-            f"loss {format_norm(self.loss)} ({self.loss_description}) on {self.device} "
-            f"in {self.duration_s * 1000:.0f} ms"
+            f"loss {format_norm(self.loss)} ({self.loss_description}) on {self.device} in {ms}"
+            if loss
+            else f"ran in {ms}"
         )
         return "; ".join((head, *self.findings)) if self.findings else f"{head}; {self._span()}"
 

@@ -375,7 +375,8 @@ class ExplorerWidget(W.VBox):
         if self.settings.apply(toggle, f"{kind} hook at {where}"):
             verb = "on" if state["on"] else "off"
             self._set_status(
-                f"{kind} hook {verb} at {where}; " + self.explorer.report.summary(), "info"
+                f"{kind} hook {verb} at {where}; " + self.explorer.report.summary(loss=False),
+                "info",
             )
         else:
             self._update_readout()
@@ -561,7 +562,8 @@ class ExplorerWidget(W.VBox):
 
     def _show_summary(self) -> None:
         report = self.explorer.report
-        self._set_status(report.summary(), "warning" if report.findings else "info")
+        # the loss, its description and the device are in the header line above the pane
+        self._set_status(report.summary(loss=False), "warning" if report.findings else "info")
 
     def _set_status(self, text: str, level: str) -> None:
         self.pane.set_status(text, level)
