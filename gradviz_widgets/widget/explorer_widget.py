@@ -359,10 +359,11 @@ class ExplorerWidget(W.VBox):
                 "Pick a module hook kind to hook its module."
             )
             return
-        if target is None:
-            self._fail(
-                f"{node_id} is not inside a module of the model (the loss or an input); "
-                "click a node of the model to hook its module"
+        if target is None:  # a click on the loss or an input: nothing went wrong
+            self._set_status(
+                f"{node_id} is not inside a module of the model (the loss or an input), so "
+                "it has no module to hook: click a node of the model to hook its module",
+                "info",
             )
             return
         self.selected_module = target if kind != "tensor" else node.module
