@@ -114,14 +114,26 @@ def net_with(setup: Callable[[Net], None], residual: bool = True) -> tuple[Net, 
     return net, torch.randn(5, 3)
 
 
+def measured(
+    net: Net, x: torch.Tensor, prepare: Callable[[GradExplorer], object] | None = None
+) -> tuple[float, float]:
+    """(the edge into `block.sub`, the ReLU node) of one run, `prepare` applied first."""
+    ex = GradExplorer(net, x)
+    try:
+        if prepare is not None:
+            prepare(ex)
+        ex.run()
+        return edge(ex, *INTO_SUB), node(ex, "ReluBackward0#0")
+    finally:
+        ex.close()
+
+
 def test_hook_returning_a_new_grad_input_shows_on_the_edge_into_the_module():
     net, x = net_with(lambda n: n.block.sub.register_full_backward_hook(scale_input))
     ref = reference(net, x, [net, net.block])
-    ex = GradExplorer(net, x)
-    ex.run()
-    assert edge(ex, *INTO_SUB) == pytest.approx(ref["into_sub"], rel=1e-6)
-    assert node(ex, "ReluBackward0#0") == pytest.approx(ref["relu"], rel=1e-6)
-    ex.close()
+    into_sub, relu = measured(net, x)
+    assert into_sub == pytest.approx(ref["into_sub"], rel=1e-6)
+    assert relu == pytest.approx(ref["relu"], rel=1e-6)
 
 
 def test_nested_hooks_without_a_shared_input_show_after_both():
@@ -133,57 +145,44 @@ def test_nested_hooks_without_a_shared_input_show_after_both():
 
     net, x = net_with(setup, residual=False)
     ref = reference(net, x, [net, net.block])
-    ex = GradExplorer(net, x)
-    ex.run()
     assert ref["relu"] == pytest.approx(SCALE * ref["into_sub"])  # the outer hook's too
-    assert edge(ex, *INTO_SUB) == pytest.approx(ref["relu"], rel=1e-6)
-    assert node(ex, "ReluBackward0#0") == pytest.approx(ref["relu"], rel=1e-6)
-    ex.close()
+    into_sub, relu = measured(net, x)
+    assert into_sub == pytest.approx(ref["relu"], rel=1e-6)
+    assert relu == pytest.approx(ref["relu"], rel=1e-6)
 
 
 def test_inner_user_hook_under_an_outer_user_hook_with_a_residual():
+    """The outer hook node's input is shared (residual): the edge is read after the inner one."""
+
     def setup(n: Net) -> None:
         n.block.sub.register_full_backward_hook(scale_input)
         n.block.register_full_backward_hook(keep_it)
 
     net, x = net_with(setup)
     ref = reference(net, x, [net, net.block])
-    ex = GradExplorer(net, x)
-    ex.run()
-    assert node(ex, "ReluBackward0#0") == pytest.approx(ref["relu"], rel=1e-6)  # holds
-    try:
-        assert edge(ex, *INTO_SUB) == pytest.approx(ref["into_sub"], rel=1e-6)
-    finally:
-        ex.close()
+    into_sub, relu = measured(net, x)
+    assert relu == pytest.approx(ref["relu"], rel=1e-6)
+    assert into_sub == pytest.approx(ref["into_sub"], rel=1e-6)
 
 
 def test_inner_user_hook_and_the_explorers_hook_on_the_outer_module():
     net, x = net_with(lambda n: n.block.sub.register_full_backward_hook(scale_input))
     ref = reference(net, x, [net, net.block])
-    ex = GradExplorer(net, x)
-    ex.run()
-    assert edge(ex, *INTO_SUB) == pytest.approx(ref["into_sub"], rel=1e-6)  # right alone
-    ex.set_hook("block", "backward")
-    ex.run()
-    try:
-        assert edge(ex, *INTO_SUB) == pytest.approx(ref["into_sub"], rel=1e-6)
-    finally:
-        ex.close()
+    assert measured(net, x)[0] == pytest.approx(ref["into_sub"], rel=1e-6)  # right alone
+    hooked = measured(net, x, lambda ex: ex.set_hook("block", "backward"))
+    assert hooked[0] == pytest.approx(ref["into_sub"], rel=1e-6)
 
 
 def test_explorers_modifier_on_inner_and_hook_on_outer():
     net, x = net_with(lambda n: n.block.sub.register_full_backward_hook(scale_input))
     ref = reference(net, x, [net, net.block])  # the user's x10 stands for the modifier's
     torch.manual_seed(0)
-    plain = Net()
-    ex = GradExplorer(plain, x)
-    ex.set_modifier("block.sub", scale=SCALE)
-    ex.set_hook("block", "backward")
-    ex.run()
-    try:
-        assert edge(ex, *INTO_SUB) == pytest.approx(ref["into_sub"], rel=1e-6)
-    finally:
-        ex.close()
+
+    def prepare(ex: GradExplorer) -> None:
+        ex.set_modifier("block.sub", scale=SCALE)
+        ex.set_hook("block", "backward")
+
+    assert measured(Net(), x, prepare)[0] == pytest.approx(ref["into_sub"], rel=1e-6)
 
 
 def test_user_hook_and_explorer_hook_on_the_same_module():
