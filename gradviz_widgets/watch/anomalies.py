@@ -298,7 +298,24 @@ def replay(
     ex = GradExplorer(twin, sample, **options)
     with recorded_rng(record, ex.device):
         ex.run()
+    if options["loss_fn"] is None and ex.report.loss_description.startswith("sum of"):
+        warnings.warn(replayed_sum(record.step, ex.report.loss_description), stacklevel=3)
     return ex
+
+
+def replayed_sum(step: int, how: str) -> str:
+    """What a replay says when its loss is a sum of the model's output (no loss_fn given):
+    its gradients, NaN/Inf ones included, are that sum's, not the training loss's.
+
+    Example:
+        >>> replayed_sum(4, "sum of output")[:60]
+        'step 4 is replayed with the sum of output as its loss (the w'
+    """
+    return (
+        f"step {step} is replayed with the {how} as its loss (the watch was given no "
+        "loss_fn): its gradients, and which of them are NaN/Inf, are that sum's, not the "
+        "training loss's; pass explore(loss_fn=..., target=...) or GradWatch(..., loss_fn=...)"
+    )
 
 
 @contextlib.contextmanager

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from model_state import model_state
@@ -50,6 +52,22 @@ def test_first_nan_step_is_an_anomaly_with_a_flight_record(tmp_path):
     for n, p in model.named_parameters():  # explore() works on a copy (NaN != NaN: compare so)
         torch.testing.assert_close(p.detach(), values[n], equal_nan=True)
     assert model_state(model)["hooks"] == state["hooks"]
+    watch.close()
+
+
+def test_a_replay_with_the_sum_of_the_output_as_its_loss_says_so(tmp_path):
+    """Without loss_fn the replay differentiates the sum of the logits, not the training
+    cross-entropy: its NaN/Inf gradients can differ from the watch's, and it warns; given the
+    training loss (it closes over the step's target here) it says nothing."""
+    _, watch, _, _ = run_until_nan(tmp_path / "run")
+    nan = next(a for a in watch.anomalies if a.kind == "nonfinite")
+    with pytest.warns(UserWarning, match="sum of output as its loss"):
+        nan.explore()
+    target = torch.tensor([0, 1, 2, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ex = nan.explore(loss_fn=lambda out: CE(out, target))
+    assert "sum of" not in ex.report.loss_description
     watch.close()
 
 
