@@ -137,6 +137,11 @@ def classify_codes(norm: np.ndarray, max_abs: np.ndarray, thresholds: Thresholds
     return out
 
 
+#: STATUSES as an array, indexed by codes in one step; the code of "none"
+_STATUS_NAMES = np.array(STATUSES, dtype=object)
+_NONE_CODE = STATUSES.index("none")
+
+
 def classify_many(
     pairs: Sequence[tuple[float | None, float | None]], thresholds: Thresholds
 ) -> list[str]:
@@ -147,17 +152,28 @@ def classify_many(
         >>> classify_many([(None, None), (0.0, 0.0), (1.0, 0.5), (float("inf"), None)], Thresholds())
         ['none', 'zero', 'healthy', 'nonfinite']
     """
-    if not pairs:
+    return classify_lists([n for n, _ in pairs], [m for _, m in pairs], thresholds)
+
+
+def classify_lists(
+    norms: Sequence[float | None], maxes: Sequence[float | None], thresholds: Thresholds
+) -> list[str]:
+    """`classify(norms[i], maxes[i])` for every i, by `classify_codes` (None reads as NaN there,
+    so a None norm is set to "none" afterwards).
+
+    Example:
+        >>> classify_lists([None, 0.0, 1.0, float("nan")], [None, 0.0, None, None], Thresholds())
+        ['none', 'zero', 'healthy', 'nonfinite']
+    """
+    if not norms:
         return []
-    both = np.array(
-        [
-            (math.nan, math.nan) if n is None else (n, math.nan if m is None else m)
-            for n, m in pairs
-        ],
-        dtype=np.float64,
-    )
-    codes = classify_codes(both[:, 0], both[:, 1], thresholds).tolist()
-    return ["none" if n is None else STATUSES[c] for (n, _), c in zip(pairs, codes)]
+    values = np.array(norms, dtype=np.float64)
+    codes = classify_codes(values, np.array(maxes, dtype=np.float64), thresholds)
+    for i in np.flatnonzero(np.isnan(values)).tolist():  # None or a NaN norm: only these
+        if norms[i] is None:
+            codes[i] = _NONE_CODE
+    names: list[str] = _STATUS_NAMES[codes].tolist()
+    return names
 
 
 def worst(statuses: Iterable[str]) -> str:
@@ -195,13 +211,15 @@ def combine_norms(norms: Sequence[float | None]) -> float | None:
     present = [n for n in norms if n is not None]
     if not present:
         return None
-    if any(math.isnan(n) for n in present):
+    if len(present) == 1:  # what the general case gives for one (n * sqrt(1.0) is n exactly)
+        return math.nan if math.isnan(present[0]) else present[0]
+    if any(map(math.isnan, present)):
         return math.nan
     top = max(present)
     if top == 0.0 or math.isinf(top):
         return top
     # scaled by the largest, so norms of 1e-200 do not square to 0.0
-    return top * math.sqrt(math.fsum((n / top) ** 2 for n in present))
+    return top * math.sqrt(math.fsum([(n / top) ** 2 for n in present]))
 
 
 @dataclasses.dataclass(frozen=True)

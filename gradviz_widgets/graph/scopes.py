@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING
 
 from ..ids import ACC, param_id
 
+#: kinds of node whose scope is not the chain of module calls that made them
+_NOT_CALLS = ("param", "accumulate", "input")
+
 if TYPE_CHECKING:
     from ..ids import Scope
     from .nodes import GradNode, ModuleScope
@@ -23,13 +26,13 @@ if TYPE_CHECKING:
 
 def call_prefixes(nodes: Sequence[GradNode]) -> dict[str, Scope]:
     """module path -> the call chain ending at its call, for paths with one such chain."""
+    # the ops of one module call share one scope tuple: each distinct object is read once
+    scopes = {id(n.scope): n.scope for n in nodes if n.kind not in _NOT_CALLS}
     seen: dict[str, set[Scope]] = {}
-    for n in nodes:
-        if n.kind in ("param", "accumulate", "input"):
-            continue
-        for i, (path, call) in enumerate(n.scope):
+    for scope in scopes.values():
+        for i, (path, call) in enumerate(scope):
             if call >= 0:
-                seen.setdefault(path, set()).add(n.scope[: i + 1])
+                seen.setdefault(path, set()).add(scope[: i + 1])
     return {path: next(iter(chains)) for path, chains in seen.items() if len(chains) == 1}
 
 
@@ -51,12 +54,23 @@ def align_param_scopes(
     """`nodes` with parameters (and their AccumulateGrad nodes) in their modules' call chains."""
     if not any(n.kind == "param" for n in nodes):
         return nodes
+    # a module's parameters and their AccumulateGrad nodes share one scope tuple: each distinct
+    # object is aligned once (the dict keeps it alive, so its id stays its own)
+    scopes = {id(n.scope): n.scope for n in nodes if n.kind == "param" or n.kind == "accumulate"}
     prefixes = call_prefixes(nodes)
-    out = []
-    for n in nodes:
-        if n.kind == "param" or (n.kind == "accumulate" and n.id.startswith(ACC + param_id(""))):
-            scope = aligned_scope(n.scope, prefixes, modules)
-            if scope != n.scope:
-                n = dataclasses.replace(n, scope=scope)
-        out.append(n)
+    moved: dict[int, Scope] = {}
+    for key, scope in scopes.items():
+        aligned = aligned_scope(scope, prefixes, modules)
+        if aligned != scope:
+            moved[key] = aligned
+    if not moved:  # the common case: every parameter is in its module's call chain already
+        return nodes
+    acc_of_param = ACC + param_id("")
+    out = list(nodes)
+    for i, n in enumerate(nodes):
+        new = moved.get(id(n.scope))
+        if new is not None and (
+            n.kind == "param" or (n.kind == "accumulate" and n.id.startswith(acc_of_param))
+        ):
+            out[i] = dataclasses.replace(n, scope=new)
     return tuple(out)

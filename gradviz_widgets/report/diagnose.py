@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import collections
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..graph.grad_graph import GradGraph
+from ..graph.nodes import GradEdge
 from ..ids import OUTPUT, acc_id, owner_path, param_id
 from ..vocabulary import OFF_SCALE, format_norm
 from .grad_report import ParamRecord
@@ -79,40 +79,37 @@ def _zero_origins(graph: GradGraph) -> dict[str, str]:
     # non-zero gradient, by one breadth-first pass backward from all such nodes at once
 
     # exact norms are 0.0 only when every element is (what flowed along edges has no max |g|)
-    dead_feeders: dict[str, list[str]] = {}
-    for e in graph.edges:
+    dead_into: dict[str, list[tuple[int, str]]] = {}  # consumer -> (edge index, its producer)
+    for i, e in enumerate(graph.edges):
         if e.grad_norm == 0.0:
-            dead_feeders.setdefault(e.dst, []).append(e.src)
-    if not dead_feeders:
+            dead_into.setdefault(e.dst, []).append((i, e.src))
+    if not dead_into:
         return {}
-    alive = {n.id for n in graph.nodes if n.grad_norm is not None and n.grad_norm != 0.0}
-    live = alive.__contains__
-    dist: dict[str, int] = {}
-    todo = collections.deque((n.id, 0) for n in graph.nodes if n.id in alive)
+    alive = [n.id for n in graph.nodes if n.grad_norm is not None and n.grad_norm != 0.0]
+    live = set(alive)
+    # node -> (distance, the first edge in edge order that starts a shortest path from it, that
+    # edge's consumer): a node's origin is its consumer's (or that consumer, when alive), the
+    # same answer as a breadth-first search from the node itself
+    first: dict[str, tuple[int, int, str]] = {}
     ordered: list[str] = []
-    while todo:  # level by level: a queue takes the nodes in the order levels would
-        node_id, depth = todo.popleft()
-        for src in dead_feeders.get(node_id, ()):
-            if src not in dist:
-                dist[src] = depth + 1
-                ordered.append(src)
-                if not live(src):  # a live node ends a path, never extends it
-                    todo.append((src, depth + 1))
-    # walking the nearest origins in order of distance, each node takes the first edge (in edge
-    # order) that starts a shortest path: the same answer as a breadth-first search from it
+    level, depth = alive, 1
+    while level:  # level by level, in the order a queue would take the nodes
+        after: list[str] = []
+        for node_id in level:
+            for i, src in dead_into.get(node_id, ()):
+                seen = first.get(src)
+                if seen is None:
+                    first[src] = (depth, i, node_id)
+                    ordered.append(src)
+                    if src not in live:  # a live node ends a path, never extends it
+                        after.append(src)
+                elif seen[0] == depth and i < seen[1]:
+                    first[src] = (depth, i, node_id)
+        level, depth = after, depth + 1
     origins: dict[str, str] = {}
-    consumers = graph.consumers()
-    for node_id in ordered:
-        for e in consumers.get(node_id, ()):
-            if e.grad_norm != 0.0:
-                continue
-            if live(e.dst):
-                if dist[node_id] == 1:
-                    origins[node_id] = e.dst
-                    break
-            elif dist.get(e.dst) == dist[node_id] - 1:
-                origins[node_id] = origins[e.dst]
-                break
+    for node_id in ordered:  # in order of distance: a consumer's origin is known before
+        dst = first[node_id][2]
+        origins[node_id] = dst if dst in live else origins[dst]
     return origins
 
 
@@ -177,7 +174,7 @@ def findings(
         and p.zero_fraction is not None
         and p.zero_fraction >= MOSTLY_DEAD
     ]
-    unindexed = [p for p in sparse if graph is not None and embedding_like(graph, p.name)]
+    unindexed = _embedding_tables(graph, sparse) if graph is not None else []
     mostly = [p for p in sparse if p not in unindexed]
     if mostly:
         out.append(
@@ -192,15 +189,35 @@ def findings(
     return tuple(out)
 
 
-def embedding_like(graph: GradGraph, name: str) -> bool:
+def embedding_like(graph: GradGraph, name: str, used: Sequence[GradEdge] | None = None) -> bool:
     """Whether parameter `name` is an embedding table: the weight of an Embedding/EmbeddingBag
-    module, or a tensor that only embedding lookups read (`F.embedding` in a custom module)."""
+    module, or a tensor that only embedding lookups read (`F.embedding` in a custom module).
+    `used`: the edges its AccumulateGrad node feeds, when the caller has them."""
     info = graph.modules.get(owner_path(name))
     if info is not None and info.type in EMBEDDING_TYPES and name.endswith(".weight"):
         return True
     leaf = acc_id(param_id(name))
-    used = graph.consumers().get(leaf, ()) if leaf in graph else ()
+    if used is None:
+        used = graph.consumers().get(leaf, ()) if leaf in graph else ()
     return bool(used) and all(graph.node(e.dst).op.startswith(EMBEDDING_TYPES) for e in used)
+
+
+def _embedding_tables(graph: GradGraph, params: Sequence[ParamRecord]) -> list[ParamRecord]:
+    """The `params` that are `embedding_like`, their consumers found in one pass over the edges
+    (the graph's whole edge map costs more for the one or two parameters asked about)."""
+    if not params:
+        return []
+    leaves = {acc_id(param_id(p.name)) for p in params}
+    used: dict[str, list[GradEdge]] = {}
+    for e in graph.edges:
+        if e.src in leaves:
+            used.setdefault(e.src, []).append(e)
+    out = []
+    for p in params:
+        leaf = acc_id(param_id(p.name))
+        if embedding_like(graph, p.name, used.get(leaf, ()) if leaf in graph else ()):
+            out.append(p)
+    return out
 
 
 def unused_rows(p: ParamRecord) -> str:

@@ -13,11 +13,11 @@ from torch import nn
 
 from .. import ids
 from ..graph.grad_graph import GradGraph
-from ..graph.nodes import GradEdge, GradNode, ModuleScope, built
+from ..graph.nodes import GradEdge, GradNode, ModuleScope, maker
 from ..report import diagnose
 from ..report.grad_report import GradReport, ParamRecord
-from ..trace.walk import RawEdge, RawGraph
-from ..vocabulary import classify_many, combine_norms
+from ..trace.walk import RawEdge, RawGraph, RawNode
+from ..vocabulary import Thresholds, classify_lists, combine_norms
 from .model_state import ModelIndex
 from .state import RunState
 
@@ -33,52 +33,71 @@ CHECKPOINT_NO_GRAD = (
 
 def freeze_graph(state: RunState) -> GradGraph:
     """The frozen graph: every node and edge with its norm pair and status."""
-    raw, values, thresholds = state.raw, state.values, state.settings.thresholds
+    raw, thresholds = state.raw, state.settings.thresholds
     assert raw is not None
-    leaf_by_id = state.leaf_pairs
-
-    def pair_of(slots: list[int]) -> tuple[float | None, float | None]:
-        if len(slots) == 1:  # the common case: no combining
-            return flow_pair(values[slots[0]])
-        return flow_pair(combine_norms([values[s] for s in slots])) if slots else (None, None)
-
-    pairs: list[tuple[float | None, float | None]] = []
-    for n in raw.nodes.values():
-        if n.kind in ("param", "input", "tensor"):
-            pairs.append(leaf_by_id.get(n.id) or (None, None))
-        elif n.kind == "accumulate":
-            pairs.append(leaf_by_id.get(ids.acc_leaf(n.id)) or (None, None))
-        elif n.kind == "output":
-            pairs.append((1.0, 1.0))  # d loss / d loss
-        else:
-            pairs.append(pair_of(n.inflow))
-    statuses = classify_many(pairs, thresholds)
-    nodes = [
-        built(
-            GradNode,
+    raws = list(raw.nodes.values())
+    norms, maxes = _node_pairs(raws, state.values, state.leaf_pairs)
+    statuses = classify_lists(norms, maxes, thresholds)
+    make = maker(GradNode, 11)  # the fields up to `order`; members and the rest: defaults
+    nodes = tuple(
+        make(
             n.id,
             n.op,
             n.kind,
             n.module,
-            _label(n),
+            n.op if n.kind == "op" else _label(n),
             n.scope,
             n.shape,
             norm,
             gmax,
             status,
             n.order,
-            (),
         )
-        for n, (norm, gmax), status in zip(raw.nodes.values(), pairs, statuses, strict=True)
-    ]
-    flows = [flow_pair(_edge_norm(e, raw, values, leaf_by_id)) for e in raw.edges]
-    statuses = classify_many(flows, thresholds)
-    edges = [
-        built(GradEdge, e.src, e.dst, norm, gmax, status)
-        for e, (norm, gmax), status in zip(raw.edges, flows, statuses)
-    ]
+        for n, norm, gmax, status in zip(raws, norms, maxes, statuses, strict=True)
+    )
     tree = _module_tree(state.index, state.tracker.calls)
-    return GradGraph(tuple(nodes), tuple(edges), tree)
+    return GradGraph(nodes, _edges(state, raw, thresholds), tree)
+
+
+def _node_pairs(
+    raws: list[RawNode], values: list[float], leaf_by_id: Mapping[str, Pair | None]
+) -> tuple[list[float | None], list[float | None]]:
+    """Each node's (norm, max |g|), as two lists (what `classify_lists` takes)."""
+    norms: list[float | None] = []
+    maxes: list[float | None] = []
+    for n in raws:
+        kind = n.kind
+        if kind != "op" and (kind in ids.LEAF_KINDS or kind == "accumulate"):
+            leaf = n.id if kind != "accumulate" else ids.acc_leaf(n.id)
+            norm, gmax = leaf_by_id.get(leaf) or (None, None)
+        elif kind == "output":
+            norm, gmax = 1.0, 1.0  # d loss / d loss
+        else:  # an op: what flowed into it
+            slots = n.inflow
+            if len(slots) == 1:  # the common case: no combining
+                norm = values[slots[0]]
+            else:
+                norm = combine_norms([values[s] for s in slots]) if slots else None
+            gmax = 0.0 if norm == 0.0 else None  # flow_pair
+        norms.append(norm)
+        maxes.append(gmax)
+    return norms, maxes
+
+
+def _edges(state: RunState, raw: RawGraph, thresholds: Thresholds) -> tuple[GradEdge, ...]:
+    """Every edge with the norm of what flowed along it and its status."""
+    values, leaf_by_id = state.values, state.leaf_pairs
+    norms = [
+        values[e.slot] if e.slot is not None else _edge_norm(e, raw, values, leaf_by_id)
+        for e in raw.edges
+    ]
+    maxes = [0.0 if norm == 0.0 else None for norm in norms]  # flow_pair
+    statuses = classify_lists(norms, maxes, thresholds)
+    make = maker(GradEdge, 5)
+    return tuple(
+        make(e.src, e.dst, norm, gmax, status)
+        for e, norm, gmax, status in zip(raw.edges, norms, maxes, statuses, strict=True)
+    )
 
 
 def flow_pair(norm: float | None) -> tuple[float | None, float | None]:
@@ -119,16 +138,14 @@ def _label(n) -> str:
 def _module_tree(index: ModelIndex, calls: Mapping[str, int]) -> dict[str, ModuleScope]:
     tree: dict[str, ModuleScope] = {}
     canonical = index.canonical
+    make = maker(ModuleScope, 6)
     for path, module in index.modules:
         prefix = f"{path}." if path else ""
-        children = tuple(f"{prefix}{c}" for c in _distinct_names(module._modules))
+        children = tuple(_distinct_names(module._modules, prefix))
         # a tied parameter is listed under the name the report uses for it
-        params = tuple(
-            canonical.get(f"{prefix}{p}", f"{prefix}{p}")
-            for p in _distinct_names(module._parameters)
-        )
+        params = tuple([canonical.get(q, q) for q in _distinct_names(module._parameters, prefix)])
         parent = None if path == "" else ids.owner_path(path)
-        tree[path] = ModuleScope(
+        tree[path] = make(
             path,
             type(module).__name__,
             calls.get(path, 1 if path == "" else 0),
@@ -140,12 +157,14 @@ def _module_tree(index: ModelIndex, calls: Mapping[str, int]) -> dict[str, Modul
     return tree
 
 
-def _distinct_names(members: Mapping[str, object]) -> list[str]:
+def _distinct_names(members: Mapping[str, object], prefix: str = "") -> list[str]:
     """Names of the non-None members, each object once (`named_children()`,
-    `named_parameters(recurse=False)`), without a generator per module."""
+    `named_parameters(recurse=False)`), after `prefix`, without a generator per module."""
+    if not members:
+        return []
     seen: set[int] = set()
     return [
-        k
+        prefix + k
         for k, v in members.items()
         if v is not None and id(v) not in seen and not seen.add(id(v))  # type: ignore[func-returns-value]
     ]
@@ -158,13 +177,15 @@ def module_norms(
     weight counts in each module holding it, once per module)."""
     index = index or ModelIndex.of(model)
     held: dict[str, set[str]] = {path: set() for path, _ in index.modules}
+    owned: dict[str, set[str]] = {}  # module path -> the parameters it holds directly
     for alias, name in index.canonical.items():
-        for path in ["", *ids.path_prefixes(ids.owner_path(alias))]:
+        owned.setdefault(ids.owner_path(alias), set()).add(name)
+    for owner, names in owned.items():
+        for path in ["", *ids.path_prefixes(owner)]:
             if path in held:
-                held[path].add(name)
-    return {
-        path: combine_norms([norms.get(n) for n in sorted(names)]) for path, names in held.items()
-    }
+                held[path].update(names)
+    # combine_norms is exact in any order (fsum of the scaled squares): the sets need no sorting
+    return {path: combine_norms([norms.get(n) for n in names]) for path, names in held.items()}
 
 
 def build_report(state: RunState, graph: GradGraph) -> GradReport:
@@ -190,29 +211,35 @@ def build_report(state: RunState, graph: GradGraph) -> GradReport:
 
 def _param_records(state: RunState, graph: GradGraph) -> list[ParamRecord]:
     """One record per parameter, with its status, why it got no gradient and any zero origin."""
-    records = []
     params = state.stand_ins.params
     leaf_ids = [ids.param_id(name) for name in params]
     pairs = [state.leaf_pairs.get(leaf_id) for leaf_id in leaf_ids]
-    statuses = classify_many([pair or (None, None) for pair in pairs], state.settings.thresholds)
+    norms = [pair[0] if pair else None for pair in pairs]
+    maxes = [pair[1] if pair else None for pair in pairs]
+    statuses = classify_lists(norms, maxes, state.settings.thresholds)
+    origins = diagnose.zero_origins(graph) if "zero" in statuses else {}
+    fractions = state.zero_fractions
+    dtypes: dict[object, str] = {}
+    make = maker(ParamRecord, 13)
+    records = []
     for (name, p), leaf_id, pair, status in zip(params.items(), leaf_ids, pairs, statuses):
-        norm, gmax = pair if pair else (None, None)
+        dtype = p.dtype
+        text = dtypes.get(dtype) or dtypes.setdefault(dtype, str(dtype).replace("torch.", ""))
         records.append(
-            built(
-                ParamRecord,
+            make(
                 name,
                 ids.owner_path(name),
                 tuple(p.shape),
-                str(p.dtype).replace("torch.", ""),
+                text,
                 p.requires_grad,
-                norm,
-                gmax,
+                pair[0] if pair else None,
+                pair[1] if pair else None,
                 status,
                 None if pair else _none_reason(state, name, p.requires_grad),
-                diagnose.zero_origin(graph, leaf_id) if status == "zero" else None,
+                origins.get(leaf_id) if status == "zero" else None,
                 None,  # modified_by and norm_before: set by mark_modified when a hook changes it
                 None,
-                state.zero_fractions.get(leaf_id),
+                fractions.get(leaf_id),
             )
         )
     return records
