@@ -185,8 +185,11 @@ _RESTORED = (torch.Tensor, int, float, bool, str, type(None))
 
 
 #: the usual types of module attributes, none of them a generator (a check against the
-#: generator types runs Python per value: ~20 per module)
+#: generator types runs Python per value: ~20 per module) ...
 _NOT_GENERATORS = frozenset({dict, collections.OrderedDict, bool, int, float, str, type(None), set})
+#: ... of which these are put back and these never are: decided by type, without `isinstance`
+_PLAIN_RESTORED = frozenset({bool, int, float, str, type(None)})
+_NOT_RESTORED = _NOT_GENERATORS - _PLAIN_RESTORED
 
 
 @dataclasses.dataclass
@@ -206,13 +209,12 @@ def swapped(
     cache are as before)."""
     saved = _save(index or ModelIndex.of(model))
     versions = {key: p._version for key, (_, p) in stand_ins.real.items()}
+    # id(real tensor) -> its stand-in (a parameter's before a buffer's)
+    by_id = dict(stand_ins.buffers)
+    by_id.update((key, stand_ins.params[name]) for key, (name, _) in stand_ins.real.items())
     try:
         for d, key, original in saved.slots:
-            d[key] = (
-                stand_ins.params[stand_ins.real[id(original)][0]]
-                if id(original) in stand_ins.real
-                else stand_ins.buffers[id(original)]
-            )
+            d[key] = by_id[id(original)]
         parametrize._cache.clear()
         yield
     finally:
@@ -225,16 +227,28 @@ def swapped(
 def _save(index: ModelIndex) -> _Saved:
     slots: list[tuple[dict, str, Any]] = []
     attrs = []
-    generators = []
+    generators: list[Callable[[], None]] = []
     for _, module in index.modules:  # each module object once, whatever its names
         for d in (module._parameters, module._buffers):
             slots += [(d, k, v) for k, v in d.items() if v is not None]
-        state = vars(module)
-        attrs.append((module, {k: v for k, v in state.items() if isinstance(v, _RESTORED)}))
-        for value in state.values():
-            if type(value) not in _NOT_GENERATORS and (put_back := owned_state(value)):
-                generators.append(put_back)
+        attrs.append((module, _attributes(vars(module), generators)))
     return _Saved(slots, attrs, generators, dict(parametrize._cache))
+
+
+def _attributes(state: dict[str, Any], generators: list[Callable[[], None]]) -> dict[str, Any]:
+    """The attributes of one module put back after the run (`_RESTORED`); a setter of each
+    generator's state among them is appended to `generators`. One pass, mostly by type."""
+    kept = {}
+    for k, value in state.items():
+        kind = type(value)
+        if kind in _PLAIN_RESTORED:
+            kept[k] = value
+        elif kind not in _NOT_RESTORED:
+            if isinstance(value, _RESTORED):
+                kept[k] = value
+            if put_back := owned_state(value):
+                generators.append(put_back)
+    return kept
 
 
 def _restore(saved: _Saved) -> None:
@@ -242,7 +256,12 @@ def _restore(saved: _Saved) -> None:
         d[key] = original
     for module, values in saved.attrs:
         state = vars(module)
-        for k in [k for k, v in state.items() if isinstance(v, _RESTORED) and k not in values]:
+        added = [
+            k
+            for k, v in state.items()
+            if k not in values and type(v) not in _NOT_RESTORED and isinstance(v, _RESTORED)
+        ]
+        for k in added:
             del state[k]  # left on the module by the run (a tensor made from stand-ins)
         state.update(values)
     for put_back in saved.generators:

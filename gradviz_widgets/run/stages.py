@@ -150,19 +150,27 @@ def read_back(state: RunState) -> None:
     """Queue the numbers of the gradients not measured on arrival (`state.arrived`: those
     hold a stand-in of one zero) and read everything back in the run's one host sync."""
     grads, batch, arrived = state.grads, state.batch, state.arrived
-    numels = {leaf_id: g.numel() for leaf_id, g in grads.items() if g is not None}
-    rest = {i: g for i, g in grads.items() if g is not None and i not in arrived}
-    pair_slots, nonzero_at = batch.add_counted(list(rest.values()))
+    numels: dict[str, int] = {}
+    rest_ids: list[str] = []  # one pass over the leaves (deep models have thousands)
+    rest: list[torch.Tensor] = []
+    g = None
+    for leaf_id, g in grads.items():
+        if g is not None:
+            numels[leaf_id] = g.numel()
+            if leaf_id not in arrived:
+                rest_ids.append(leaf_id)
+                rest.append(g)
+    pair_slots, nonzero_at = batch.add_counted(rest)
     slots = dict(arrived)
-    slots.update((i, (s, nonzero_at + k)) for k, (i, s) in enumerate(zip(rest, pair_slots)))
+    slots.update(zip(rest_ids, zip(pair_slots, range(nonzero_at, nonzero_at + len(rest)))))
     leaf_ids = list(grads)
-    del rest, grads  # measured (queued): not kept through the sync
+    del rest, grads, g  # measured (queued): not kept through the sync
     state.grads = {}
     state.values = values = batch.resolve()
     if state.hooks:
         state.hooks.finish(values)
     state.leaf_pairs = {
-        i: NormBatch.pair(values, slots[i][0]) if i in numels else None for i in leaf_ids
+        i: (values[slots[i][0]], values[slots[i][0] + 1]) if i in numels else None for i in leaf_ids
     }
     state.zero_fractions = {
         i: 1.0 - values[slots[i][1]] / n if n else 0.0 for i, n in numels.items()

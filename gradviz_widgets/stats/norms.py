@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TypeVar
 
+import numpy as np
 import torch
 
 # the statuses, thresholds and `classify` live in vocabulary.py (no torch); re-exported
@@ -83,6 +84,11 @@ class NormBatch:
         self._counting = False
         self._held: dict[tuple, torch.Tensor] = {}  # see `add_whole`
         self._counts: dict[tuple, tuple[weakref.ref, torch.Tensor]] = {}
+        # within `add_counted`: its counts vector; `_tallies`: per copy into the pending buffer
+        # meanwhile, (that vector, the tensors' positions in it, first element, lengths),
+        # counted from the buffer at the flush
+        self._tally: torch.Tensor | None = None
+        self._tallies: list[tuple[torch.Tensor, Sequence[int], int, list[int]]] = []
         self.scratch = Scratch()
         self.syncs = 0
         # pending small CPU tensors: their float64 copies and lengths (slots reserved)
@@ -113,11 +119,16 @@ class NormBatch:
         CPU or CUDA gradient skips the pass that reads its max |g| (NaN in its place, unless it
         is known anyway); the norm is as exact, and 0 exactly when every element is 0.
         """
-        small = [self.small(g) for g in grads]
+        exact, limit, strided = self._exact, self.SMALL, torch.strided
+        small = [  # `small`, inline: this runs once per node in backward
+            g.is_cpu and g.dtype in exact and g.layout is strided and g.numel() <= limit
+            for g in grads
+        ]
         if all(small):  # the common case in deep graphs: one copy, no per-tensor bookkeeping
             if not grads:
                 return []
-            first = self._add_small(list(grads))
+            xs = grads if type(grads) is list else list(grads)
+            first = self._add_small(xs, range(len(grads)))
             return list(range(first, first + 2 * len(grads), 2))
         slots: list[int | None] = [None] * len(grads)
         fresh: list[tuple[int, torch.Tensor, tuple | None]] = []
@@ -132,7 +143,7 @@ class NormBatch:
                 fresh.append((i, g, key))
         if any(small):
             at = [i for i, is_small in enumerate(small) if is_small]
-            first = self._add_small([grads[i] for i in at])
+            first = self._add_small([grads[i] for i in at], at)
             for k, i in enumerate(at):
                 slots[i] = first + 2 * k
         later = []
@@ -284,14 +295,18 @@ class NormBatch:
             and g.numel() <= self.SMALL
         )
 
-    def _add_small(self, xs: list[torch.Tensor]) -> int:
+    def _add_small(self, xs: list[torch.Tensor], at: Sequence[int]) -> int:
         """Copy small dense CPU tensors to the pending buffer (one cat and one copy per call,
-        flushing it when full); the slot of the first pair, the others follow."""
+        flushing it when full); the slot of the first pair, the others follow. `at`: each
+        tensor's position in the counts vector of `add_counted`, if one is open."""
         first = self._size
         if self._buf is None:
             self._buf = torch.empty(min(chunk_size(xs[0].device), self.PENDING), dtype=self.dtype)
         lengths = [x.numel() for x in xs]
-        start, cap = 0, self._buf.numel()
+        start, cap, total = 0, self._buf.numel(), sum(lengths)
+        if self._used + total <= cap:  # the common case: all fit
+            self._copy_in(xs, lengths, total, at)
+            return first
         while start < len(xs):
             end, total = len(xs), sum(lengths[start:])
             while self._used + total > cap and end > start:  # what fits now
@@ -300,15 +315,19 @@ class NormBatch:
             if end == start:  # full (any one tensor fits an empty buffer)
                 self._flush()
                 continue
-            self._copy_in(xs[start:end], lengths[start:end], total)
+            self._copy_in(xs[start:end], lengths[start:end], total, at[start:end])
             start = end
         return first
 
-    def _copy_in(self, xs: list[torch.Tensor], lengths: list[int], total: int) -> None:
+    def _copy_in(
+        self, xs: list[torch.Tensor], lengths: list[int], total: int, at: Sequence[int]
+    ) -> None:
         """Append tensors that fit to the pending buffer, their slots to the open run."""
         used = self._used
         flat = xs[0].reshape(-1) if len(xs) == 1 else torch._C._nn.flatten_dense_tensors(xs)
         self._buf[used : used + total].copy_(flat)  # type: ignore[index]
+        if self._tally is not None:  # counted from the copy at the flush, not read again
+            self._tallies.append((self._tally, at, used, lengths))
         self._used = used + total
         self._lengths += lengths
         self._reserve(True, len(xs))
@@ -316,6 +335,12 @@ class NormBatch:
     def _flush(self) -> None:
         """Reduce the pending buffer and finish the deferred tensors, into the runs of slots
         they reserved."""
+        if self._tallies:  # before `segmented` overwrites the buffer
+            for counts, at, start, lengths in self._tallies:
+                values = self._buf[start : start + sum(lengths)]  # type: ignore[index]
+                where = slice(at.start, at.stop) if isinstance(at, range) else list(at)
+                counts[where] = _segment_nonzeros(values, lengths).to(counts.dtype)
+            self._tallies = []
         if self._order:
             pairs = self._pending_pairs()
             for (index, _), part in zip(self._runs, pairs.split([2 * n for _, n in self._runs])):
@@ -354,12 +379,29 @@ class NormBatch:
             >>> batch.pair(values, slots[0]), values[at]
             ((3.4641016151377544, 2.0), 3.0)
         """
-        self._counting = True
+        small = [self.small(g) for g in grads]
+        if sum(small) < 2 or not all(g.is_cpu for g in grads):
+            self._counting = True
+            try:
+                slots = self.add(grads)
+            finally:
+                self._counting = False
+            return slots, self.add_nonzero_counts(grads)
+        # the small ones are counted from their copies in the pending buffer (`_flush`)
+        counts = torch.empty(len(grads), dtype=self.dtype)
+        self._counting, self._tally = True, counts
         try:
-            slots = self.add(grads)
+            if all(small):
+                first = self._add_small(list(grads), range(len(grads)))
+                slots = list(range(first, first + 2 * len(grads), 2))
+            else:
+                slots = self.add(grads)
         finally:
-            self._counting = False
-        return slots, self.add_nonzero_counts(grads)
+            self._counting, self._tally = False, None
+        large = [i for i, is_small in enumerate(small) if not is_small]
+        if large:
+            counts[large] = torch.stack([self._nonzero(grads[i]) for i in large]).to(self.dtype)
+        return slots, self.add_vector(counts)
 
     def add_whole(self, grads: Sequence[torch.Tensor]) -> None:
         """Measure in full and count now (norm, max |g|, non-zero count) large CPU gradients that
@@ -419,6 +461,14 @@ class NormBatch:
             known = entry[1] if entry is not None and entry[0]() is g else None
         return known
 
+    def _nonzero(self, g: torch.Tensor) -> torch.Tensor:
+        """The non-zero count of one gradient as a 0-d int64 tensor (measured this run, or now)."""
+        known = self._counted(g)
+        if known is not None:
+            return known.long()  # exact: a count below 2^53
+        x, repeats = distinct(g.coalesce().values() if g.is_sparse else g)
+        return torch.count_nonzero(x) * repeats if repeats > 1 else torch.count_nonzero(x)
+
     def add_nonzero_counts(self, grads: Sequence[torch.Tensor]) -> int:
         """Queue the number of non-zero elements of each gradient (exact: counted in int64);
         returns the slot of the first count. Small CPU gradients are counted together."""
@@ -430,17 +480,12 @@ class NormBatch:
         for i, g in enumerate(grads):
             if i in small:
                 continue
-            known = self._counted(g)
-            if known is not None:
-                counts.append(known.long())  # exact: a count below 2^53
-                continue
-            x, repeats = distinct(g.coalesce().values() if g.is_sparse else g)
-            counts.append(
-                torch.count_nonzero(x) * repeats if repeats > 1 else torch.count_nonzero(x)
-            )
+            counts.append(self._nonzero(g))
         if not small:
             return self.add_vector(torch.stack(counts))
-        together = _segment_nonzeros([g for i, g in enumerate(grads) if i in small])
+        chosen = [g for i, g in enumerate(grads) if i in small]
+        flat = torch._C._nn.flatten_dense_tensors(chosen)
+        together = _segment_nonzeros(flat, [g.numel() for g in chosen])
         if not counts:
             return self.add_vector(together)
         out = torch.empty(len(grads), dtype=torch.int64)
@@ -489,12 +534,16 @@ def _alive(cache: dict[tuple, tuple[weakref.ref, T]], key: tuple | None) -> T | 
     return hit[1] if hit is not None and hit[0]() is not None else None
 
 
-def _segment_nonzeros(xs: list[torch.Tensor]) -> torch.Tensor:
-    """Non-zero counts of small CPU tensors: one cat, one int64 cumsum (exact), two gathers."""
-    flat = torch._C._nn.flatten_dense_tensors(xs)
-    ends = torch.tensor([0] + [x.numel() for x in xs], dtype=torch.int64).cumsum(0)
-    running = torch.cat([ends[:1], (flat != 0).cumsum(0)])
-    return running[ends[1:]] - running[ends[:-1]]
+def _segment_nonzeros(flat: torch.Tensor, lengths: list[int]) -> torch.Tensor:
+    """Non-zero counts (int64, exact; NaN counts) of consecutive segments of a 1-d CPU tensor:
+    one comparison and one `np.add.reduceat` (several times faster than a bool cumsum)."""
+    sizes = np.asarray(lengths, dtype=np.int64)
+    out = np.zeros(len(lengths), dtype=np.int64)
+    filled = sizes > 0  # reduceat reads one element for an empty segment: left at 0
+    if filled.any():
+        starts = np.cumsum(sizes) - sizes
+        out[filled] = np.add.reduceat(flat.ne(0).numpy(), starts[filled], dtype=np.int64)
+    return torch.from_numpy(out)
 
 
 def _key_or_id(g: torch.Tensor, key: tuple | None) -> tuple:

@@ -5,8 +5,9 @@ stable id; optionally hook every node so the gradient that flows through it is m
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -149,10 +150,15 @@ def walk(
     transparent = {fn for fn in found if _is_hook_node(fn)}
     # creation order (the order ops claimed their nodes) makes ids stable across runs; nodes
     # no op claimed follow, in walk order
-    ordered = [fn for fn in owner if fn in found and fn not in transparent]
-    ordered += [fn for fn in found if fn not in owner and fn not in transparent]
+    if transparent:
+        ordered = [fn for fn in owner if fn in found and fn not in transparent]
+        ordered += [fn for fn in found if fn not in owner and fn not in transparent]
+    else:
+        ordered = [fn for fn in owner if fn in found]
+        if len(ordered) < len(found):
+            ordered += [fn for fn in found if fn not in owner]
     nodes, by_fn, leaves = _name_nodes(ordered, owner, names, calls)
-    edges = _edges(by_fn, transparent)
+    edges = _edges(by_fn, found, transparent)
     out = RawNode(OUTPUT, "Output", "output", LOSS_SCOPE, LOSS_CALL, shape=tuple(loss.shape))
     nodes[OUTPUT] = out
     last = loss.grad_fn
@@ -162,16 +168,18 @@ def walk(
     return RawGraph(nodes, edges, leaves)
 
 
-def _reachable(root: Any) -> dict[Any, None]:
-    """Autograd nodes reachable from `root`, in depth-first order (no recursion)."""
-    found: dict[Any, None] = {}
+def _reachable(root: Any) -> dict[Any, tuple]:
+    """Autograd nodes reachable from `root`, in depth-first order (no recursion), each with its
+    `next_functions` (read once: each read builds the tuple anew)."""
+    found: dict[Any, tuple] = {}
     todo = [root]
     while todo:
         fn = todo.pop()
         if fn in found:
             continue
-        found[fn] = None
-        todo.extend(nxt for nxt, _ in reversed(fn.next_functions) if nxt is not None)
+        found[fn] = nexts = fn.next_functions
+        # what is found already would be skipped when popped: the order is the same
+        todo += [nxt for nxt, _ in reversed(nexts) if nxt is not None and nxt not in found]
     return found
 
 
@@ -185,7 +193,8 @@ def _name_nodes(
     nodes: dict[str, RawNode] = {}
     by_fn: dict[Any, RawNode] = {}
     leaves: list[RawNode] = []
-    counts: Counter[tuple[str, str]] = Counter()  # ops per (module, op); ("", "") other leaves
+    counts: dict[tuple[str, str], int] = {}  # ops per (module, op)
+    others = 0  # leaves that are neither parameters nor inputs
     scopes: dict[str, Scope] = {}  # owner path -> its parameters' scope
     for fn in ordered:
         op = type(fn).__name__
@@ -194,45 +203,51 @@ def _name_nodes(
         if var is not None:
             kind, name = names.get(id(var), ("tensor", ""))
             if kind == "tensor":
-                name = str(counts[("", "")])
-                counts[("", "")] += 1
+                name, others = str(others), others + 1
             if kind == "param":
                 path = owner_path(name)
-                scope = scopes.get(path) or scopes.setdefault(path, param_scope(name, calls))
+                scope = scopes.get(path)
+                if scope is None:
+                    scope = scopes[path] = param_scope(name, calls)
             else:
                 scope = owner.get(fn, ())
             # inputs belong to the root; parameters and other leaves to their innermost module
             module = module_of_scope(scope) if kind != "input" else ""
-            shape = tuple(var.shape)
             leaf = RawNode(leaf_id(kind, name), kind.capitalize(), kind, module, scope)
-            leaf.tensor, leaf.shape = var, shape
+            leaf.tensor, leaf.shape = var, tuple(var.shape)
             nodes[leaf.id] = leaf
             leaves.append(leaf)
             node = RawNode(acc_id(leaf.id), op, "accumulate", module, scope, fn=fn)
         else:
             scope = owner.get(fn, LOSS_CALL)
             module = module_of_scope(scope)
-            k = counts[(module, op)]
-            counts[(module, op)] += 1
+            k = counts.get((module, op), 0)
+            counts[(module, op)] = k + 1
             node = RawNode(op_id(module, op, k), op, "op", module, scope, fn=fn)
         nodes[node.id] = node
         by_fn[fn] = node
     return nodes, by_fn, leaves
 
 
-def _edges(by_fn: Mapping[Any, RawNode], transparent: Collection[Any]) -> list[RawEdge]:
-    """Producer -> consumer edges, through the hook nodes in `transparent`."""
+def _edges(
+    by_fn: Mapping[Any, RawNode], nexts: Mapping[Any, tuple], transparent: Collection[Any]
+) -> list[RawEdge]:
+    """Producer -> consumer edges, through the hook nodes in `transparent`; `nexts`: each
+    node's `next_functions` (`_reachable`)."""
     edges: list[RawEdge] = []
     for fn, node in by_fn.items():
         if node.kind == "accumulate":
             edges.append(RawEdge(acc_leaf(node.id), node.id))
-        for index, (nxt, out_nr) in enumerate(fn.next_functions):
+        for index, (nxt, out_nr) in enumerate(nexts[fn]):
             if nxt is None:
+                continue
+            if nxt not in transparent:
+                edges.append(RawEdge(by_fn[nxt].id, node.id, index=index))
                 continue
             via = []
             while nxt in transparent:  # identity: its output k comes from its input k
                 via.append((nxt, out_nr))
-                nxt, out_nr = nxt.next_functions[out_nr]
+                nxt, out_nr = nexts[nxt][out_nr]
             if nxt is not None:
                 edges.append(RawEdge(by_fn[nxt].id, node.id, index=index, via=tuple(via)))
     return edges
@@ -285,7 +300,7 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
     large = _measured_alone(graph, batch)
     whole = _into_views_of_leaves(graph, large, carried, leaving, in_edges)
     viewed = set(whole.values())  # their leaves' gradients are measured on the way in
-    order = [0]
+    order = itertools.count()
     through: dict[Any, list[tuple[RawEdge, int]]] = {}
     for node in graph.nodes.values():
         if node.kind != "op":
@@ -296,7 +311,7 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
                 e.leaf = carried[id(e)]
                 if e.leaf in large and node.id not in viewed:
                     wholes.append(e)  # the leaf's gradient itself: measured here, in cache
-            elif (at := _deepest_unshared(e, sharing)) is not None:
+            elif e.via and (at := _deepest_unshared(e, sharing)) is not None:
                 through.setdefault(at[0], []).append((e, at[1]))
             else:
                 direct.append(e)
@@ -385,7 +400,7 @@ def _flow_hook(
     node: RawNode,
     edges: list[RawEdge],
     batch: NormBatch,
-    order: list[int],
+    order: Iterator[int],
     same: RawEdge | None,
     rows: torch.Tensor | None = None,
     wholes: list[RawEdge] | None = None,
@@ -393,10 +408,11 @@ def _flow_hook(
 ):
     indices = [e.index for e in edges]
     whole_at = [e.index for e in wholes or () if e.index is not None]
+    if rows is None and not whole_at and not whole_in:
+        return _plain_flow_hook(node, edges, indices, batch, order, same)
 
     def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
-        node.order = order[0]
-        order[0] += 1
+        node.order = next(order)
         if rows is not None:
             _note_rows(grad_inputs, rows, batch)
         if whole_at:  # a parameter's gradient (to be): measured in full while in cache
@@ -410,13 +426,47 @@ def _flow_hook(
         leaving = [grad_inputs[i] for i in indices]  # type: ignore[index]
         slots = batch.add(arrived + [g for g in leaving if g is not None], norms_only=True)
         node.inflow = [same.slot] if reuse else slots[: len(arrived)]  # type: ignore[list-item, union-attr]
-        k = len(arrived)
-        for e, g in zip(edges, leaving):
-            if g is not None:
-                e.slot = slots[k]
-                k += 1
+        _note_slots(edges, leaving, slots, len(arrived))
 
     return hook
+
+
+def _plain_flow_hook(
+    node: RawNode,
+    edges: list[RawEdge],
+    indices: list[int | None],
+    batch: NormBatch,
+    order: Iterator[int],
+    same: RawEdge | None,
+):
+    """`_flow_hook` of a node that only measures its gradients (most nodes): the same numbers
+    with less Python per call (it runs once per node in backward)."""
+
+    def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
+        node.order = next(order)
+        if same is not None and same.slot is not None and len(grad_outputs) == 1:
+            node.inflow = [same.slot]
+            if not indices:
+                return
+            leaving = [grad_inputs[i] for i in indices]  # type: ignore[index]
+            present = [g for g in leaving if g is not None]
+            _note_slots(edges, leaving, batch.add(present, norms_only=True) if present else [], 0)
+            return
+        arrived = [g for g in grad_outputs if g is not None]
+        leaving = [grad_inputs[i] for i in indices]  # type: ignore[index]
+        slots = batch.add(arrived + [g for g in leaving if g is not None], norms_only=True)
+        node.inflow = slots[: len(arrived)]
+        _note_slots(edges, leaving, slots, len(arrived))
+
+    return hook
+
+
+def _note_slots(edges: list[RawEdge], leaving: list, slots: list[int], k: int) -> None:
+    """Each edge that carried a gradient gets its slot (in order, from `slots[k]` on)."""
+    for e, g in zip(edges, leaving):
+        if g is not None:
+            e.slot = slots[k]
+            k += 1
 
 
 def note_lookups(batch: NormBatch, lookups: Mapping[Any, torch.Tensor]) -> None:
