@@ -138,6 +138,9 @@ function windowScore(x, w, xs, labels) {
  * @returns {Box}
  */
 export function readableBox(base, pad, w, h, centres, labels = []) {
+  // the whole graph's margin grows with its size: on a graph 50,000 units wide it is taller
+  // than the readable window itself, which then showed nothing but margin
+  pad = Math.min(pad, w * 0.05, h * 0.05);
   const y = base.y - pad;
   if (base.w + 2 * pad <= w) return { x: base.x + base.w / 2 - w / 2, y, w, h };
   const band = centres.filter((c) => c.y <= y + h * 0.85);

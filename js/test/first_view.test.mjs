@@ -19,6 +19,16 @@ test("readableBox: a wide graph opens on the busiest part of its top band, not i
   assert.equal(edge.x + edge.w, 2010);
 });
 
+test("readableBox: a huge graph's margin never fills the readable window (a 1,200-layer chain was blank)", () => {
+  const base = { x: 0, y: 0, w: 54398, h: 24205 };
+  const pad = Math.max(base.w, base.h) * 0.02; // the whole-graph margin: 1,088 units
+  const centres = [{ x: 300, y: 40 }, { x: 340, y: 120 }, { x: 380, y: 200 }];
+  const box = readableBox(base, pad, 750, 562, centres);
+  assert.ok(box.y + box.h > base.y + 400, "the window reaches well into the graph");
+  assert.ok(box.y >= base.y - 0.05 * 562 - 1e-9);
+  assert.ok(centres.every((c) => c.x >= box.x && c.x <= box.x + box.w && c.y <= box.y + box.h));
+});
+
 test("readableBox: the busiest window moves to show a module label whole, not cut at its left", () => {
   const base = { x: 0, y: 0, w: 2000, h: 3000 };
   const centres = [{ x: 1200, y: 40 }, { x: 1350, y: 60 }, { x: 1500, y: 50 }];
