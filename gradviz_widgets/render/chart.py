@@ -202,16 +202,8 @@ def _names(rows: list[dict[str, Any]], mode: str, flat: bool) -> list[Any]:
     """Category labels; names are user text: Plotly renders <b>, <br>, <a> in ticks and
     hover, so they are escaped. Upright per-parameter bars get two levels (module, name)."""
     if mode == "param" and not flat:
-        sizes: dict[str, int] = {}
-        for r in rows:
-            sizes[r["module"]] = sizes.get(r["module"], 0) + 1
-        # a group label gets about the width of its bars: long names never smear into the next
-        modules = [
-            plotly_text(
-                elide_middle(r["module"] or "(root)", min(MODULE_CHARS, 5 * sizes[r["module"]] + 2))
-            )
-            for r in rows
-        ]
+        labels = module_labels([r["module"] for r in rows])
+        modules = [labels[r["module"]] for r in rows]
         return [
             modules,
             distinct(
@@ -219,6 +211,38 @@ def _names(rows: list[dict[str, Any]], mode: str, flat: bool) -> list[Any]:
             ),
         ]
     return distinct([plotly_text(elide_middle(r["name"])) for r in rows])
+
+
+def module_labels(modules: list[str]) -> dict[str, str]:
+    """The group label of each module on an upright per-parameter chart: about the width of
+    its bars (a long name never smears into the next group), but never the label of another
+    module. Plotly groups bars by that label, so two modules elided alike
+    ("transformer.h.0.attn.c_proj" and "transformer.h.1.mlp.c_proj" both "trans…c_proj")
+    had their bars gathered out of the model's order: such a module gets more of its name.
+
+    Example:
+        >>> names = ["transformer.h.0.attn.c_proj", "transformer.h.0.mlp.c_proj"]
+        >>> list(module_labels([n for n in names for _ in "wb"]).values())
+        ['trans…c_proj', 'transfo…p.c_proj']
+    """
+    sizes: dict[str, int] = {}
+    for m in modules:
+        sizes[m] = sizes.get(m, 0) + 1
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for m, size in sizes.items():
+        text, limit = m or "(root)", min(MODULE_CHARS, 5 * size + 2)
+        shown = plotly_text(elide_middle(text, limit))
+        while shown in taken and limit < len(text):
+            limit += 4
+            shown = plotly_text(elide_middle(text, limit))
+        label, k = shown, 1
+        while shown in taken:  # alike even in full (names that sanitise alike)
+            k += 1
+            shown = f"{label} ({k})"
+        taken.add(shown)
+        out[m] = shown
+    return out
 
 
 def elide_middle(text: str, limit: int = NAME_CHARS) -> str:
