@@ -3,7 +3,7 @@
 // in-page model instead of a kernel. Copied next to the bundle at build time; inlined in the page.
 // Everything the page shows from the run is set as text (textContent), never as markup.
 
-/** @typedef {{label: string, depth: number|null, dot: string, key_map: Record<string,string>, nodes: Record<string, any>}} View */
+/** @typedef {{label: string, depth: number|null, dot: string, key_map: Record<string,string>, nodes: Record<string, any>, drawn?: number}} View */
 
 /** A model with the anywidget surface the GraphPane uses (get/set/on/off/send/save_changes). */
 export function pageModel(/** @type {Record<string, any>} */ traits, /** @type {(msg: any) => void} */ onMessage) {
@@ -71,7 +71,7 @@ export function selectionIn(id, view) {
  * @param {View} view @returns {string}
  */
 export function viewStatus(view) {
-  const n = Object.keys(view.nodes).length;
+  const n = view.drawn ?? Object.keys(view.nodes).length; // the nodes the DOT draws
   return `${view.label}: ${n} node${n === 1 ? "" : "s"} drawn; click one to see it under Selected`;
 }
 

@@ -53,6 +53,7 @@ def views(graph: GradGraph) -> list[dict[str, Any]]:
                 "depth": depth,
                 "dot": drawn.dot,
                 "key_map": drawn.keys,
+                "drawn": len(drawn.node_ids),  # `nodes` also holds what the DOT leaves out
                 "nodes": {n.id: {**node_info(n, False), **node_texts(n)} for n in view.nodes},
             }
         )

@@ -52,4 +52,6 @@ test("viewStatus: the pane's status line says what the view draws, not the loss 
   assert.equal(viewStatus(v), "depth 0: 2 nodes drawn; click one to see it under Selected");
   assert.equal(viewStatus(view(null, ["a"])), "full: 1 node drawn; click one to see it under Selected");
   assert.ok(!/loss/.test(viewStatus(v)));
+  // node info also covers nodes the DOT leaves out (AccumulateGrad): the count is the drawn one
+  assert.equal(viewStatus({ ...v, drawn: 1 }), "depth 0: 1 node drawn; click one to see it under Selected");
 });

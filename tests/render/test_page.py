@@ -110,3 +110,17 @@ def test_the_loss_line_is_written_once(tmp_path) -> None:
     text = ex.export_html(tmp_path / "page.html").read_text(encoding="utf-8")
     head = f"loss {format_norm(ex.report.loss)} ("
     assert text.count(head) == 1, text.count(head)
+
+
+def test_each_view_counts_the_nodes_its_drawing_shows() -> None:
+    """The pane's status line says how many nodes a view draws: its DOT's, not its node info's
+    (which also covers AccumulateGrad nodes the DOT leaves out: a 300-layer chain said "1802
+    nodes drawn" with 1202 on the page)."""
+    torch.manual_seed(0)
+    ex = GradExplorer(nn.Sequential(*[nn.Linear(4, 4) for _ in range(5)]), torch.randn(2, 4))
+    ex.run()
+    full = next(v for v in views(ex.graph) if v["depth"] is None)
+    assert full["drawn"] < len(full["nodes"])  # 10 AccumulateGrad nodes are not drawn
+    for view in views(ex.graph):
+        shown = len(re.findall(r"(?m)^\s*n\d+ \[id=", view["dot"]))
+        assert view["drawn"] == shown, (view["label"], view["drawn"], shown)
