@@ -135,14 +135,16 @@ def held_detail(held: Held, skipped: bool = False) -> str:
     Example:
         >>> print(held_detail(Held((("fc2.weight", 1, 64, None),))))
         fc2.weight holds NaN/Inf (1 of 64 elements) before this step's update: the NaN/Inf gradients start from its values, not from an op
+        >>> print(held_detail(Held(), skipped=True))
+        no parameter held NaN/Inf before it
         >>> print(held_detail(Held((("a.weight", 4, 4, 3), ("b.bias", 2, 2, None)))))
         2 parameters hold NaN/Inf before this step's update: a.weight (4 of 4 elements; its gradient was NaN/Inf first, at step 3), b.bias (2 of 2 elements): the NaN/Inf gradients start from their values
     """
     if held.unchecked:
         return held.unchecked
     if not held.holders:
-        if skipped:
-            return ""
+        if skipped:  # the scaler's overflow check at work: nothing to blame, but say so
+            return "no parameter held NaN/Inf before it"
         return (
             "no parameter held NaN/Inf before this step's update: the NaN/Inf arose in this "
             "step's forward or backward (an op, or the batch; anomaly.explore() names the node)"

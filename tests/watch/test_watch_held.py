@@ -251,3 +251,12 @@ def test_flight_recorder_does_not_read_device_statistics_without_sync_check(tmp_
     flights.sync_check = False
     assert flights.host_stats(torch.empty(3, 3, device="meta")) is None
     watch.close()
+
+
+def test_a_skipped_step_without_holders_says_no_weight_held_nan():
+    """The GradScaler's own overflow (no weight holding NaN/Inf) says so after the skip
+    sentence: the anomaly never leaves the holders unsaid (a stranger's CPU bf16 loop)."""
+    rec = StepRecord(7, 0.0, np.array([0]), values=np.full((1, 5), np.nan))
+    rec.info, rec.held = (True, 65536.0, False), Held()
+    detail = _nonfinite_said([(7, "nonfinite", ["w"])], [rec])[0][2]["detail"]
+    assert detail.startswith(SKIPPED_DETAIL) and "no parameter held NaN/Inf" in detail
