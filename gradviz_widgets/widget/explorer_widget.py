@@ -360,9 +360,10 @@ class ExplorerWidget(W.VBox):
             )
             return
         if target is None:  # a click on the loss or an input: nothing went wrong
+            what = "an input" if node.kind == "input" else "the loss"
             self._set_status(
-                f"{node_id} is not inside a module of the model (the loss or an input), so "
-                "it has no module to hook: click a node of the model to hook its module",
+                f"{what} is not inside a module of the model, so it has no module to hook: "
+                "click a node of the model to hook its module",
                 "info",
             )
             return
