@@ -128,41 +128,30 @@ def measured(
         ex.close()
 
 
-def test_hook_returning_a_new_grad_input_shows_on_the_edge_into_the_module():
-    net, x = net_with(lambda n: n.block.sub.register_full_backward_hook(scale_input))
-    ref = reference(net, x, [net, net.block])
-    into_sub, relu = measured(net, x)
-    assert into_sub == pytest.approx(ref["into_sub"], rel=1e-6)
-    assert relu == pytest.approx(ref["relu"], rel=1e-6)
-
-
-def test_nested_hooks_without_a_shared_input_show_after_both():
-    """Sub is the block's only user of its input: the chain of two hook nodes is one edge."""
-
+@pytest.mark.parametrize(
+    ("outer", "residual", "edge_is"),
+    [
+        (None, True, "into_sub"),  # the inner hook alone: what it returned
+        (scale_input, False, "relu"),  # nested, the input not shared: after both hooks
+        (keep_it, True, "into_sub"),  # the outer hook node's input shared (residual): after
+        # the inner hook only, the outer hook's sum being the ReLU node's
+    ],
+)
+def test_user_hooks_show_on_the_edge_into_the_module(
+    outer: Callable | None, residual: bool, edge_is: str
+) -> None:
     def setup(n: Net) -> None:
         n.block.sub.register_full_backward_hook(scale_input)
-        n.block.register_full_backward_hook(scale_input)
+        if outer is not None:
+            n.block.register_full_backward_hook(outer)
 
-    net, x = net_with(setup, residual=False)
+    net, x = net_with(setup, residual=residual)
     ref = reference(net, x, [net, net.block])
-    assert ref["relu"] == pytest.approx(SCALE * ref["into_sub"])  # the outer hook's too
+    if not residual:
+        assert ref["relu"] == pytest.approx(SCALE * ref["into_sub"])  # the outer hook's too
     into_sub, relu = measured(net, x)
-    assert into_sub == pytest.approx(ref["relu"], rel=1e-6)
+    assert into_sub == pytest.approx(ref[edge_is], rel=1e-6)
     assert relu == pytest.approx(ref["relu"], rel=1e-6)
-
-
-def test_inner_user_hook_under_an_outer_user_hook_with_a_residual():
-    """The outer hook node's input is shared (residual): the edge is read after the inner one."""
-
-    def setup(n: Net) -> None:
-        n.block.sub.register_full_backward_hook(scale_input)
-        n.block.register_full_backward_hook(keep_it)
-
-    net, x = net_with(setup)
-    ref = reference(net, x, [net, net.block])
-    into_sub, relu = measured(net, x)
-    assert relu == pytest.approx(ref["relu"], rel=1e-6)
-    assert into_sub == pytest.approx(ref["into_sub"], rel=1e-6)
 
 
 def test_inner_user_hook_and_the_explorers_hook_on_the_outer_module():
