@@ -273,8 +273,10 @@ def _anomaly_marks(anomalies: list, limit: int = 40) -> dict:
                 "showarrow": False,
                 "text": a.kind,
                 "hovertext": anomaly_text(a),
-                "textangle": -60,
-                "yanchor": "bottom",
+                # inside the plot, along its line: above it the label ran into the title
+                "textangle": -90,
+                "yanchor": "top",
+                "xanchor": "left",
                 "font": {"size": 9, "color": colour},
             }
         )

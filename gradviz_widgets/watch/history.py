@@ -206,11 +206,17 @@ class Overview:
         return np.where(van, self.lo[: self.used], self.hi[: self.used])
 
     def series(self, j: int) -> tuple[np.ndarray, np.ndarray]:
-        """Min and max points of parameter j per bucket, in step order."""
-        steps = np.concatenate([self.lo_step[: self.used, j], self.hi_step[: self.used, j]])
-        vals = np.concatenate([self.lo[: self.used, j], self.hi[: self.used, j]])
-        keep = np.isfinite(vals)
-        steps, vals = steps[keep], vals[keep]
+        """Min and max points of parameter j per bucket, in step order, and a NaN point (a gap
+        in the line) at the start of each bucket where its gradient was NaN/Inf: the line
+        breaks there instead of running straight through (the offline page breaks it too)."""
+        bad = np.flatnonzero(self.status[: self.used, j] == STATUSES.index("nonfinite"))
+        gaps = (self.first or 0) + bad * self.width
+        lo, hi = self.lo[: self.used, j], self.hi[: self.used, j]
+        keep_lo, keep_hi = np.isfinite(lo), np.isfinite(hi)
+        # gaps first: at a step a gap shares with a finite point, the gap is the one kept
+        steps = np.concatenate([gaps, self.lo_step[: self.used, j][keep_lo]])
+        steps = np.concatenate([steps, self.hi_step[: self.used, j][keep_hi]])
+        vals = np.concatenate([np.full(len(gaps), np.nan), lo[keep_lo], hi[keep_hi]])
         order = np.argsort(steps, kind="stable")
         steps, vals = steps[order], vals[order]
         first = np.ones(len(steps), dtype=bool)

@@ -177,3 +177,25 @@ def test_view_opened_before_any_step_follows_the_worst_parameters(tmp_path):
     _, lines = view.figures()
     assert "fc1.weight" in [t["name"] for t in lines["data"]]
     watch.close()
+
+
+def test_a_nan_step_breaks_the_line_and_its_mark_stays_inside_the_plot():
+    """The notebook's line chart ran straight through a NaN/Inf step (the offline page breaks
+    it there), and the anomaly's rotated label stood above the plot, over its title."""
+    from gradviz_widgets.watch.anomalies import Anomaly
+    from gradviz_widgets.watch.figures import json_safe, lines_figure
+    from gradviz_widgets.watch.store import ParamInfo
+
+    ov = Overview()
+    for step in range(12):
+        bad = step == 7
+        norm = np.array([np.nan if bad else 1.0 + step])
+        ov.add(step, norm, np.array([CODE["nonfinite" if bad else "healthy"]], dtype=np.uint8))
+    steps, values = ov.series(0)
+    assert 7 in steps and np.isnan(values[list(steps).index(7)])
+    params = [ParamInfo(0, "w", "", (2,), 2, 0)]
+    fig = lines_figure(ov, params, ["w"], Thresholds(), [Anomaly(7, "nonfinite", ["w"])])
+    y = json_safe(fig["data"][0])["y"]
+    assert y[list(steps).index(7)] is None  # a gap: Plotly breaks the line there
+    (note,) = fig["layout"]["annotations"]
+    assert note["y"] == 1.0 and note["yanchor"] == "top"
