@@ -137,8 +137,13 @@ class SpikeFinder:
 
     def add_loss(self, step: int, value: float) -> list[Spike]:
         """One loss of `step` (several per step, gradient accumulation: their mean)."""
-        self._losses.setdefault(step, []).append(value)
+        self.queue_loss(step, value)
         return self._take_losses(functools.partial(_before, step))
+
+    def queue_loss(self, step: int, value: float) -> None:
+        """Keep one loss of `step` for `add_steps` to take in step order: a loss that arrived
+        with its step's gradients is seen before later steps can end that step's event."""
+        self._losses.setdefault(step, []).append(value)
 
     def finish(self) -> list[Spike]:
         """The run ended: pending losses counted, the open event ended."""

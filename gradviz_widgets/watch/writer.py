@@ -142,7 +142,15 @@ class Writer(threading.Thread):
         elif kind == "step":
             self._add_steps([item])
         elif kind == "loss":
-            self._losses.append(item)
+            step, value = item
+            if self.spikes is not None and not isinstance(value, tuple):
+                # in step order with the gradients queued around it: handed over only after
+                # the drain, it came after every step of the batch, and a batch longer than
+                # the event's gap had ended the step's event without its loss
+                with self._lock:
+                    self.spikes.queue_loss(step, float(value))
+            else:
+                self._losses.append(item)
 
     def _guard(self, fn: Callable[..., None], *args: Any) -> None:
         try:
