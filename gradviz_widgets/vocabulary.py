@@ -142,19 +142,6 @@ _STATUS_NAMES = np.array(STATUSES, dtype=object)
 _NONE_CODE = STATUSES.index("none")
 
 
-def classify_many(
-    pairs: Sequence[tuple[float | None, float | None]], thresholds: Thresholds
-) -> list[str]:
-    """`classify` of many (norm, max |g|) pairs at once (the thousands of nodes and edges of one
-    run), by `classify_codes`: the same rules, one numpy pass instead of a Python call each.
-
-    Example:
-        >>> classify_many([(None, None), (0.0, 0.0), (1.0, 0.5), (float("inf"), None)], Thresholds())
-        ['none', 'zero', 'healthy', 'nonfinite']
-    """
-    return classify_lists([n for n, _ in pairs], [m for _, m in pairs], thresholds)
-
-
 def classify_lists(
     norms: Sequence[float | None], maxes: Sequence[float | None], thresholds: Thresholds
 ) -> list[str]:

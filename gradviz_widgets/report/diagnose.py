@@ -189,16 +189,13 @@ def findings(
     return tuple(out)
 
 
-def embedding_like(graph: GradGraph, name: str, used: Sequence[GradEdge] | None = None) -> bool:
+def embedding_like(graph: GradGraph, name: str, used: Sequence[GradEdge]) -> bool:
     """Whether parameter `name` is an embedding table: the weight of an Embedding/EmbeddingBag
     module, or a tensor that only embedding lookups read (`F.embedding` in a custom module).
-    `used`: the edges its AccumulateGrad node feeds, when the caller has them."""
+    `used`: the edges its AccumulateGrad node feeds."""
     info = graph.modules.get(owner_path(name))
     if info is not None and info.type in EMBEDDING_TYPES and name.endswith(".weight"):
         return True
-    leaf = acc_id(param_id(name))
-    if used is None:
-        used = graph.consumers().get(leaf, ()) if leaf in graph else ()
     return bool(used) and all(graph.node(e.dst).op.startswith(EMBEDDING_TYPES) for e in used)
 
 

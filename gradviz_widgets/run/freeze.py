@@ -40,19 +40,7 @@ def freeze_graph(state: RunState) -> GradGraph:
     statuses = classify_lists(norms, maxes, thresholds)
     make = maker(GradNode, 11)  # the fields up to `order`; members and the rest: defaults
     nodes = tuple(
-        make(
-            n.id,
-            n.op,
-            n.kind,
-            n.module,
-            n.op if n.kind == "op" else _label(n),
-            n.scope,
-            n.shape,
-            norm,
-            gmax,
-            status,
-            n.order,
-        )
+        make(n.id, n.op, n.kind, n.module, _label(n), n.scope, n.shape, norm, gmax, status, n.order)
         for n, norm, gmax, status in zip(raws, norms, maxes, statuses, strict=True)
     )
     tree = _module_tree(state.index, state.tracker.calls)
@@ -78,7 +66,7 @@ def _node_pairs(
                 norm = values[slots[0]]
             else:
                 norm = combine_norms([values[s] for s in slots]) if slots else None
-            gmax = 0.0 if norm == 0.0 else None  # flow_pair
+            gmax = flow_max(norm)
         norms.append(norm)
         maxes.append(gmax)
     return norms, maxes
@@ -87,11 +75,8 @@ def _node_pairs(
 def _edges(state: RunState, raw: RawGraph, thresholds: Thresholds) -> tuple[GradEdge, ...]:
     """Every edge with the norm of what flowed along it and its status."""
     values, leaf_by_id = state.values, state.leaf_pairs
-    norms = [
-        values[e.slot] if e.slot is not None else _edge_norm(e, raw, values, leaf_by_id)
-        for e in raw.edges
-    ]
-    maxes = [0.0 if norm == 0.0 else None for norm in norms]  # flow_pair
+    norms = [_edge_norm(e, raw, values, leaf_by_id) for e in raw.edges]
+    maxes = [flow_max(norm) for norm in norms]
     statuses = classify_lists(norms, maxes, thresholds)
     make = maker(GradEdge, 5)
     return tuple(
@@ -100,16 +85,16 @@ def _edges(state: RunState, raw: RawGraph, thresholds: Thresholds) -> tuple[Grad
     )
 
 
-def flow_pair(norm: float | None) -> tuple[float | None, float | None]:
-    """(norm, max |g|) of what flowed along an edge or into an op node: only the norm is
-    measured there (it is what the graph shows), so max |g| is 0.0 where the norm is (exact
-    sums of squares are 0 only when every element is) and None otherwise.
+def flow_max(norm: float | None) -> float | None:
+    """max |g| of what flowed along an edge or into an op node: only the norm is measured there
+    (it is what the graph shows), so max |g| is 0.0 where the norm is (exact sums of squares
+    are 0 only when every element is) and None otherwise.
 
     Example:
-        >>> flow_pair(0.0), flow_pair(2.5), flow_pair(None)
-        ((0.0, 0.0), (2.5, None), (None, None))
+        >>> flow_max(0.0), flow_max(2.5), flow_max(None)
+        (0.0, None, None)
     """
-    return norm, (0.0 if norm == 0.0 else None)
+    return 0.0 if norm == 0.0 else None
 
 
 def _edge_norm(

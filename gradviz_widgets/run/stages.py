@@ -170,7 +170,7 @@ def read_back(state: RunState) -> None:
     if state.hooks:
         state.hooks.finish(values)
     state.leaf_pairs = {
-        i: (values[slots[i][0]], values[slots[i][0] + 1]) if i in numels else None for i in leaf_ids
+        i: NormBatch.pair(values, slots[i][0]) if i in numels else None for i in leaf_ids
     }
     state.zero_fractions = {
         i: 1.0 - values[slots[i][1]] / n if n else 0.0 for i, n in numels.items()

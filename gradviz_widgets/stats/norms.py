@@ -119,11 +119,7 @@ class NormBatch:
         CPU or CUDA gradient skips the pass that reads its max |g| (NaN in its place, unless it
         is known anyway); the norm is as exact, and 0 exactly when every element is 0.
         """
-        exact, limit, strided = self._exact, self.SMALL, torch.strided
-        small = [  # `small`, inline: this runs once per node in backward
-            g.is_cpu and g.dtype in exact and g.layout is strided and g.numel() <= limit
-            for g in grads
-        ]
+        small = [self.small(g) for g in grads]
         if all(small):  # the common case in deep graphs: one copy, no per-tensor bookkeeping
             if not grads:
                 return []

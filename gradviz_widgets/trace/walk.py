@@ -150,13 +150,9 @@ def walk(
     transparent = {fn for fn in found if _is_hook_node(fn)}
     # creation order (the order ops claimed their nodes) makes ids stable across runs; nodes
     # no op claimed follow, in walk order
-    if transparent:
-        ordered = [fn for fn in owner if fn in found and fn not in transparent]
+    ordered = [fn for fn in owner if fn in found and fn not in transparent]
+    if len(ordered) < len(found) - len(transparent):  # some node no op claimed
         ordered += [fn for fn in found if fn not in owner and fn not in transparent]
-    else:
-        ordered = [fn for fn in owner if fn in found]
-        if len(ordered) < len(found):
-            ordered += [fn for fn in found if fn not in owner]
     nodes, by_fn, leaves = _name_nodes(ordered, owner, names, calls)
     edges = _edges(by_fn, found, transparent)
     out = RawNode(OUTPUT, "Output", "output", LOSS_SCOPE, LOSS_CALL, shape=tuple(loss.shape))
@@ -408,8 +404,6 @@ def _flow_hook(
 ):
     indices = [e.index for e in edges]
     whole_at = [e.index for e in wholes or () if e.index is not None]
-    if rows is None and not whole_at and not whole_in:
-        return _plain_flow_hook(node, edges, indices, batch, order, same)
 
     def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
         node.order = next(order)
@@ -420,42 +414,15 @@ def _flow_hook(
         # one `add` per node: what arrived (unless the consumer's edge measured it) and what
         # leaves along each edge
         reuse = same is not None and same.slot is not None and len(grad_outputs) == 1
+        if reuse and not indices and not whole_in:  # a view's `t()` of a weight, say
+            node.inflow = [same.slot]  # type: ignore[list-item, union-attr]
+            return
         arrived = [] if reuse else [g for g in grad_outputs if g is not None]
         if whole_in:
             batch.add_whole(arrived)
         leaving = [grad_inputs[i] for i in indices]  # type: ignore[index]
         slots = batch.add(arrived + [g for g in leaving if g is not None], norms_only=True)
         node.inflow = [same.slot] if reuse else slots[: len(arrived)]  # type: ignore[list-item, union-attr]
-        _note_slots(edges, leaving, slots, len(arrived))
-
-    return hook
-
-
-def _plain_flow_hook(
-    node: RawNode,
-    edges: list[RawEdge],
-    indices: list[int | None],
-    batch: NormBatch,
-    order: Iterator[int],
-    same: RawEdge | None,
-):
-    """`_flow_hook` of a node that only measures its gradients (most nodes): the same numbers
-    with less Python per call (it runs once per node in backward)."""
-
-    def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
-        node.order = next(order)
-        if same is not None and same.slot is not None and len(grad_outputs) == 1:
-            node.inflow = [same.slot]
-            if not indices:
-                return
-            leaving = [grad_inputs[i] for i in indices]  # type: ignore[index]
-            present = [g for g in leaving if g is not None]
-            _note_slots(edges, leaving, batch.add(present, norms_only=True) if present else [], 0)
-            return
-        arrived = [g for g in grad_outputs if g is not None]
-        leaving = [grad_inputs[i] for i in indices]  # type: ignore[index]
-        slots = batch.add(arrived + [g for g in leaving if g is not None], norms_only=True)
-        node.inflow = slots[: len(arrived)]
         _note_slots(edges, leaving, slots, len(arrived))
 
     return hook
