@@ -49,6 +49,21 @@ def check_budget(budget_mb: Any) -> float | None:
     return None if budget_mb is None else float(budget_mb)
 
 
+def on_host(stats: Any, read_device: bool) -> np.ndarray | None:
+    """A step's statistics as a host array: as they are off a tensor or on the CPU; read from
+    an accelerator only when `read_device` (a host sync), else None.
+
+    Example:
+        >>> on_host(torch.ones(1, 3), False).tolist()
+        [[1.0, 1.0, 1.0]]
+    """
+    if not isinstance(stats, torch.Tensor):
+        return np.asarray(stats)
+    if stats.device.type != "cpu" and not read_device:
+        return None
+    return stats.detach().double().cpu().numpy()
+
+
 class Flights:
     """Decides at each step pre-hook whether to keep a flight record, and makes it.
 
@@ -159,12 +174,9 @@ class Flights:
         """The step's statistics on the host: as they are on the CPU; from a device only with
         `sync_check` while recording (one host sync per step, the one `check` makes: call
         this once per step and hand the result to `check`), else None."""
-        if not isinstance(stats, torch.Tensor):
-            return np.asarray(stats)
-        self._cuda = (stats.device.index or 0) if stats.is_cuda else None
-        if stats.device.type != "cpu" and not (self.sync_check and self.active):
-            return None
-        return stats.detach().double().cpu().numpy()
+        if isinstance(stats, torch.Tensor):
+            self._cuda = (stats.device.index or 0) if stats.is_cuda else None
+        return on_host(stats, self.sync_check and self.active)
 
     def _spike_kinds(
         self, step: int, stats: np.ndarray, ids: Sequence[int], names: list[str]

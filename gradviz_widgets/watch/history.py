@@ -214,8 +214,8 @@ class Overview:
         lo, hi = self.lo[: self.used, j], self.hi[: self.used, j]
         keep_lo, keep_hi = np.isfinite(lo), np.isfinite(hi)
         # gaps first: at a step a gap shares with a finite point, the gap is the one kept
-        steps = np.concatenate([gaps, self.lo_step[: self.used, j][keep_lo]])
-        steps = np.concatenate([steps, self.hi_step[: self.used, j][keep_hi]])
+        lo_at, hi_at = self.lo_step[: self.used, j][keep_lo], self.hi_step[: self.used, j][keep_hi]
+        steps = np.concatenate([gaps, lo_at, hi_at])
         vals = np.concatenate([np.full(len(gaps), np.nan), lo[keep_lo], hi[keep_hi]])
         order = np.argsort(steps, kind="stable")
         steps, vals = steps[order], vals[order]

@@ -22,7 +22,7 @@ from torch.autograd import Variable
 
 from ..errors import user_stacklevel
 from .events import describe, listed
-from .flight import Flights
+from .flight import Flights, on_host
 from .holders import HeldCheck
 from .params import ParamSet
 from .ranks import RankSetup, rank_part
@@ -242,9 +242,7 @@ class Recorder:
         read anyway (the flight recorder's `sync_check`); else None."""
         if self.flights is not None:
             return self.flights.host_stats(stats)
-        if isinstance(stats, torch.Tensor):
-            return stats.detach().double().numpy() if stats.device.type == "cpu" else None
-        return stats
+        return on_host(stats, read_device=False)
 
     def _warn_unowned(self, ids: Sequence[int]) -> None:
         """Say when parameters get a gradient that no watched optimizer applies (unfrozen
