@@ -4,12 +4,15 @@ from, not only the first graph node it reached. One extra host sync, in that cas
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 import torch
 
 K = TypeVar("K")
+
+#: elements counted at once (bounds the temporary of `isfinite` on a large parameter)
+CHUNK = 1 << 24
 
 
 def nonfinite_holders(named: Iterable[tuple[K, torch.Tensor]]) -> list[tuple[K, int, int]]:
@@ -20,13 +23,36 @@ def nonfinite_holders(named: Iterable[tuple[K, torch.Tensor]]) -> list[tuple[K, 
         >>> nonfinite_holders([("w", torch.tensor([1.0, float("nan")])), ("b", torch.ones(2))])
         [('w', 1, 2)]
     """
-    floats = [(n, t) for n, t in named if t.is_floating_point() or t.is_complex()]
-    if not floats:
-        return []
+    pairs = list(named)
+    counts = nonfinite_counts([t for _, t in pairs])
+    return [(n, k, t.numel()) for (n, t), k in zip(pairs, counts) if k]
+
+
+def nonfinite_counts(params: Sequence[torch.Tensor]) -> list[int]:
+    """NaN/Inf elements of each tensor (0 for non-floating ones), in one host sync; a large
+    tensor is counted in chunks of CHUNK elements (no temporary the size of a weight).
+
+    Example:
+        >>> nonfinite_counts([torch.tensor([1.0, float("inf"), float("nan")]), torch.ones(2)])
+        [2, 0]
+    """
+    parts: list[torch.Tensor] = []
+    where: list[int] = []
     with torch.no_grad():
-        counts = [(~torch.isfinite(t.detach())).sum() for _, t in floats]
-        found = torch.stack([c.to(counts[0].device) for c in counts]).tolist()
-    return [(n, int(k), t.numel()) for (n, t), k in zip(floats, found) if k]
+        for i, p in enumerate(params):
+            if not (p.is_floating_point() or p.is_complex()) or not p.numel():
+                continue
+            flat = p.detach().reshape(-1)
+            for start in range(0, flat.numel(), CHUNK):
+                part = flat[start : start + CHUNK]
+                parts.append((~torch.isfinite(part)).sum())
+                where.append(i)
+    out = [0] * len(params)
+    if parts:
+        device = parts[0].device  # one read-back (parameters on several devices: copied there)
+        for i, k in zip(where, torch.stack([c.to(device) for c in parts]).tolist()):
+            out[i] += int(k)
+    return out
 
 
 def held_finding(kind: str, holders: list[tuple[str, int, int]]) -> str | None:

@@ -22,8 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-#: elements counted at once (bounds the temporary of `isfinite` on a large parameter)
-CHUNK = 1 << 24
+from ..run.nonfinite import nonfinite_counts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,33 +99,6 @@ UNCHECKED_ON_DEVICE = Held(
     "per step; GradWatch(..., sync_check=True) with the flight recorder on reads them); "
     "anomaly.explore() names them"
 )
-
-
-def nonfinite_counts(params: Sequence[torch.Tensor]) -> list[int]:
-    """NaN/Inf elements of each tensor (0 for non-floating ones), in one host sync; a large
-    tensor is counted in chunks of CHUNK elements (no temporary the size of a weight).
-
-    Example:
-        >>> nonfinite_counts([torch.tensor([1.0, float("inf"), float("nan")]), torch.ones(2)])
-        [2, 0]
-    """
-    parts: list[torch.Tensor] = []
-    where: list[int] = []
-    with torch.no_grad():
-        for i, p in enumerate(params):
-            if not (p.is_floating_point() or p.is_complex()) or not p.numel():
-                continue
-            flat = p.detach().reshape(-1)
-            for start in range(0, flat.numel(), CHUNK):
-                part = flat[start : start + CHUNK]
-                parts.append((~torch.isfinite(part)).sum())
-                where.append(i)
-    out = [0] * len(params)
-    if parts:
-        device = parts[0].device  # one read-back (parameters on several devices: copied there)
-        for i, k in zip(where, torch.stack([c.to(device) for c in parts]).tolist()):
-            out[i] += int(k)
-    return out
 
 
 def held_detail(held: Held, skipped: bool = False) -> str:
