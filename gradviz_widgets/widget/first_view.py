@@ -151,7 +151,7 @@ class FirstView:
         if self._last is None:
             return MIN_OVERVIEW
         graph, expand = self._last
-        return len(graph.view(depth, expand, _leaf_modules(graph, expand) - expand).nodes)
+        return len(graph.view(depth, expand, _leaf_modules(graph, expand)).nodes)
 
     def resized(self, cell: int) -> None:
         """The cell is `cell` px wide now: re-arrange when that changes the arrangement, and
