@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import functools
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import nn
 from torch.autograd import Variable
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from ..errors import user_stacklevel
 from .events import describe, listed
@@ -80,6 +82,8 @@ class Recorder:
         self._owners_due = True
         self._snaps = [Snapshot() for _ in range(max(len(opts), 1))]
         self._where: tuple | None = None
+        #: optimizers not watched that were seen stepping (each warned about once)
+        self._foreign: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
         # every parameter by name (frozen ones too), each trainable one hooked: its
         # post-accumulate hook queues the end-of-backward reading (watch/params.py)
         self.watched = ParamSet(model, self._on_accumulated)
@@ -101,6 +105,9 @@ class Recorder:
             )
         if not self.optimizers:  # hooks for parameters unfrozen / replaced before a backward
             self._handles.append(self.model.register_forward_pre_hook(self._guarded(self._refresh)))
+        else:  # another optimizer stepping these parameters takes steps we do not record
+            hook = register_optimizer_step_pre_hook
+            self._handles.append(hook(self._guarded(self._foreign_step)))
 
     def detach(self) -> None:
         """Remove every hook; parameters whose hook dict we created get None back."""
@@ -258,6 +265,27 @@ class Recorder:
                 "the optimizer that holds them to GradWatch(optimizer=...).",
                 stacklevel=user_stacklevel(),
             )
+
+    def _foreign_step(self, opt: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
+        """Warn, once per optimizer, when one that is not watched steps watched parameters (a
+        new optimizer for a second phase of training): its steps are not recorded, and the
+        record would otherwise just stop at the last step of the watched one."""
+        if any(opt is o for o in self.optimizers) or opt in self._foreign:
+            return
+        self._foreign.add(opt)
+        mine = {id(p) for p in self.params}
+        held = [p for g in opt.param_groups for p in g["params"] if id(p) in mine]
+        if not held:
+            return  # another model's optimizer (a GAN's other half): none of our business
+        names = [self.names[i] for i, p in enumerate(self.params) if any(p is h for h in held)]
+        warnings.warn(
+            f"GradWatch: an optimizer it does not watch ({type(opt).__name__}) steps "
+            f"{len(names)} watched parameter(s) ({listed(names)}) after step {self.step - 1}; "
+            "its steps are NOT recorded (GradWatch records the optimizer(s) it was given). "
+            "To record them: watch.close(), then GradWatch(model, optimizer=<this optimizer>, "
+            f"path=<the same folder>, start_step={self.step}).",
+            stacklevel=user_stacklevel(),
+        )
 
     def _skipped(self, j: int) -> None:
         """A step the GradScaler skipped (Inf/NaN): recorded from the gradients it refused."""

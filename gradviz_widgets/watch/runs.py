@@ -40,18 +40,27 @@ _COUNTER = itertools.count()  # the n-th watch of this process (the fallback id)
 
 @dataclasses.dataclass(frozen=True)
 class RunInfo:
-    """One run in a folder: its id, folder, start time (UTC), steps recorded and ranks."""
+    """One run in a folder: its id, folder, start time (UTC), steps recorded, ranks, and the
+    first and last step's numbers (-1: none yet; a resumed run's start at `start_step`).
+
+    Example:
+        >>> RunInfo("run-a", Path("run-a"), None, 10, (0,), 65, 74)
+        <run run-a: start unknown, 10 steps (65-74)>
+    """
 
     id: str
     path: Path
     started: datetime.datetime | None
     steps: int
     ranks: tuple[int, ...]
+    first_step: int = -1
+    last_step: int = -1
 
     def __repr__(self) -> str:
         when = f"started {self.started:%Y-%m-%d %H:%M:%S} UTC" if self.started else "start unknown"
         ranks = f", ranks {list(self.ranks)}" if len(self.ranks) > 1 else ""
-        return f"<run {self.id}: {when}, {self.steps} steps{ranks}>"
+        span = f" ({self.first_step}-{self.last_step})" if self.first_step > 0 else ""
+        return f"<run {self.id}: {when}, {self.steps} steps{span}{ranks}>"
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -91,6 +100,23 @@ def start_run(path: Path, setup: RankSetup) -> str:
         stacklevel=4,
     )
     return str(own)
+
+
+def runs_root(path: Path, say: bool = True) -> Path:
+    """The folder a new run goes into: `path`, or, when `path` is an earlier run's own folder
+    (`run-*` holding a record: a path copied from `watch.run_path`), the folder holding it,
+    so the new run lies beside it instead of inside it (where `GradWatch.open(run folder)`
+    would read the new run, and the folder's `.runs` would not list it). `say`: warn (rank 0)."""
+    if not (path.name.startswith(PREFIX) and path.is_dir() and is_record(path)):
+        return path
+    if say:
+        warnings.warn(
+            f"GradWatch: {path} is the folder of run {path.name}; this run records beside it, "
+            f"in {path.parent}/ (pass that folder as path=; "
+            f"GradWatch.open({str(path.parent)!r}).runs lists both)",
+            stacklevel=4,
+        )
+    return path.parent
 
 
 def _pick(path: Path) -> str:
@@ -187,16 +213,16 @@ def _info(folder: Path) -> RunInfo:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a mixed folder warns when it is opened, not listed
         ranks = rank_folders(folder)
-    started, steps = None, 0
+    started, span = None, (0, -1, -1)
     for d in ranks.values():
         store = SQLiteStore(d, readonly=True)
         try:
             stamp = store.meta.get("started")
-            steps = max(steps, store.last_step() + 1)
+            span = max(span, store.step_span())  # the rank with the most steps
         except sqlite3.OperationalError:  # another process is creating this record right now
             stamp = None  # (two ranks with ranks=False, two notebooks): listed, not started yet
         finally:
             store.close()
         if stamp and started is None:
             started = datetime.datetime.fromtimestamp(float(stamp), tz=datetime.timezone.utc)
-    return RunInfo(folder.name, folder, started, steps, tuple(ranks))
+    return RunInfo(folder.name, folder, started, span[0], tuple(ranks), span[1], span[2])

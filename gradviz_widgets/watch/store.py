@@ -336,6 +336,14 @@ class SQLiteStore:
         (last,) = self._db.execute("SELECT MAX(last_step) FROM chunks").fetchone()
         return -1 if last is None else int(last)
 
+    def step_span(self) -> tuple[int, int, int]:
+        """(steps on disk, first step, last step); (0, -1, -1) when none yet. A run started
+        with `start_step` (a resumed run) counts from there: its steps are not its last + 1."""
+        row = self._db.execute(
+            "SELECT SUM(n_steps), MIN(first_step), MAX(last_step) FROM chunks"
+        ).fetchone()
+        return (0, -1, -1) if row[0] is None else (int(row[0]), int(row[1]), int(row[2]))
+
     def step_rows(self) -> list[StepRow]:
         """Skipped / loss-scaled / clipped steps; none in records older than the table."""
         try:

@@ -24,7 +24,7 @@ from .history import Overview, history_frame
 from .ranks import Exchange, rank_setup, release
 from .recorded import WATCHED as _WATCHED
 from .recorded import HistoryViews, RecordedRun
-from .runs import RunInfo, run_name, start_run
+from .runs import RunInfo, run_name, runs_root, start_run
 from .spikes import Spike, open_spike
 from .store import MemoryStore, SQLiteStore
 
@@ -103,6 +103,8 @@ class GradWatch(HistoryViews):
         options = dict(locals())  # every argument, checked before anything is created
         args = check_arguments(model, optimizer, path, options)
         self.thresholds, self.loss_fn = args.thresholds, loss_fn
+        #: the first step's number (`steps` counts on from it)
+        self.start_step = start_step
         self._ranks = self._start_run(args.path, model, ranks, rank_timeout_s)
         inner = self._inner
         self._optimizers = args.optimizers
@@ -138,10 +140,14 @@ class GradWatch(HistoryViews):
 
     def _start_run(self, path: Path | None, model: nn.Module, ranks: Any, timeout: float) -> Any:
         """The ranks, and this run's id and folders (no folder is created here)."""
-        #: the folder passed (a temporary one when omitted); each run records into a folder
-        #: of its own inside it, `run_path`
-        self.path = path or Path(tempfile.mkdtemp(prefix="gradwatch-"))
         self._inner, setup = rank_setup(model, ranks, timeout)
+        #: the folder passed (a temporary one when omitted; the folder holding it when it is
+        #: an earlier run's): each run records into a folder of its own inside it, `run_path`
+        self.path = (
+            runs_root(path, say=setup.rank == 0)
+            if path
+            else Path(tempfile.mkdtemp(prefix="gradwatch-"))
+        )
         #: this process's rank and the world size (0 and 1 without torch.distributed)
         self.rank, self.world = setup.rank, setup.world
         #: this run's id (the same on every rank) and folder, `path/<run_id>`
@@ -216,7 +222,8 @@ class GradWatch(HistoryViews):
 
     @property
     def steps(self) -> int:
-        """The next step's number: the steps recorded so far, counted from `start_step`."""
+        """The next step's number: `start_step` + the steps recorded so far (the count alone:
+        `watch.steps - watch.start_step`)."""
         return self._recorder.step
 
     @property
@@ -343,7 +350,7 @@ class GradWatch(HistoryViews):
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "recording"
-        return f"GradWatch({self.run_path}, {self.steps} steps, {state})"
+        return f"GradWatch({self.run_path}, {self.steps - self.start_step} steps, {state})"
 
 
 def _close_previous(model: nn.Module) -> None:
