@@ -16,7 +16,6 @@ import collections
 import dataclasses
 import functools
 import json
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -253,6 +252,19 @@ def _firsts(steps: np.ndarray, scores: np.ndarray, start: int) -> tuple[np.ndarr
     return first, peak
 
 
+def _loss_first(loss: dict[int, float], ref: int) -> tuple[int, float] | None:
+    """The loss's first step and peak by the gradients' rule (`_firsts`): the run of departed
+    steps that reaches `ref`, its own spike step when it spiked (so that run always exists),
+    else the event's start; a noisy loss that came back before it does not count as leaving.
+    None: the loss did not leave its baseline."""
+    if not loss:
+        return None
+    steps = np.array(sorted(loss), dtype=np.int64)
+    scores = np.array([[loss[s]] for s in steps.tolist()], dtype=np.float64)
+    first, peak = _firsts(steps, scores, ref)
+    return (int(first[0]), float(peak[0])) if first[0] <= steps[-1] else None
+
+
 def describe(
     event: dict[str, Any],
     window: dict[str, Any],
@@ -293,11 +305,10 @@ def describe(
                 rule.factor,
             )
         )
-    loss = window["loss"]
-    left = [s for s, v in sorted(loss.items()) if math.isfinite(v) and v >= LEFT]
-    if left:
-        worst = max(loss.values())
-        table.append(_row("loss", "loss", "loss", n, left[0], ref, worst, rule.loss_factor))
+    moved = _loss_first(window["loss"], ref)
+    if moved is not None:
+        left_at, worst = moved
+        table.append(_row("loss", "loss", "loss", n, left_at, ref, worst, rule.loss_factor))
     table.sort(key=lambda r: (r["first_step"], -r["score"], r["depth"]))
     params = [r["name"] for r in table if r["kind"] == "param"]
     mods = [r["name"] for r in table if r["kind"] == "module"]
