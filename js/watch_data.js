@@ -9,13 +9,16 @@
 /**
  * @typedef {{statuses: string[], plain: string[], names: string[], modules: string[],
  *   shapes: string[], thresholds: (number|null)[], threshold_text: string[],
- *   colors: Record<string, string[]>, labels: Record<string, string>}} PageData
+ *   colors: Record<string, string[]>, labels: Record<string, string>,
+ *   skipped_label?: string, skipped_text?: string, skipped_style?: string[]}} PageData
+ * @typedef {{count: number, first: number[], buckets: number[][]}} Skipped the steps a
+ *   GradScaler skipped: how many, the first few, [bucket, how many, first step] per bucket
  * @typedef {{label: string, first: number, width: number, buckets: number, table: string[],
- *   cells: string}} PackedView
+ *   cells: string, skipped?: Skipped}} PackedView
  * @typedef {{label: string, first: number, width: number, table: string[], B: number,
  *   vals: number[], logs: number[], zmin: number, zmax: number, hi: Uint32Array,
  *   lo: Uint32Array, hiOff: Uint32Array, loOff: Uint32Array, status: Uint8Array,
- *   rowH?: number}} View
+ *   skipped: Skipped, skipAt: Map<number, number[]>, rowH?: number}} View
  */
 
 /** [r, g, b] of "#rrggbb". @param {string} hex @returns {number[]} */
@@ -80,7 +83,8 @@ export async function loadView(view, P, thresholds) {
   const bytes = await inflate(view.cells), B = view.buckets, n = P * B;
   const vals = view.table.map(Number);
   const logs = vals.map((v) => Math.log10(v));
-  return { ...view, B, vals, logs, ...normRange(logs, thresholds),
+  const skipped = view.skipped || { count: 0, first: [], buckets: [] };
+  return { ...view, B, vals, logs, ...normRange(logs, thresholds), skipped, skipAt: skipIndex(skipped),
     hi: undelta(uint32Plane(bytes, n, 0), P, B), lo: undelta(uint32Plane(bytes, n, 1), P, B),
     hiOff: uint32Plane(bytes, n, 2), loOff: uint32Plane(bytes, n, 3), status: bytes.slice(16 * n, 17 * n) };
 }
@@ -130,6 +134,52 @@ export function ticks(lo, hi, n) {
   return out;
 }
 
+/** Bucket -> [bucket, skipped steps in it, the first of them]. @param {Skipped} skipped */
+export function skipIndex(skipped) {
+  return new Map(skipped.buckets.map((e) => [e[0], e]));
+}
+
+/**
+ * Per bucket: 2 when the GradScaler skipped every one of its steps (its NaN/Inf cells were
+ * never applied: drawn as skipped), 1 when it skipped some, 0 none.
+ * @param {View} V @returns {Uint8Array}
+ */
+export function skipColumns(V) {
+  const out = new Uint8Array(V.B);
+  for (const [b, n] of V.skipped.buckets) if (b >= 0 && b < V.B) out[b] = n >= V.width ? 2 : 1;
+  return out;
+}
+
+/**
+ * What a bucket with skipped steps says (hover, axis mark), or "" when it has none:
+ * "skipped by GradScaler (Inf/NaN gradients not applied …)" for one step, "3 of 10 steps skipped by
+ * GradScaler, the first at step 20" for a bucket of several.
+ * @param {PageData} D @param {View} V @param {number} b
+ */
+export function skipText(D, V, b) {
+  const e = V.skipAt.get(b), label = D.skipped_label || "skipped";
+  if (!e) return "";
+  if (V.width === 1) return D.skipped_text ? `${label} (${D.skipped_text})` : label;
+  const steps = e[1] === V.width ? `all ${count(e[1], "step")}` : `${e[1]} of ${count(V.width, "step")}`;
+  return `${steps} ${label}${e[1] > 1 ? `, the first at step ${e[2]}` : ` (step ${e[2]})`}`;
+}
+
+/**
+ * The page's summary line for view V of P parameters and `n` anomalies; the steps the
+ * GradScaler skipped are counted and the first few named.
+ * @param {PageData} D @param {View} V @param {number} P @param {number} n
+ */
+export function summaryText(D, V, P, n) {
+  const parts = [count(P, "parameter"), `from step ${V.first}, ${count(V.B, "column")} of ${count(V.width, "step")}`,
+    count(n, "anomaly", "anomalies")];
+  const sk = V.skipped;
+  if (sk.count) {
+    const more = sk.count - sk.first.length;
+    parts.push(`${count(sk.count, "step")} ${D.skipped_label || "skipped"}: ${sk.first.join(", ")}${more > 0 ? ` and ${more} more` : ""}`);
+  }
+  return parts.join(" · ");
+}
+
 /**
  * The hover text of cell (row r, bucket b).
  * @param {PageData} D @param {View} V @param {number} r @param {number} b
@@ -139,6 +189,8 @@ export function cellText(D, V, r, b) {
   const steps = V.width > 1 ? `steps ${s0}–${s0 + V.width - 1}` : `step ${s0}`;
   const lines = [D.names[r], `${D.modules[r] || "(top level)"} · ${D.shapes[r]}`, steps];
   lines.push(s === undefined ? "no record" : `status: ${D.labels[s]}`);
+  const skip = skipText(D, V, b);
+  if (skip) lines.push(skip);
   if (V.hi[i]) lines.push(`max ‖g‖ = ${V.table[V.hi[i] - 1]} at step ${s0 + V.hiOff[i]}`);
   if (V.lo[i] && V.width > 1) lines.push(`min ‖g‖ = ${V.table[V.lo[i] - 1]} at step ${s0 + V.loOff[i]}`);
   return lines.join("\n");

@@ -6,7 +6,8 @@
  * every norm shown was formatted by Python (here only counts and powers of ten: watch_data.js).
  */
 import {
-  breaks, cellText, cellValue, colorAt, colorStops, count, decade, lineSlots, loadView, plainRuns, rgb, series, ticks, withRow,
+  breaks, cellText, cellValue, colorAt, colorStops, count, decade, lineSlots, loadView, plainRuns, rgb, series, skipColumns,
+  skipText, summaryText, ticks, withRow,
 } from "./watch_data.js";
 
 const SVGNS = "http://www.w3.org/2000/svg";
@@ -22,6 +23,24 @@ function el(tag, attrs, text) {
   for (const k in attrs) e.setAttribute(k, String(attrs[k]));
   if (text !== undefined) e.textContent = text;
   return e;
+}
+
+/** [fill, hatch] of the steps a GradScaler skipped (page.py). @param {any} D @returns {string[]} */
+const skipStyle = (D) => D.skipped_style || ["#e4e4e4", "#4d4d4d"];
+
+/** The CSS background of a skipped column: diagonal hatch, over `fill` when given.
+ * @param {any} D @param {boolean} fill */
+function hatchCss(D, fill) {
+  const [f, h] = skipStyle(D);
+  return `repeating-linear-gradient(135deg, ${h} 0 1.5px, transparent 1.5px 5px)${fill ? `, ${f}` : ""}`;
+}
+
+/** An SVG hatch pattern `id` for the skipped steps, added to `svg`. @param {any} svg @param {any} D @param {string} id */
+function hatchPattern(svg, D, id) {
+  const [f, h] = skipStyle(D), p = el("pattern", { id, width: 5, height: 5, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" });
+  p.append(el("rect", { width: 5, height: 5, fill: f, "fill-opacity": 0.6 }), el("rect", { width: 1.5, height: 5, fill: h, "fill-opacity": 0.7 }));
+  const defs = el("defs", {}); defs.append(p); svg.append(defs);
+  return `url(#${id})`;
 }
 
 /** The page: its data `D`, the drawn view `V`, the lines selected and their colours. */
@@ -51,11 +70,14 @@ class WatchPage {
     const ctx = c.getContext("2d"), img = ctx.createImageData(c.width, c.height);
     const lut = V.logs.map((l) => colorAt(S, (l - V.zmin) / span));  // one colour per norm text
     const ST = D.statuses, plain = new Set(D.plain), flat = ST.map((/** @type {string} */ s) => rgb(D.colors[s][1]));
+    const skip = skipColumns(V), skipFill = rgb(skipStyle(D)[0]);
     for (let r = 0; r < P; r++) for (let b = 0; b < B; b++) {
       const i = r * B + b, code = V.status[i], s = ST[code];
       if (s === undefined) continue;  // no record: transparent
-      const v = plain.has(s) ? 0 : cellValue(ST, V, i), col = v ? lut[v - 1] : flat[code];
-      const mark = s === "nonfinite" && k >= 3;  // a ✕ across the cell, not colour alone
+      // NaN/Inf the GradScaler refused (every step of the bucket skipped): not an applied NaN
+      const refused = s === "nonfinite" && skip[b] === 2;
+      const v = plain.has(s) ? 0 : cellValue(ST, V, i), col = refused ? skipFill : v ? lut[v - 1] : flat[code];
+      const mark = s === "nonfinite" && !refused && k >= 3;  // a ✕ across the cell, not colour alone
       for (let dy = 0; dy < k; dy++) for (let dx = 0; dx < k; dx++) {
         const o = 4 * ((r * k + dy) * c.width + b * k + dx);
         const ink = mark && (dx === dy || dx === k - 1 - dy) ? [0, 0, 0] : col;
@@ -63,6 +85,7 @@ class WatchPage {
       }
     }
     ctx.putImageData(img, 0, 0);
+    this.drawSkips(skip);
     const lead = this.spikeLeads(ctx, k);
     const labels = $("heat-labels");
     labels.replaceChildren();
@@ -77,6 +100,22 @@ class WatchPage {
     V.rowH = rowH;
     this.drawLegend(S);
     this.drawAxis();
+  }
+
+  /** Hatch the columns of the steps the GradScaler skipped (over the canvas, in CSS pixels:
+   * crisp however few pixels a column has). @param {Uint8Array} skip per bucket, skipColumns */
+  drawSkips(skip) {
+    const { D, V } = this, box = $("heat-skips");
+    box.replaceChildren();
+    skip.forEach((kind, b) => {
+      if (!kind) return;
+      const d = document.createElement("div");
+      d.className = kind === 2 ? "skip all" : "skip some";
+      d.style.left = `${(100 * b) / V.B}%`; d.style.width = `max(${100 / V.B}%, 2px)`;
+      d.style.background = hatchCss(D, false);
+      box.append(d);
+    });
+    $("heat").dataset.skipColumns = String(box.childElementCount);
   }
 
   /** Outline the cells of each spike's first movers (rows) over the spike's buckets.
@@ -108,6 +147,14 @@ class WatchPage {
       svg.append(el("line", { x1: x(t), x2: x(t), y1: 12, y2: 18, stroke: "#888" }));
       svg.append(el("text", { x: x(t), y: 30, "text-anchor": x(t) > x0 + w - 30 ? "end" : "middle" }, String(t)));
     }
+    if (V.skipped.count) {  // a hatched bar under each skipped column, what it means on hover
+      const fill = hatchPattern(svg, D, "skip-hatch-axis"), bw = w / V.B;
+      for (const [b] of V.skipped.buckets) {
+        const s0 = V.first + b * V.width, m = el("rect", { x: x(s0) - (bw < 3 ? 1.5 - bw / 2 : 0), y: 0, width: Math.max(bw, 3), height: 12, fill, stroke: skipStyle(D)[1], "stroke-width": 0.5, class: "skipped" });
+        m.append(el("title", {}, `${V.width > 1 ? `steps ${s0}–${s0 + V.width - 1}` : `step ${s0}`}: ${skipText(D, V, b)}`));
+        svg.append(m);
+      }
+    }
     for (const [step, , , text] of D.spikes || []) {  // a bar under the axis, the sentence on hover
       const m = el("rect", { x: x(step) - 3, y: 0, width: 6, height: 12, fill: D.kinds.spike[0], class: "spike" });
       m.append(el("title", {}, `spike, ${text}`));
@@ -136,6 +183,10 @@ class WatchPage {
     }
     const sw = document.createElement("span"); sw.className = "sw"; sw.style.background = "#fff";
     item(sw, "no record");
+    if (V.skipped.count) {
+      const sk = document.createElement("span"); sk.className = "sw skip"; sk.style.background = hatchCss(D, true);
+      item(sk, `${D.skipped_label} (hatched column)`);
+    }
   }
 
   /** @param {MouseEvent} ev @param {string} text */
@@ -179,6 +230,16 @@ class WatchPage {
     for (let e = lo; e <= hi; e += every) {
       svg.append(el("line", { x1: m.l, x2: W - m.r, y1: y(e), y2: y(e), stroke: "#eee" }));
       svg.append(el("text", { x: m.l - 6, y: y(e) + 4, "text-anchor": "end" }, `1e${e}`));
+    }
+    const V = this.V;
+    if (V.skipped.count) {  // skipped steps: hatched bands behind the lines
+      const fill = hatchPattern(svg, D, "skip-hatch-lines");
+      for (const [b] of V.skipped.buckets) {
+        const s0 = V.first + b * V.width, x1 = x(s0), x2 = x(s0 + V.width);
+        const band = el("rect", { x: x1, y: m.t, width: Math.max(x2 - x1, 2), height: H - m.t - m.b, fill, class: "skipped" });
+        band.append(el("title", {}, `${V.width > 1 ? `steps ${s0}–${s0 + V.width - 1}` : `step ${s0}`}: ${skipText(D, V, b)}`));
+        svg.append(band);
+      }
     }
     for (const t of ticks(this.V.first, this.end(), 8)) svg.append(el("text", { x: x(t), y: H - m.b + 16, "text-anchor": x(t) > W - m.r - 30 ? "end" : "middle" }, String(t)));
     svg.append(el("text", { x: W - m.r, y: H - 4, "text-anchor": "end" }, "step"));
@@ -271,6 +332,7 @@ class WatchPage {
     };
     const body = $("anomalies").tBodies[0];
     $("no-anomalies").hidden = D.anomalies.length > 0;
+    $("anomalies").hidden = D.anomalies.length === 0;  // no empty header row
     for (const [step, kind, rows, detail] of D.anomalies.slice(0, 500)) {
       const tr = body.insertRow();
       const names = rows.slice(0, 20).map((/** @type {number} */ r) => D.names[r]).join(", ") + (rows.length > 20 ? ` and ${rows.length - 20} more` : "");
@@ -288,7 +350,7 @@ class WatchPage {
   async show(k) {
     const v = await loadView(this.D.views[k], this.P, this.D.thresholds);
     this.V = v;
-    $("summary").textContent = `${count(this.P, "parameter")} · from step ${v.first}, ${count(v.B, "column")} of ${count(v.width, "step")} · ${count(this.D.anomalies.length, "anomaly", "anomalies")}`;
+    $("summary").textContent = summaryText(this.D, v, this.P, this.D.anomalies.length);
     this.drawHeat(); this.syncPick(); this.drawLines();
     document.body.dataset.ready = String(k);
   }

@@ -5,8 +5,10 @@ x buckets of steps (canvas; each bucket keeps its smallest and largest norm and 
 alarming status, history.py's min/max rule), a log-scale line chart of a few parameters (the
 most alarming first; pick others in the list or by clicking a heat-map row), the vanishing and
 exploding lines, and the anomalies (first step each parameter turned NaN/Inf, zero, None,
-exploding or vanishing). Numbers are formatted here; the page's script and stylesheet
-(js/watch_page.js, js/watch_page.css, built into static/) only draw. No request leaves the page.
+exploding or vanishing); steps a GradScaler skipped (Inf/NaN refused, no update) are hatched
+columns, named on hover and counted in the summary. Numbers are formatted here; the page's
+script and stylesheet (js/watch_page.js, js/watch_page.css, built into static/) only draw. No
+request leaves the page.
 
 Example:
     >>> import tempfile, torch
@@ -42,6 +44,11 @@ from .history import Overview
 from .page_data import merge_buckets, view_data
 from .store import DB_NAME, ParamInfo
 
+#: what the page calls a step the GradScaler skipped, and what that means
+SKIPPED_LABEL = "skipped by GradScaler"
+SKIPPED_TEXT = "Inf/NaN gradients not applied, no update"
+#: a skipped column is hatched; its NaN/Inf cells are drawn in the fill, not as applied NaN/Inf
+SKIPPED_STYLE = ("#e4e4e4", "#4d4d4d")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 #: step columns of the heat map: a 1,000-parameter page stays near 1-2 MB
 MAX_STEPS = 400
@@ -104,9 +111,12 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
     order = module_order(params)
     index = {params[i].name: row for row, i in enumerate(order)}
     views = (
-        [view_data(merge_buckets(ov, max_steps), order, f"rank {r}") for r, ov in ranks]
+        [
+            view_data(merge_buckets(ov, max_steps), order, f"rank {r}", skipped_steps(run, r))
+            for r, ov in ranks
+        ]
         if ranks
-        else [view_data(merge_buckets(overview, max_steps), order, "")]
+        else [view_data(merge_buckets(overview, max_steps), order, "", skipped_steps(run))]
     )
     th = run.thresholds
     return {
@@ -124,6 +134,10 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
         "colors": {s: [STYLES[s].fill, STYLES[s].line] for s in STATUSES},
         "labels": {s: STYLES[s].label for s in STATUSES},
         "marks": {"nonfinite": NONFINITE_MARK},  # drawn on NaN/Inf cells, and in the legend
+        # steps a GradScaler skipped: hatched columns (views[k]["skipped"] says which)
+        "skipped_label": SKIPPED_LABEL,
+        "skipped_text": SKIPPED_TEXT,
+        "skipped_style": list(SKIPPED_STYLE),  # [fill of its NaN/Inf cells, hatch]
         "kinds": _kinds(anomalies),
         "anomalies": [
             [int(a.step), a.kind, sorted(index[p] for p in a.params if p in index), _detail(a)]
@@ -133,6 +147,24 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
         # spike events: [step, end, rows of the first movers (first first), sentence]
         "spikes": _spikes(run, index),
     }
+
+
+def skipped_steps(run: Any, rank: Any = None) -> list[int]:
+    """The steps the GradScaler skipped (Inf/NaN gradients refused, no update), from the
+    record's `steps` table (steptable.py) of `rank` (default: the one the page draws first);
+    [] for a run that keeps no such table."""
+    stores = getattr(run, "stores", None)
+    if isinstance(stores, dict) and stores:  # GradWatch.open: one store per rank
+        store = stores.get(getattr(run, "rank", None) if rank is None else rank)
+        rows = store.step_rows() if store is not None else []
+    elif getattr(run, "_writer", None) is not None and hasattr(run, "_reader"):
+        run._writer.sync()  # a live GradWatch: the steps queued so far, written
+        rows = run._reader().step_rows()
+    elif callable(getattr(run, "step_rows", None)):
+        rows = run.step_rows()
+    else:
+        return []
+    return sorted({int(r[0]) for r in rows if r[1]})
 
 
 def _spikes(run: Any, index: dict[str, int]) -> list[list[Any]]:
@@ -223,7 +255,8 @@ _TEMPLATE = """<!doctype html>
 <main>
 <section id="heat-section"><h2>Gradient norm per parameter and step
 <label id="rank-box" hidden>rank <select id="rank"></select></label></h2>
-<div id="heat-wrap"><div id="heat-labels"></div><canvas id="heat"></canvas></div>
+<div id="heat-wrap"><div id="heat-labels"></div>
+<div id="heat-box"><canvas id="heat"></canvas><div id="heat-skips"></div></div></div>
 <svg id="heat-axis" height="34"></svg>
 <p class="hint">Each column is a bucket of steps; it shows the bucket's largest norm (its
 smallest where it dipped below the vanishing line), so no spike or dip disappears.

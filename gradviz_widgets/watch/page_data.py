@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import zlib
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -113,10 +114,41 @@ def deltas(codes: np.ndarray) -> np.ndarray:
     return np.where(d >= 0, 2 * d, -2 * d - 1).astype(np.uint32)
 
 
-def view_data(ov: Overview, order: list[int], label: str) -> dict[str, Any]:
+#: how many skipped steps the summary names (the rest are counted)
+SKIPPED_NAMED = 8
+
+
+def skipped_info(steps: Iterable[int], first: int, width: int, used: int) -> dict[str, Any]:
+    """The steps a GradScaler skipped (their Inf/NaN gradients were not applied), for one
+    drawing: how many, the first few, and per bucket holding any, [bucket, how many of its
+    steps were skipped, the first of them] (steps outside the buckets are counted only).
+
+    Example:
+        >>> skipped_info([90, 20, 21, 20], first=0, width=10, used=12)
+        {'count': 3, 'first': [20, 21, 90], 'buckets': [[2, 2, 20], [9, 1, 90]]}
+        >>> skipped_info([], first=0, width=1, used=5)
+        {'count': 0, 'first': [], 'buckets': []}
+    """
+    all_steps = np.unique(np.fromiter((int(s) for s in steps), dtype=np.int64))
+    inside = all_steps[(all_steps >= first) & (all_steps < first + used * max(width, 1))]
+    bucket = (inside - first) // max(width, 1)
+    keys, start, counts = np.unique(bucket, return_index=True, return_counts=True)
+    return {
+        "count": int(all_steps.size),
+        "first": all_steps[:SKIPPED_NAMED].tolist(),
+        "buckets": [
+            [int(b), int(n), int(inside[i])] for b, i, n in zip(keys, start, counts, strict=True)
+        ],
+    }
+
+
+def view_data(
+    ov: Overview, order: list[int], label: str, skipped: Iterable[int] = ()
+) -> dict[str, Any]:
     """One rank's (or the only) drawing: bucket geometry, the text table and the packed cells
     (parameter-major, rows in `order`): hi code, lo code (as deltas), hi step offset, lo step
-    offset (uint32, byte planes), then status (uint8)."""
+    offset (uint32, byte planes), then status (uint8); and the steps a GradScaler `skipped`
+    (skipped_info)."""
     used = ov.used
     cols = np.asarray(order, dtype=np.int64)
     cols = cols[cols < ov.n_params]
@@ -139,4 +171,5 @@ def view_data(ov: Overview, order: list[int], label: str) -> dict[str, Any]:
         "buckets": int(used),
         "table": table,
         "cells": pack([deltas(codes[0]), deltas(codes[1]), hi_off, lo_off, status]),
+        "skipped": skipped_info(skipped, int(ov.first or 0), int(ov.width), int(used)),
     }

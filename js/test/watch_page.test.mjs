@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { deflateSync } from "node:zlib";
 import {
   breaks, cellText, cellValue, colorAt, colorStops, count, decade, lineSlots, loadView, normRange, plainRuns, rgb, series,
-  ticks, undelta, withRow,
+  skipColumns, skipText, summaryText, ticks, undelta, withRow,
 } from "../watch_data.js";
 
 const STATUSES = ["none", "zero", "vanishing", "healthy", "exploding", "nonfinite"];
@@ -95,6 +95,38 @@ test("the hover text of a cell names the parameter, the steps and Python's norm 
   assert.equal(cellText(DATA, V, 0, 0),
     "a.weight\na · 3 x 2\nsteps 10–13\nstatus: vanishing\nmax ‖g‖ = 0.5 at step 13\nmin ‖g‖ = 1e-09 at step 10");
   assert.equal(cellText(DATA, V, 1, 2).split("\n").slice(1, 4).join("|"), "(top level) · 2|steps 18–21|no record");
+});
+
+const SKIP_WORDS = { skipped_label: "skipped by GradScaler", skipped_text: "Inf/NaN gradients not applied, no update" };
+
+test("a view without skipped steps (older pages' data) reads as none: no column, no words", async () => {
+  const V = await loadView(VIEW, 2, DATA.thresholds);
+  assert.deepEqual(V.skipped, { count: 0, first: [], buckets: [] });
+  assert.deepEqual(Array.from(skipColumns(V)), [0, 0, 0]);
+  assert.equal(skipText({ ...DATA, ...SKIP_WORDS }, V, 1), "");
+  assert.equal(summaryText(DATA, V, 2, 1), "2 parameters · from step 10, 3 columns of 4 steps · 1 anomaly");
+});
+
+test("skipped steps: whole and partly skipped columns, their hover and the summary", async () => {
+  const D = { ...DATA, ...SKIP_WORDS };
+  // steps 10-13 all skipped (bucket 0), one of 14-17 (bucket 1); 12 skips in all, 8 named
+  const skipped = { count: 12, first: [10, 11, 12, 13, 15, 30, 31, 40], buckets: [[0, 4, 10], [1, 1, 15]] };
+  const V = await loadView({ ...VIEW, skipped }, 2, DATA.thresholds);
+  assert.deepEqual(Array.from(skipColumns(V)), [2, 1, 0]);
+  assert.equal(skipText(D, V, 0), "all 4 steps skipped by GradScaler, the first at step 10");
+  assert.equal(skipText(D, V, 1), "1 of 4 steps skipped by GradScaler (step 15)");
+  assert.equal(skipText(D, V, 2), "");
+  assert.deepEqual(cellText(D, V, 0, 1).split("\n").slice(2, 5),
+    ["steps 14–17", "status: healthy", "1 of 4 steps skipped by GradScaler (step 15)"]);
+  assert.doesNotMatch(cellText(D, V, 0, 2), /skipped/);
+  assert.equal(summaryText(D, V, 2, 3),
+    "2 parameters · from step 10, 3 columns of 4 steps · 3 anomalies · 12 steps skipped by GradScaler: 10, 11, 12, 13, 15, 30, 31, 40 and 4 more");
+  // one step a column: the step's own words
+  const one = { ...V, width: 1, skipAt: new Map([[2, [2, 1, 12]]]), skipped: { count: 1, first: [12], buckets: [[2, 1, 12]] } };
+  assert.deepEqual(Array.from(skipColumns(one)), [0, 0, 2]);
+  assert.equal(skipText(D, one, 2), "skipped by GradScaler (Inf/NaN gradients not applied, no update)");
+  assert.match(cellText(D, one, 1, 2), /^b\.bias\n.*\nstep 12\nno record\nskipped by GradScaler \(Inf\/NaN/s);
+  assert.equal(summaryText(D, one, 2, 0).split(" · ").pop(), "1 step skipped by GradScaler: 12");
 });
 
 test("a line's points are in step order, one per step", async () => {

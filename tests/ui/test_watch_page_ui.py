@@ -214,3 +214,94 @@ def test_spikes_are_marked_on_the_axis_and_their_leading_rows(browser, tmp_path:
     assert lead.count() >= 1 and lead.first.text_content() == spike.params[0]
     assert int(page.evaluate("document.getElementById('heat').dataset.spikeMarks")) >= 1
     assert not problems
+
+
+def _lines_of(page, selector: str) -> list[tuple[str, int]]:  # noqa: ANN001
+    """(text, how many line boxes it takes) of each element matching `selector`."""
+    return [
+        tuple(x)
+        for x in page.evaluate(
+            "s => [...document.querySelectorAll(s)].map(e => { const r = document.createRange();"
+            " r.selectNodeContents(e); const tops = new Set([...r.getClientRects()]"
+            ".filter(b => b.width > 0).map(b => Math.round(b.top)));"
+            " return [e.textContent, tops.size]; })",
+            selector,
+        )
+    ]
+
+
+@pytest.mark.ui
+def test_steps_the_gradscaler_skipped_are_hatched_named_and_counted(
+    browser, tmp_path: Path
+) -> None:
+    from test_page_skips import BAD, _scaled_run
+
+    watch = _scaled_run(tmp_path / "run", steps=40, bad=(*BAD, 30))
+    path = export_watch_html(watch, tmp_path / "run.html")
+    watch.close()
+    names = page_data(__import__("gradviz_widgets").watch.GradWatch.open(tmp_path / "run"))["names"]
+    page, problems = _open(browser, path)
+    summary = page.locator("#summary").text_content() or ""
+    assert summary.endswith("· 4 steps skipped by GradScaler: 2, 3, 7, 30")
+    assert "skipped by GradScaler (hatched column)" in page.locator("#legend").inner_text()
+    # one hatched column per skipped step, over the canvas, not catching the hover
+    hatch = page.locator("#heat-skips .skip.all")
+    assert hatch.count() == 4 and page.locator("#heat-skips .skip.some").count() == 0
+    assert page.evaluate("document.getElementById('heat').dataset.skipColumns") == "4"
+    # the skipped step 30 (no anomaly: not the first NaN/Inf) is no applied NaN/Inf cell
+    row = names.index("0.weight")
+    assert _pixel(page, row, 30)[:3] == [0xE4, 0xE4, 0xE4]  # the skipped fill, not NaN orange
+    assert _pixel(page, row, 29)[:3] != [0xE4, 0xE4, 0xE4]
+    text = _hover_cell(page, row, 30, 40)
+    assert "\nstep 30\nstatus: NaN / Inf\nskipped by GradScaler (Inf/NaN gradients" in text
+    assert "skipped" not in _hover_cell(page, row, 29, 40)
+    marks = page.locator("#heat-axis rect.skipped")
+    assert marks.count() == 4
+    assert (marks.nth(3).locator("title").text_content() or "").startswith(
+        "step 30: skipped by GradScaler"
+    )
+    assert page.locator("#lines rect.skipped").count() == 4
+    # the anomalies table: headers, steps and kinds on one line each at 1280x800
+    assert all(n == 1 for _, n in _lines_of(page, "#anomalies th")), _lines_of(
+        page, "#anomalies th"
+    )
+    cells = "#anomalies td:nth-child(1), #anomalies td:nth-child(2)"
+    assert all(n == 1 for _, n in _lines_of(page, cells)), _lines_of(page, cells)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    assert problems == []
+    page.close()
+
+
+@pytest.mark.ui
+def test_anomaly_table_headers_do_not_wrap_at_1280(browser, tmp_path: Path) -> None:
+    """Long details and many names: the short columns keep their words whole."""
+    run = Synthetic(
+        30,
+        200,
+        [f"block.{i}.attention.{HOSTILE if i == 3 else 'q'}_proj.weight" for i in range(30)],
+    )
+    run.anomalies = [
+        __import__("gradviz_widgets").watch.Anomaly(
+            7, "nonfinite", [p.name for p in run.params], detail="a long detail " * 40
+        ),
+        *run.anomalies,
+    ]
+    path = export_watch_html(run, tmp_path / "long.html")
+    page, problems = _open(browser, path)
+    heads = _lines_of(page, "#anomalies th")
+    assert [t for t, _ in heads] == ["step", "kind", "parameters", "detail"]
+    assert all(n == 1 for _, n in heads), heads
+    cells = _lines_of(page, "#anomalies td:nth-child(1), #anomalies td:nth-child(2)")
+    assert cells and all(n == 1 for _, n in cells), cells
+    heights = {
+        round(page.locator(f"#anomalies th >> nth={i}").bounding_box()["height"]) for i in range(4)
+    }
+    assert len(heights) == 1  # one line each
+    # the table fills the width: the details are not squeezed into a narrow column
+    table = page.locator("#anomalies").bounding_box()
+    assert table["width"] >= 1200
+    assert HOSTILE in (page.locator("#anomalies").text_content() or "")  # text, never markup
+    assert page.locator("img").count() == 0
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    assert problems == []
+    page.close()
