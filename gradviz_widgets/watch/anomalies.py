@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
-from ..errors import GradExplorerError
+from ..errors import GradExplorerError, user_stacklevel
 from ..vocabulary import ALARMS, STATUSES
 
 #: the statuses that are anomalies, most alarming first (vocabulary.ALARMS)
@@ -38,7 +38,9 @@ class FlightRecord:
     `state` is the model's state_dict before the optimizer applied the step's gradient; `rng`
     and `cuda_rng` the CPU and CUDA (of `device`) generator states at the step's forward;
     `kinds` the anomaly kinds whose first step this is; `autocast` the dtype of the
-    torch.autocast the forward ran under (None: none), which the replay runs under too."""
+    torch.autocast the forward ran under (None: none), which the replay runs under too;
+    `calls` how many times the step called the model with gradients (the record holds the
+    last call; None: not counted, a record saved before the count existed)."""
 
     step: int
     args: tuple
@@ -50,6 +52,7 @@ class FlightRecord:
     device: str = "cpu"
     kinds: tuple[str, ...] = ()
     autocast: torch.dtype | None = None
+    calls: int | None = None
 
     def save(self, directory: Path) -> Path:
         path = directory / f"flight-{self.step}.pt"
@@ -298,9 +301,48 @@ def replay(
     ex = GradExplorer(twin, sample, **options)
     with recorded_rng(record, ex.device):
         ex.run()
+    if record.calls is not None and record.calls != 1:
+        warnings.warn(not_one_call(record.step, record.calls), stacklevel=user_stacklevel())
+        _add_finding(ex, not_one_call(record.step, record.calls, short=True))
     if options["loss_fn"] is None and ex.report.loss_description.startswith("sum of"):
         warnings.warn(replayed_sum(record.step, ex.report.loss_description), stacklevel=3)
     return ex
+
+
+def not_one_call(step: int, calls: int, short: bool = False) -> str:
+    """What a replay says when step `step` called the model `calls` times, not once: it
+    replays one call, so its gradients are not the step's (`short`: the report's finding).
+
+    Example:
+        >>> not_one_call(30, 2, short=True)[:58]
+        'step 30 called the model 2 times and this replays the last'
+    """
+    if calls == 0:
+        head = (
+            f"no call of the model with gradients was seen in step {step} (its loss came from "
+            "another method or from submodules called directly); this replays the latest "
+            "call, an earlier step's batch"
+        )
+        return head if short else f"{head}: its gradients are not step {step}'s"
+    head = f"step {step} called the model {calls} times and"
+    if short:
+        return f"{head} this replays the last call only: its gradients are not the step's"
+    return (
+        f"{head} anomaly.explore() replays one call, the last: its gradients, norms and which "
+        "of them are NaN/Inf are that call's, not the step's, and a NaN/Inf from another call "
+        "(another view of the batch, an earlier micro-batch) is not seen. To replay the whole "
+        "step, watch a module whose one forward makes every call of the step (forward(x1, "
+        "x2) returning (model(x1), model(x2))), or run GradExplorer on such a module with the "
+        "step's inputs and a loss_fn that takes both outputs"
+    )
+
+
+def _add_finding(ex: Any, note: str) -> None:
+    """`note` first among the findings of the explorer's newest run."""
+    last = ex._last
+    report = dataclasses.replace(last.report, findings=(note, *last.report.findings))
+    ex._last = dataclasses.replace(last, report=report)
+    ex.history[-1] = report
 
 
 def replayed_sum(step: int, how: str) -> str:

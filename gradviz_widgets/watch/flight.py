@@ -5,9 +5,10 @@ classified exactly as the writer thread will classify them (`vocabulary.classify
 watch's Thresholds; a trainable parameter without a gradient is "none"). Every step that holds a
 parameter's first step of an anomaly kind (KINDS) — exactly the steps the writer lists as
 anomalies — gets one FlightRecord while the budget lasts: the arguments of the model's latest
-forward, the RNG states at that forward, and a CPU copy of the state_dict. `notes` says, per
-step and per kind's first step, what was recorded or why not; the watch saves them as
-`flights.json`.
+forward, the RNG states at that forward, a CPU copy of the state_dict, and how many times the
+step called the model (the replay is of one call: `anomalies.replay` says when the step made
+more). `notes` says, per step and per kind's first step, what was recorded or why not; the
+watch saves them as `flights.json`.
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ class Flights:
         self.probe = SpikeProbe(spikes) if spikes is not None else None
         self._wanted += [SPIKE, CALM] if spikes is not None else []
         self._call: tuple[tuple, dict] | None = None
+        #: the model's calls since the last step was checked, and those of that step
+        self._calls, self._step_calls, self._counted = 0, 0, -1
         self._rng: torch.Tensor | None = None
         self._cuda_rng: torch.Tensor | None = None
         self._autocast: torch.dtype | None = None
@@ -121,7 +124,13 @@ class Flights:
 
     # ---- training thread ----------------------------------------------------------------
     def seen_call(self, args: tuple, kwargs: dict) -> None:
-        """The model's forward pre-hook: a reference to the batch, a copy of the RNG states."""
+        """The model's forward pre-hook: a reference to the batch, a copy of the RNG states.
+
+        A call without gradients (evaluation, a teacher's targets) cannot be the step's batch:
+        it is neither kept nor counted; nor is a checkpoint's recompute during backward."""
+        if not torch.is_grad_enabled():
+            return
+        self._calls += 0 if _in_backward() else 1
         self._call = (args, kwargs)
         self._rng = torch.get_rng_state()
         kind = "cuda" if self._cuda is not None else "cpu"
@@ -148,6 +157,7 @@ class Flights:
         kind for the first time (exactly the writer's anomaly rule) gets a record."""
         if not self.active:
             return
+        self._count_calls(step)
         if isinstance(stats, torch.Tensor):
             host = self.host_stats(stats)
             if host is None:  # deciding would cost one host sync per step
@@ -169,6 +179,17 @@ class Flights:
             new += self._spike_kinds(step, stats, ids, names)
         if new:
             self._decide(step, [k for k in self._wanted if k in new])
+
+    def _count_calls(self, step: int) -> None:
+        """The calls of `step`: those since the last check (several optimizers' checks of one
+        step add theirs up)."""
+        self._step_calls = (self._step_calls if step == self._counted else 0) + self._calls
+        self._calls, self._counted = 0, step
+
+    def step_done(self) -> None:
+        """The optimizer step ended: calls inside it after the reading (a closure evaluated
+        again, as LBFGS does) are not the next step's."""
+        self._calls = 0
 
     def host_stats(self, stats: Any) -> np.ndarray | None:
         """The step's statistics on the host: as they are on the CPU; from a device only with
@@ -201,7 +222,7 @@ class Flights:
             record, why = self._attempt(step, kinds)
         except Exception as e:  # a record that cannot be made must not stop the history
             record, why = None, f"making it failed ({type(e).__name__}: {e})"
-        entry = {"step": step, "kept": record is not None, "why": why}
+        entry = {"step": step, "kept": record is not None, "why": why, "calls": self._step_calls}
         for k in kinds:
             self.notes["kinds"].setdefault(k, entry)
         self.notes.setdefault("steps", {})[str(step)] = {**entry, "kinds": kinds}
@@ -239,6 +260,7 @@ class Flights:
             device=str(next(self.model.parameters()).device),
             kinds=tuple(kinds),
             autocast=self._autocast,
+            calls=self._step_calls,
         )
         self.used += size
         return record, ""
@@ -280,6 +302,12 @@ def _all_healthy(stats: np.ndarray, th: Thresholds) -> bool:
         return True
     lo, hi = stats[:, :2].min(axis=0).tolist(), stats[:, :2].max(axis=0).tolist()
     return classify(lo[0], lo[1], th) == "healthy" == classify(hi[0], hi[1], th)
+
+
+def _in_backward() -> bool:
+    """Whether autograd's engine is running (a checkpoint recomputes the forward there)."""
+    task = getattr(torch._C, "_current_graph_task_id", None)  # private: absent, assume not
+    return task is not None and task() != -1
 
 
 def _nbytes(values: Any) -> int:

@@ -295,6 +295,8 @@ class Recorder:
         self._post_step(j, None, (), {})
 
     def _post_step(self, j: int, opt: Any, args: tuple, kwargs: dict) -> None:
+        if self.flights is not None:  # calls inside the step after its reading (LBFGS's
+            self.flights.step_done()  # closure again) are not the next step's
         pre = self._pre.pop(j, None)
         if pre is None:
             return
