@@ -12,6 +12,11 @@ if TYPE_CHECKING:  # torch-free at run time: the readout only reads their fields
     from ..stats.tensor import TensorStats
 
 
+#: the class of the readout's one-line hint, shown until a module is chosen (the widget gives
+#: the readout its fixed box only once it holds a module's readout)
+HINT_CLASS = "gv-readout-hint"
+
+
 def readout_html(
     events: Sequence[HookEvent], target: str | None, mechanisms: dict[str, str]
 ) -> str:
@@ -23,7 +28,7 @@ def readout_html(
     """
     if target is None:
         return (
-            '<div class="gv-readout">Click a node to hook its module and see its '
+            f'<div class="gv-readout {HINT_CLASS}">Click a node to hook its module and see its '
             "grad_input / grad_output here.</div>"
         )
     mine = [e for e in events if e.target == target]

@@ -28,6 +28,7 @@ from typing import Any
 import ipywidgets as W
 
 from ..graph.grad_graph import GradGraph
+from ..render.readout import HINT_CLASS
 
 SIDE_BY_SIDE_FROM = 1100  # px of cell width: narrower cells get the chart under the graph
 CHART_SHARE = 0.4  # of the cell's width, beside the graph
@@ -42,6 +43,8 @@ MIN_MEASURE = 48  # px: a viewport narrower or lower than this is not laid out, 
 # detached; the page sends no such report (js/pan_zoom.js MIN_MEASURE_PX), nor is one used
 READOUT_HEIGHT = "136px"  # the hook readout above a stacked graph: a fixed box (it scrolls),
 # so a click's readout shows without scrolling and never moves the graph under the pointer
+# again; until a module is chosen it holds a one-line hint, and the box is that line's height
+# (an empty 136 px box cost the first view a quarter of a 1280x800 screen's graph)
 MIN_OVERVIEW = 8  # drawn nodes: folding for the screen never goes to a view this small (a
 # whole GPT-2 as one box beside its head and loss); the deeper view opens on its readable top
 RESIZE_SLACK = 0.1  # share of the cell width the depth was chosen at: a smaller change (a
@@ -107,6 +110,8 @@ class FirstView:
         self.measured = False  # a fit report at a real size came for this choice
         self.measured_at = 0  # the cell width then (0: not known)
         self._answered: set[int] = set()  # revisions whose measured report was used
+        if readout is not None:
+            readout.observe(lambda _: self._apply(), names="value")
         self._apply()
 
     @property
@@ -225,7 +230,8 @@ class FirstView:
             r = self.readout.layout
             r.order = "1" if s.stacked else None  # toolbar and notes (order 0) stay first
             self.body.layout.order = "2" if s.stacked else None
-            r.height = READOUT_HEIGHT if s.stacked else None
+            fixed = s.stacked and HINT_CLASS not in self.readout.value
+            r.height = READOUT_HEIGHT if fixed else None
             r.overflow = "auto" if s.stacked else None
             r.flex = "0 0 auto" if s.stacked else None
         self.body.layout.flex_flow = "column" if s.stacked else "row nowrap"

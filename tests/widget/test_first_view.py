@@ -73,8 +73,10 @@ def test_stacked_the_readout_sits_above_the_graph_in_a_fixed_box() -> None:
     body = w.children[2]
     assert w.children[3] is w.readout  # the same widgets: only their order on the page moves
     assert w.readout.layout.order == "1" and body.layout.order == "2"
-    assert w.readout.layout.height == READOUT_HEIGHT and w.readout.layout.overflow == "auto"
+    # until a module is chosen the readout is a one-line hint: no empty 136 px box
+    assert "Click a node" in w.readout.value and w.readout.layout.height is None
     w.click_node(next(n.id for n in w.view.nodes if n.kind == "op" and n.module))
+    assert w.readout.layout.overflow == "auto"
     assert "grad_output" in w.readout.value and w.readout.layout.height == READOUT_HEIGHT
     page(w, {"kind": "resize", "cell": 1500})  # side by side: under graph and chart again
     assert w.readout.layout.order is None and body.layout.order is None
