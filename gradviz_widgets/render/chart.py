@@ -7,7 +7,9 @@ parameter gets a row, nothing is dropped.
 
 from __future__ import annotations
 
+import html
 import math
+import unicodedata
 from typing import Any
 
 from ..report.grad_report import GradReport
@@ -21,6 +23,16 @@ BASE_HEIGHT = 460
 HEADER_PX = 112  # flat charts: title, thresholds note, then the norm axis title and ticks
 NAME_CHARS = 40  # longer names are elided in the middle on the axis (hover: the full name)
 MODULE_CHARS = 24  # upright charts: module group labels, at most ~5 characters per bar
+DEFAULT_WIDTH = 440  # px: the chart's width when the caller does not say (the widget's
+# narrowest beside the graph): labels chosen for it stay readable on any wider chart
+TICK_PX = 11  # font size of the name ticks
+VALUE_PX = 11  # value labels over the bars; plotly shrinks one to its bar, below
+VALUE_MIN_PX = 10  # this it is hidden (uniformtext "hide"): legible, or not drawn at all
+CHAR_EM = 0.62  # estimated width of a narrow character in em (wide CJK ones: 1 em)
+PLOT_SIDES = 100  # px of an upright chart's width outside its plot: norm axis, margins
+ROTATED_SLOT = 20  # px per bar at least for -45 degree ticks (0.7 * 20 > a 13 px line)
+ROTATED_CHARS = 18  # longest rotated tick, characters: longer ones go on a flat chart
+FLAT_SHARE = 0.45  # share of a flat chart's width its names may take
 PATTERN_INK = "#333"  # one colour for every pattern's strokes and outlines (plotly's
 # colour checks warn "Invalid color specifier: Array(n)" for per-bar arrays there; and the
 # default template's pattern fillmode "overlay" takes the per-bar fill array as one colour)
@@ -89,9 +101,9 @@ def axis_range(rows: list[dict[str, Any]], report: GradReport) -> tuple[float, f
     return math.floor(lo) - 1, math.ceil(hi) + 1
 
 
-def chart_shape(count: int) -> dict[str, Any]:
-    """Orientation and height for `count` bars: upright up to UPRIGHT_MAX, flat beyond with
-    one ROW_PX row per bar.
+def chart_shape(count: int, upright: bool = True) -> dict[str, Any]:
+    """Orientation and height for `count` bars: upright up to UPRIGHT_MAX (and when their
+    names fit, `upright`), flat otherwise with one ROW_PX row per bar.
 
     Example:
         >>> chart_shape(8)
@@ -99,21 +111,24 @@ def chart_shape(count: int) -> dict[str, Any]:
         >>> chart_shape(150)["orientation"], chart_shape(150)["height"]
         ('h', 2832)
     """
-    if count <= UPRIGHT_MAX:
+    if count <= UPRIGHT_MAX and upright:
         return {"orientation": "v", "height": BASE_HEIGHT}
     return {"orientation": "h", "height": max(BASE_HEIGHT, ROW_PX * count + HEADER_PX + 20)}
 
 
 def figure_dict(
-    report: GradReport, mode: str = "param", selected_module: str | None = None
+    report: GradReport,
+    mode: str = "param",
+    selected_module: str | None = None,
+    width: int | None = None,
 ) -> dict[str, Any]:
-    """The whole figure as a plain dict (data + layout), ready for go.FigureWidget."""
+    """The whole figure as a plain dict (data + layout), ready for go.FigureWidget; its labels
+    are chosen to be readable at `width` px (the chart's real width; default DEFAULT_WIDTH)."""
     rows = bar_rows(report, mode)
     lo, hi = axis_range(rows, report)
     floor, ceil = 10 ** (lo + 0.3), 10 ** (hi - 0.3)
-    shape = chart_shape(len(rows))
-    flat = shape["orientation"] == "h"
-    names = _names(rows, mode, flat)
+    plan = label_plan(rows, mode, width or DEFAULT_WIDTH)
+    shape, names, flat = plan["shape"], plan["names"], plan["shape"]["orientation"] == "h"
     data = [_placed(_norm_bar(rows, floor, ceil, shape, selected_module), names, None, flat)]
     if any(r["norm_before"] is not None for r in rows):
         before = [r["norm_before"] if r["norm_before"] else floor for r in rows]
@@ -121,8 +136,107 @@ def figure_dict(
             format_norm(r["norm_before"]) if r["norm_before"] is not None else "—" for r in rows
         ]
         data.append(_placed(_before_bar(shape, texts), names, before, flat))
-    layout = _layout(report, mode, lo, hi, shape, multi=len(data) > 1)
+    layout = figure_layout(report, mode, (lo, hi), shape, multi=len(data) > 1)
+    layout["xaxis" if not flat else "yaxis"]["tickangle"] = plan["tickangle"]
     return {"data": data, "layout": layout}
+
+
+def label_plan(rows: list[dict[str, Any]], mode: str, width: int) -> dict[str, Any]:
+    """Shape, category names and tick angle of a chart `width` px wide: upright bars when
+    every name fits under its bar (per-parameter: module groups, then weight/bias), else flat
+    rows with one short distinct name each (short_names; the hover has the full name).
+
+    Example:
+        >>> rows = [{"name": f"h.{i}.fc.weight", "module": f"h.{i}.fc"} for i in range(18)]
+        >>> label_plan(rows[:2], "param", 440)["names"]
+        [['h.0.fc', 'h.1.fc'], ['weight', 'weight']]
+        >>> label_plan(rows, "param", 440)["names"][:2]
+        ['h.0.fc.weight', 'h.1.fc.weight']
+    """
+    upright = _upright_names(rows, mode, width) if len(rows) <= UPRIGHT_MAX else None
+    if upright is not None:
+        names, angle = upright
+        return {"shape": chart_shape(len(rows)), "names": names, "tickangle": angle}
+    limit = max(16, min(NAME_CHARS, int(width * FLAT_SHARE / (CHAR_EM * TICK_PX))))
+    shorts = short_names([r["name"] for r in rows], params=mode == "param")
+    names = distinct([plotly_text(elide_middle(n, limit)) for n in shorts])
+    return {"shape": chart_shape(len(rows), upright=False), "names": names, "tickangle": 0}
+
+
+def _upright_names(
+    rows: list[dict[str, Any]], mode: str, width: int
+) -> tuple[list[Any], int] | None:
+    """Category names of upright bars and their tick angle; None when some name would not
+    fit its bar (or its module's bars, for the group row) at `width` px."""
+    slot = (width - PLOT_SIDES) / max(len(rows), 1)
+    if mode != "param":
+        names = distinct([plotly_text(n) for n in short_names([r["name"] for r in rows])])
+        angle = tick_angle(names, slot)
+        return None if angle is None else (names, angle)
+    modules = [r["module"] for r in rows]
+    uniq = list(dict.fromkeys(modules))
+    groups = dict(zip(uniq, distinct([plotly_text(n) for n in short_names(uniq)])))
+    for module, label in groups.items():
+        if text_px(label) > modules.count(module) * slot - 6:
+            return None  # a module's name is wider than its bars: not identifiable
+    labels = [groups[m] for m in modules]
+    inner = [plotly_text(elide_middle(_short(r["name"], r["module"]))) for r in rows]
+    names = distinct(inner, labels)
+    angle = tick_angle(names, slot)
+    return None if angle is None else ([labels, names], angle)
+
+
+def tick_angle(labels: list[str], slot: float) -> int | None:
+    """0 when every label fits its `slot` px across, -45 when they fit rotated, else None.
+
+    Example:
+        >>> tick_angle(["weight", "bias"], 60), tick_angle(["weight"], 24), tick_angle(["w"], 9)
+        (0, -45, None)
+    """
+    if all(text_px(t) <= slot - 4 for t in labels):
+        return 0
+    longest = max((len(html.unescape(t)) for t in labels), default=0)
+    return -45 if slot >= ROTATED_SLOT and longest <= ROTATED_CHARS else None
+
+
+def text_px(text: str, size: float = TICK_PX) -> float:
+    """Estimated width in px of `text` (Plotly text: entities count as one character) at
+    font `size`: wide (CJK) characters 1 em, others CHAR_EM, a little generous for sans.
+
+    Example:
+        >>> round(text_px("weight")), round(text_px("中文"))
+        (41, 22)
+    """
+    plain = html.unescape(text)
+    wide = sum(unicodedata.east_asian_width(c) in "WF" for c in plain)
+    return size * (wide + CHAR_EM * (len(plain) - wide))
+
+
+def short_names(names: list[str], params: bool = False) -> list[str]:
+    """The shortest dotted suffix of each name that no other name ends with, one more part
+    when it starts with a bare index ("h.0.attn" rather than "0.attn"), and for parameters
+    (`params`) at least the owning module's last part ("wte.weight", never "weight").
+
+    Example:
+        >>> short_names(["transformer.wte.weight", "transformer.h.0.attn.c_attn.weight",
+        ...              "transformer.h.1.attn.c_attn.weight"], params=True)
+        ['wte.weight', 'h.0.attn.c_attn.weight', 'h.1.attn.c_attn.weight']
+    """
+    split = [(n or "(root)").split(".") for n in names]
+    counts: dict[str, int] = {}
+    for parts in split:
+        for k in range(1, len(parts) + 1):
+            tail = ".".join(parts[-k:])
+            counts[tail] = counts.get(tail, 0) + 1
+    out = []
+    for parts in split:
+        k = min(2 if params else 1, len(parts))
+        while k < len(parts) and counts[".".join(parts[-k:])] > 1:
+            k += 1
+        if k < len(parts) and parts[-k].isdigit():
+            k += 1
+        out.append(".".join(parts[-k:]))
+    return out
 
 
 def _norm_bar(
@@ -160,6 +274,7 @@ def _norm_bar(
         "orientation": shape["orientation"],
         "text": text,
         "textposition": "outside",
+        "textfont": {"size": VALUE_PX},
         "cliponaxis": False,
         "customdata": custom,
         "marker": {
@@ -196,53 +311,6 @@ def _before_bar(shape: dict[str, Any], texts: list[str]) -> dict[str, Any]:
         "hovertext": texts,
         "hovertemplate": "before modifiers: %{hovertext}<extra></extra>",
     }
-
-
-def _names(rows: list[dict[str, Any]], mode: str, flat: bool) -> list[Any]:
-    """Category labels; names are user text: Plotly renders <b>, <br>, <a> in ticks and
-    hover, so they are escaped. Upright per-parameter bars get two levels (module, name)."""
-    if mode == "param" and not flat:
-        labels = module_labels([r["module"] for r in rows])
-        modules = [labels[r["module"]] for r in rows]
-        return [
-            modules,
-            distinct(
-                [plotly_text(elide_middle(_short(r["name"], r["module"]))) for r in rows], modules
-            ),
-        ]
-    return distinct([plotly_text(elide_middle(r["name"])) for r in rows])
-
-
-def module_labels(modules: list[str]) -> dict[str, str]:
-    """The group label of each module on an upright per-parameter chart: about the width of
-    its bars (a long name never smears into the next group), but never the label of another
-    module. Plotly groups bars by that label, so two modules elided alike
-    ("transformer.h.0.attn.c_proj" and "transformer.h.1.mlp.c_proj" both "trans…c_proj")
-    had their bars gathered out of the model's order: such a module gets more of its name.
-
-    Example:
-        >>> names = ["transformer.h.0.attn.c_proj", "transformer.h.0.mlp.c_proj"]
-        >>> list(module_labels([n for n in names for _ in "wb"]).values())
-        ['trans…c_proj', 'transfo…p.c_proj']
-    """
-    sizes: dict[str, int] = {}
-    for m in modules:
-        sizes[m] = sizes.get(m, 0) + 1
-    out: dict[str, str] = {}
-    taken: set[str] = set()
-    for m, size in sizes.items():
-        text, limit = m or "(root)", min(MODULE_CHARS, 5 * size + 2)
-        shown = plotly_text(elide_middle(text, limit))
-        while shown in taken and limit < len(text):
-            limit += 4
-            shown = plotly_text(elide_middle(text, limit))
-        label, k = shown, 1
-        while shown in taken:  # alike even in full (names that sanitise alike)
-            k += 1
-            shown = f"{label} ({k})"
-        taken.add(shown)
-        out[m] = shown
-    return out
 
 
 def elide_middle(text: str, limit: int = NAME_CHARS) -> str:
@@ -287,9 +355,16 @@ def _placed(
     return {**trace, "y": names, "x": values} if flat else {**trace, "x": names, "y": values}
 
 
-def _layout(
-    report: GradReport, mode: str, lo: float, hi: float, shape: dict[str, Any], multi: bool
+def figure_layout(
+    report: GradReport,
+    mode: str,
+    span: tuple[float, float],
+    shape: dict[str, Any],
+    multi: bool = False,
 ) -> dict[str, Any]:
+    """The layout of a chart of `shape` (chart_shape) whose norm axis spans `span` (log10):
+    axes, margins, title, threshold lines and their labels (drawn over the bars, on a pale
+    box: never hidden by a bar); also compare mode's base (render/chart_compare.py)."""
     lines = report.thresholds.lines()  # a check turned off draws no line
     colours = {"vanishing": _VAN, "exploding": _EXP}
     signs = {"vanishing": "<", "exploding": ">"}
@@ -297,11 +372,11 @@ def _layout(
     flat = shape["orientation"] == "h"
     norm_axis = {
         "type": "log",
-        "range": [lo, hi],
+        "range": list(span),
         "title": {"text": "gradient L2 norm (log)"},
         "exponentformat": "power",
     }
-    name_axis: dict[str, Any] = {"automargin": True, "tickfont": {"size": 11}}
+    name_axis: dict[str, Any] = {"automargin": True, "tickfont": {"size": TICK_PX}}
     if flat:  # first row on top, every row labelled (no thinning: one row per name)
         name_axis.update(autorange="reversed", dtick=1, type="category")
         norm_axis["side"] = "top"
@@ -320,6 +395,8 @@ def _layout(
         "height": shape["height"],
         "showlegend": multi,
         "bargap": 0.15,
+        # value labels: shrunk to their bar by plotly, hidden below VALUE_MIN_PX (never tiny)
+        "uniformtext": {"mode": "hide", "minsize": VALUE_MIN_PX},
         "title": {
             "text": (
                 "per-parameter gradient norms" if mode == "param" else "per-module gradient norms"
@@ -357,9 +434,10 @@ def _short(name: str, module: str) -> str:
 def _line(v: float, color: str, flat: bool) -> dict[str, Any]:
     """A threshold line across the plot: horizontal on upright bars, vertical on flat ones."""
     style = {"color": color, "dash": "dash", "width": 1}
+    line = {"type": "line", "layer": "above", "line": style}
     if flat:
-        return {"type": "line", "yref": "paper", "y0": 0, "y1": 1, "x0": v, "x1": v, "line": style}
-    return {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": v, "y1": v, "line": style}
+        return {**line, "yref": "paper", "y0": 0, "y1": 1, "x0": v, "x1": v}
+    return {**line, "xref": "paper", "x0": 0, "x1": 1, "y0": v, "y1": v}
 
 
 def _hlabel(y: float, text: str, color: str) -> dict[str, Any]:
@@ -371,5 +449,10 @@ def _hlabel(y: float, text: str, color: str) -> dict[str, Any]:
         "showarrow": False,
         "xanchor": "right",
         "yanchor": "bottom",
-        "font": {"size": 10, "color": color},
+        "font": {"size": 11, "color": color},
+        # annotations are drawn over the traces; the box keeps the text legible on a bar
+        "bgcolor": "rgba(255,255,255,0.9)",
+        "bordercolor": color,
+        "borderwidth": 1,
+        "borderpad": 2,
     }

@@ -12,14 +12,22 @@ from typing import Any
 from ..report.compare import log10_ratio, norm_ratio
 from ..vocabulary import format_norm
 from .chart import (
+    FLAT_SHARE,
+    NAME_CHARS,
     PATTERN_INK,
     PATTERNS,
+    PLOT_SIDES,
+    UPRIGHT_MAX,
     axis_range,
     bar_rows,
     chart_shape,
     distinct,
-    figure_dict,
+    elide_middle,
+    figure_layout,
     plotly_text,
+    short_names,
+    text_px,
+    tick_angle,
 )
 from .compare_view import badge, ratio_color
 from .dot import STATUS_STYLE
@@ -51,8 +59,12 @@ def compare_rows(report_a: Any, report_b: Any, mode: str = "param") -> list[dict
     return out
 
 
-def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict[str, Any]:
-    """The grouped figure as a plain dict (data + layout), ready for go.FigureWidget.
+def compare_figure(
+    report_a: Any, report_b: Any, mode: str = "param", width: int | None = None
+) -> dict[str, Any]:
+    """The grouped figure as a plain dict (data + layout), ready for go.FigureWidget. Given
+    the chart's `width` in px, its names are short and readable there: upright when each
+    fits its group, else flat rows; without it, full names, upright up to UPRIGHT_MAX bars.
 
     Traces: [0] run A (clickable, like the normal chart's bars), [1] run B (left to right in
     each group: A, then B), [2] ratio B/A.
@@ -61,18 +73,18 @@ def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict[st
     present = [r["a"] for r in rows if r["a"]] + [r["b"] for r in rows if r["b"]]
     lo, hi = axis_range(present, report_b)
     floor, ceil = 10 ** (lo + 0.3), 10 ** (hi - 0.3)
-    shape = chart_shape(len(rows))
+    names, shape, angle = _compare_names(rows, mode, width)
     flat = shape["orientation"] == "h"
-    shown = distinct([plotly_text(r["name"]) for r in rows])  # one row per name, always
-    names = [
-        ("Δ <b>" if r["changed"] else "") + text + ("</b>" if r["changed"] else "")
-        for r, text in zip(rows, shown)
-    ]
     # one figure layout from render/chart.py (thresholds, axis, margins), then grouped
-    layout = figure_dict(report_b, mode)["layout"]
+    layout = figure_layout(report_b, mode, (lo, hi), shape)
+    layout["xaxis" if not flat else "yaxis"]["tickangle"] = angle
     layout.update(barmode="group", showlegend=True, bargap=0.2, bargroupgap=0.05)
     layout["title"]["text"] = "A vs B: gradient norms and the ratio B/A"
-    layout["legend"] = {"orientation": "h", "y": -0.25 if not flat else 1.0, "x": 0}
+    layout["legend"] = {"orientation": "h", "y": -0.25, "x": 0}
+    if flat:  # in the header, under the title: never over the first rows
+        top = 1 - 30 / shape["height"]
+        legend = {"x": 0.01, "y": top, "yref": "container", "yanchor": "top"}
+        layout["legend"] = {"orientation": "h", **legend}
     name_axis = "yaxis" if flat else "xaxis"
     layout[name_axis] = {**layout[name_axis], "type": "category"}
     ratios = [r["ratio"] for r in rows]
@@ -97,6 +109,36 @@ def compare_figure(report_a: Any, report_b: Any, mode: str = "param") -> dict[st
         _ratio_trace(rows, names, ratios, 10**r_lo, 10**r_hi, flat),
     ]
     return {"data": data, "layout": layout}
+
+
+def _compare_names(
+    rows: list[dict[str, Any]], mode: str, width: int | None
+) -> tuple[list[str], dict[str, Any], int]:
+    """One distinct name per row (a changed status: "Δ" and bold), the chart's shape and the
+    tick angle: short names, upright when every one fits under its group at `width` px;
+    full names (upright up to UPRIGHT_MAX) when the width is not known."""
+    marks = ["Δ " if r["changed"] else "" for r in rows]
+    if width is None:
+        shown = distinct([plotly_text(r["name"]) for r in rows])
+        return _marked(marks, shown), chart_shape(len(rows)), -45
+    shorts = short_names([r["name"] for r in rows], params=mode == "param")
+    slot = (width - PLOT_SIDES - 40) / max(len(rows), 1)  # the ratio axis takes ~40 px
+    upright = distinct([plotly_text(n) for n in shorts])  # one row per name, always
+    angle = tick_angle([m + t for m, t in zip(marks, upright)], slot)
+    fits = len(rows) <= UPRIGHT_MAX and angle is not None
+    shown = upright
+    if not fits:
+        limit = max(16, min(NAME_CHARS, int(width * FLAT_SHARE / text_px("x"))))
+        shown = distinct([plotly_text(elide_middle(n, limit)) for n in shorts])
+    return (
+        _marked(marks, shown),
+        chart_shape(len(rows), upright=fits),
+        angle if fits and angle else 0,
+    )
+
+
+def _marked(marks: list[str], shown: list[str]) -> list[str]:
+    return [(m + "<b>" if m else "") + t + ("</b>" if m else "") for m, t in zip(marks, shown)]
 
 
 def _cell(c: dict[str, Any] | None, floor: float, ceil: float) -> tuple[Any, str, str, str]:
@@ -178,6 +220,8 @@ def _ratio_trace(
     trace = {
         "type": "scatter",
         "mode": "markers",
+        # scatter uses it only to stack, harmless here: every trace says its orientation
+        "orientation": "h" if flat else "v",
         "name": "ratio B/A",
         "text": text,
         "customdata": [[plotly_text(r["name"]), r["badge"] if r["changed"] else ""] for r in rows],

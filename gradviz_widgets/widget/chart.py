@@ -57,9 +57,11 @@ class ChartView:
     ) -> dict:
         """The figure (plain data) for `report`: against `baseline` (compare mode) when given,
         else with `selected_module`'s bars outlined."""
+        # the labels are chosen for the width the chart gets (names that do not fit a bar:
+        # horizontal bars), so an arrangement that changes it makes the figure again
         if baseline is not None:
-            return compare_figure(baseline, report, mode)
-        fig = figure_dict(report, mode, selected_module)
+            return compare_figure(baseline, report, mode, width=self._width())
+        fig = figure_dict(report, mode, selected_module, width=self._width())
         layout = self.figure.layout
         if any(a in layout and layout[a].overlaying for a in ("xaxis2", "yaxis2")):
             # back from compare mode (its ratio axis is x2 on flat charts, y2 on upright ones):

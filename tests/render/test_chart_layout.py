@@ -79,11 +79,13 @@ def test_modules_elided_alike_keep_their_bars_in_model_order():
     """Plotly groups upright bars by their module label: GPT-2's four `c_proj` modules, elided
     alike, had their bars gathered out of order. Each module now has a label of its own, so
     every module's bars form one run, in the model's order."""
-    from gradviz_widgets.render.chart import _names
+    from gradviz_widgets.render.chart import label_plan
 
     modules = [f"transformer.h.{i}.{part}.c_proj" for i in range(2) for part in ("attn", "mlp")]
     rows = [{"module": m, "name": f"{m}.{p}"} for m in modules for p in ("weight", "bias")]
-    groups, names = _names(rows, "param", flat=False)
+    plan = label_plan(rows, "param", 1600)  # wide enough for the two-level axis
+    assert plan["shape"]["orientation"] == "v"
+    groups, names = plan["names"]
     assert len(set(groups)) == len(modules)
     runs = [g for i, g in enumerate(groups) if i == 0 or groups[i - 1] != g]
     assert len(runs) == len(modules)  # one contiguous run per module, none split or merged

@@ -158,9 +158,11 @@ def test_hostile_names_in_compare_chart_and_notes() -> None:
         for text in shown:
             no_markup(text)
             assert "&lt;" in text or "<" not in text
-    ticks = list(w.chart.data[1].x)
-    assert "Δ <b>d.%{y}.weight</b>" in ticks and "d.&lt;/script&gt;.weight" in ticks
-    assert "d.&amp;amp;.weight" in " ".join(ticks) and "d.ls[U+2028]x.weight" in ticks
+    bars = w.chart.data[1]
+    # the chart's 24 bars at its width lie flat, under each parameter's shortest distinct name
+    ticks = list(bars.y if bars.orientation == "h" else bars.x)
+    assert "Δ <b>%{y}.weight</b>" in ticks and "&lt;/script&gt;.weight" in ticks
+    assert "&amp;amp;.weight" in " ".join(ticks) and "ls[U+2028]x.weight" in ticks
     notes = w.notes.value
     assert "<b>d.%{y}.weight</b> healthy → 0.0" in notes
     no_markup(notes)
