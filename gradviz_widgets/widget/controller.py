@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from .. import ids
 from ..errors import GradExplorerError
 from ..graph.grad_graph import GradGraph
 from ..graph.nodes import GradNode
-from ..vocabulary import Thresholds, format_norm, html_text, plain_text
+from ..vocabulary import SEVERITY, STYLES, Thresholds, format_norm, html_text, plain_text
 
 #: the status line, as parts get it: `status(text, level)` (level: info, busy, warning, error)
 Status = Callable[[str, str], None]
@@ -145,6 +146,60 @@ def plan_text(hooks: list[tuple[str, str]], modifiers: dict[str, str]) -> str:
     return "hooks on: " + ", ".join(on) if on else "no hooks on"
 
 
+def run_headline(report: Any) -> str:
+    """The key facts of a run, whatever it found: how many gradients, how many of them are
+    healthy (and what the others are), and the range of their norms, by name.
+
+    Example:
+        >>> from gradviz_widgets.report.grad_report import GradReport, ParamRecord
+        >>> rec = lambda n, norm, s: ParamRecord(n, "", (1,), "float32", True, norm, norm, s)
+        >>> r = GradReport(1.0, "", (rec("a", 0.5, "healthy"), rec("b", None, "none")),
+        ...                {}, Thresholds(), "cpu", 0.01)
+        >>> run_headline(r)
+        '2 parameters: 1 healthy, 1 no gradient (None); ‖g‖ 0.5 (a)'
+    """
+    params = list(report.params)
+    if not params:
+        return "no parameters"
+    normed = [p for p in params if p.norm is not None and math.isfinite(p.norm)]
+    lo = min(normed, key=lambda p: p.norm, default=None)
+    hi = max(normed, key=lambda p: p.norm, default=None)
+    if lo is None or hi is None:
+        span = ""
+    elif lo is hi:
+        span = f"‖g‖ {format_norm(hi.norm)} ({hi.name})"
+    else:
+        span = f"‖g‖ from {format_norm(lo.norm)} ({lo.name}) to {format_norm(hi.norm)} ({hi.name})"
+    if all(p.status == "healthy" for p in params):
+        if len(params) == 1:
+            return f"its gradient is healthy: {span}"
+        return f"all {len(params)} gradients healthy, {span}"
+    counts = collections.Counter(p.status for p in params)  # most severe first, in its words
+    found = ", ".join(f"{counts[s]} {STYLES[s].label}" for s in SEVERITY if counts.get(s))
+    head = f"{len(params)} parameters: {found}" if len(params) > 1 else f"1 parameter: {found}"
+    return f"{head}; {span}" if span else head
+
+
+def status_line(
+    report: Any, hooks: Sequence[tuple[str, str]] = (), modifiers: Mapping[str, str] | None = None
+) -> str:
+    """The widget's status line after a run: the run's headline first (`run_headline`: a
+    note or a long finding never pushes it out of the one-line status), its duration, the
+    hooks and modifiers on, then the findings (most severe first).
+
+    Example:
+        >>> from gradviz_widgets.report.grad_report import GradReport, ParamRecord
+        >>> rec = ParamRecord("w", "", (1,), "float32", True, 2.0, 2.0, "healthy")
+        >>> r = GradReport(1.0, "", (rec,), {}, Thresholds(), "cpu", 0.012, findings=("a note",))
+        >>> status_line(r, [("fc", "backward")])
+        'its gradient is healthy: ‖g‖ 2 (w); ran in 12 ms; hooks on: backward at fc; a note'
+    """
+    parts = [run_headline(report), f"ran in {report.duration_s * 1000:.0f} ms"]
+    if hooks or modifiers:
+        parts.append(plan_text(list(hooks), dict(modifiers or {})))
+    return "; ".join((*parts, *report.findings))
+
+
 def explain_click(node: GradNode) -> tuple[str, str] | None:
     """(status text, level) for a click on a node that hooks nothing: a ghost (a parameter the
     gradient never reached) or a ×N group of identical blocks; None for every other node."""
@@ -194,18 +249,63 @@ def loss_line_html(report: Any, drawn: int, total: int, depth: int | None) -> st
     )
 
 
-def hooked_ids(
+def hooked_at(
     view: GradGraph, hooks: list[tuple[str, str]], modifiers: dict[str, str]
-) -> set[str]:
-    """Node ids of `view` drawn with the hook marker: a tensor hook on the node, or a module
-    hook or modifier on the module of an op or folded-module node."""
-    targets = {t for t, k in hooks if k != "tensor"} | set(modifiers)
-    nodes = {t for t, k in hooks if k == "tensor"}
-    return {
-        n.id
-        for n in view.nodes
-        if n.id in nodes or (n.kind in ("op", "module") and n.module in targets)
-    }
+) -> dict[str, list[str]]:
+    """Node id -> the hooks and modifiers it shows, in words ("backward at layer2.0"), for the
+    nodes of `view` drawn with the hook marker: a tensor hook on the node, a module hook or
+    modifier on the module of an op node, and, on a folded module or ×N group, every hook and
+    modifier on it or on a module (or node) folded inside it: a fold never hides a hook.
+
+    Example:
+        >>> from gradviz_widgets.graph.nodes import GradNode
+        >>> g = GradGraph(nodes=(GradNode("module:layer2", "Sequential", "module", "layer2",
+        ...     "layer2", members=("layer2.0/ReluBackward0#3",)),), edges=(), modules={})
+        >>> hooked_at(g, [("layer2.0", "backward")], {})
+        {'module:layer2': ['backward at layer2.0']}
+    """
+    on = [(t, f"{k} at {t or '(root)'}") for t, k in hooks if k != "tensor"]
+    on += [(t, f"{what} at {t or '(root)'}") for t, what in modifiers.items()]
+    tensor = {t: f"tensor at {t}" for t, k in hooks if k == "tensor"}
+    out: dict[str, list[str]] = {}
+    for n in view.nodes:
+        found: list[str] = []
+        if n.kind == "op":
+            found = [what for t, what in on if t == n.module]
+        elif n.kind == "module":
+            spans = _spans(n, view)
+            found = [what for t, what in on if any(_inside(t, s) for s in spans)]
+            found += [tensor[m] for m in n.members if m in tensor]
+        if n.id in tensor:
+            found.append(tensor[n.id])
+        if found:
+            out[n.id] = list(dict.fromkeys(found))
+    return out
+
+
+def _spans(node: GradNode, view: GradGraph) -> list[str]:
+    """The module paths a folded node stands for: its module, or for a ×N group each of its
+    blocks (the parent's children from the first to the last)."""
+    if not ids.is_group_id(node.id):
+        return [node.module]
+    parent, first, last = ids.parse_group_id(node.id)
+    head = f"{parent}." if parent else ""
+    scope = view.modules.get(parent)
+    kids = list(scope.children) if scope is not None else []
+    a, b = head + first, head + last
+    if a in kids and b in kids:
+        return kids[kids.index(a) : kids.index(b) + 1]
+    return [a, b]  # a tree that does not list them: the ends at least
+
+
+def _inside(target: str, path: str) -> bool:
+    """Whether module `target` is `path` or folded inside it (the root holds no other)."""
+    return target == path or (path != "" and target.startswith(path + "."))
+
+
+def hooked_text(found: list[str]) -> str:
+    """The hook marker's words for a node: what `hooked_at` found on it ("" for none)."""
+    return "hooked: " + ", ".join(found) if found else ""
 
 
 def find_node(node_id: str, *graphs: GradGraph | None) -> GradNode | None:

@@ -41,12 +41,14 @@ from .controller import (
     error_text,
     explain_click,
     find_node,
-    hooked_ids,
+    hooked_at,
+    hooked_text,
     loss_line_html,
     module_of,
     node_showing,
     node_showing_module,
     plan_text,
+    status_line,
 )
 from .controls import Toolbar, depth_options
 from .first_view import FirstView
@@ -294,8 +296,11 @@ class ExplorerWidget(W.VBox):
 
     def _mark_hooks(self, view: GradGraph) -> None:
         """The hook markers of the plan in force on the nodes drawn (no new layout)."""
-        hooked = hooked_ids(view, self.explorer.hooks, self.explorer.modifiers)
-        self.pane.nodes = {i: {**n, "hooked": i in hooked} for i, n in self.pane.nodes.items()}
+        hooked = hooked_at(view, self.explorer.hooks, self.explorer.modifiers)
+        self.pane.nodes = {
+            i: {**n, "hooked": i in hooked, "hooked_text": hooked_text(hooked.get(i, []))}
+            for i, n in self.pane.nodes.items()
+        }
 
     # ---- actions (also callable from Python and tests) -------------------------------------
     def rerun(self) -> bool:
@@ -376,8 +381,9 @@ class ExplorerWidget(W.VBox):
         where = target or "(root)"
         if self.settings.apply(toggle, f"{kind} hook at {where}"):
             verb = "on" if state["on"] else "off"
+            ex = self.explorer
             self._set_status(
-                f"{kind} hook {verb} at {where}; " + self.explorer.report.summary(loss=False),
+                f"{kind} hook {verb} at {where}; " + status_line(ex.report, ex.hooks, ex.modifiers),
                 "info",
             )
         else:
@@ -489,13 +495,18 @@ class ExplorerWidget(W.VBox):
         full = add_ghosts(graph, report.none_reasons)
         depth, group, leaves = self._fold_args(full)
         view = full.view(depth, self.expand, self.collapse | leaves, group=group)
-        hooked = hooked_ids(view, ex.hooks, ex.modifiers)
+        # a folded module or ×N group holding a hooked module carries the marker too
+        hooked = hooked_at(view, ex.hooks, ex.modifiers)
         # selection and hook markers are classes the page applies (node info, `selected`):
         # the DOT carries neither, so they never need a new layout
         drawn = render_dot(
             view, edge_colors=cv.edge_colors(view, depth, self.expand, self.collapse)
         )
-        info = {n.id: node_info(n, n.id in hooked) for n in view.nodes if n.id in drawn.node_ids}
+        info = {
+            n.id: {**node_info(n, n.id in hooked), "hooked_text": hooked_text(hooked.get(n.id, []))}
+            for n in view.nodes
+            if n.id in drawn.node_ids
+        }
         mode = self.controls.mode
         figure = self.chart_view.figure_for(report, mode, self.selected_module, cv.baseline_report)
         legend, notes = cv.legend(), cv.notes_html(report)
@@ -563,9 +574,12 @@ class ExplorerWidget(W.VBox):
         self.refresh()
 
     def _show_summary(self) -> None:
-        report = self.explorer.report
-        # the loss, its description and the device are in the header line above the pane
-        self._set_status(report.summary(loss=False), "warning" if report.findings else "info")
+        ex = self.explorer
+        report = ex.report
+        # the loss, its description and the device are in the header line above the pane; the
+        # run's headline leads, the hooks in force and the findings follow (status_line)
+        text = status_line(report, ex.hooks, ex.modifiers)
+        self._set_status(text, "warning" if report.findings else "info")
 
     def _set_status(self, text: str, level: str) -> None:
         self.pane.set_status(text, level)

@@ -42,7 +42,8 @@ def test_hooks_changed_from_code_show_in_the_open_widget(lab: LabPage) -> None:
     wait_until(lambda: py(lab, "w.runs == 2"), 90, "the widget drew the run made from code")
     gate = gate_key(lab)
     lab.page.wait_for_function(f"() => ({HOOKED})().includes('{gate}')", timeout=90_000)
-    assert py(lab, "w.status_text == ex.report.summary(loss=False)")
+    status = "__import__('gradviz_widgets.widget.controller', fromlist=['x']).status_line"
+    assert py(lab, f"w.status_text == {status}(ex.report, ex.hooks, ex.modifiers)")
     lab.screenshot("follows_hook_on")
 
     # the next cell turns it off (no run yet): the marker goes, the status line says so

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from gradviz_widgets import GradExplorer, Thresholds
+from gradviz_widgets.widget.controller import status_line
 
 GATE = "gate/AddmmBackward0#0"
 MAIN2 = "main2/AddmmBackward0#0"
@@ -32,7 +33,9 @@ def test_toggle_hook_from_code_then_run(dead_explorer):
     dead_explorer.run()
     assert w.runs == runs + 1 and w.pane.revision == revision + 1
     assert GATE in hooked(w) and "ex.run()" not in w.status_text
-    assert w.status_text == dead_explorer.report.summary(loss=False)
+    assert w.status_text == status_line(
+        dead_explorer.report, dead_explorer.hooks, dead_explorer.modifiers
+    )
     w.click_node(GATE)  # the widget's own click sees the hook code turned on: it goes off
     assert dead_explorer.hooks == [] and GATE not in hooked(w)
 
@@ -52,7 +55,9 @@ def test_quickstart_order_set_hook_on_run_then_off(dead_explorer):
     assert "no hooks on; changed since the newest run" in w.status_text
     dead_explorer.run()
     assert not hooked(w) and "no hook events" in w.readout.value
-    assert w.status_text == dead_explorer.report.summary(loss=False)
+    assert w.status_text == status_line(
+        dead_explorer.report, dead_explorer.hooks, dead_explorer.modifiers
+    )
 
 
 def test_set_modifier_from_code(dead_explorer):
@@ -104,7 +109,9 @@ def test_run_from_code_draws_the_new_run(dead_explorer):
     dead_explorer.run()
     assert w.pane.dot != before and w.pane.nodes[GATE]["status"] == "healthy"
     assert "backward hook on at gate" not in w.status_text
-    assert w.status_text == dead_explorer.report.summary(loss=False)
+    assert w.status_text == status_line(
+        dead_explorer.report, dead_explorer.hooks, dead_explorer.modifiers
+    )
     norms = dict(zip([c[0] for c in w.chart.data[0].customdata], w.chart.data[0].y))
     assert norms["gate.weight"] == pytest.approx(dead_explorer.report.param_norms["gate.weight"])
     assert "grad_output[0]" in w.readout.value  # the gate's hook events of the new run
@@ -115,7 +122,9 @@ def test_every_open_widget_follows_a_change_made_in_another(dead_explorer):
     runs_b = b.runs
     a.click_node(GATE)
     assert GATE in hooked(b) and b.runs == runs_b + 1 and a.runs == b.runs
-    assert b.status_text == dead_explorer.report.summary(loss=False)
+    assert b.status_text == status_line(
+        dead_explorer.report, dead_explorer.hooks, dead_explorer.modifiers
+    )
     b.controls.clear_button.click()
     assert not hooked(a) and not hooked(b)
 
