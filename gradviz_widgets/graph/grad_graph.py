@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from ..ids import similar_ids
-from .nodes import GradEdge, GradNode, ModuleScope
+from .nodes import GradEdge, GradNode, ModuleScope, drawn_count
 from .scopes import align_param_scopes
 
 GROUP_ABOVE = 150
@@ -123,8 +123,10 @@ class GradGraph:
         expand = frozenset(expand)
         folded = fold(self, depth, expand, collapse)
         if group is None:  # big views only: runs of identical blocks become "×N" groups
-            group = sum(n.kind != "accumulate" for n in folded.nodes) > GROUP_ABOVE
-        return group_runs(folded, expand, shapes=param_shapes(self)) if group else folded
+            group = drawn_count(folded.nodes) > GROUP_ABOVE
+        if not group:
+            return folded
+        return group_runs(folded, expand, shapes=param_shapes(self), source=self)
 
     def auto_depth(self, max_nodes: int = 120) -> int | None:
         """Deepest fold depth whose view has at most `max_nodes` nodes (None: no folding needed)."""

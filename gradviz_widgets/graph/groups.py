@@ -2,13 +2,15 @@
 
 On a folded view, consecutive siblings whose structure signature (class, parameter shapes,
 children's signatures) repeats with a period of 1-4 modules become one `kind="module"` node
-`group:<first>-<last>` labelled "h.0–11 ×12 (Block)", with the worst crossing status and the
-range of the members' norms. A group id in `expand` keeps that run unfolded.
+`group:<first>-<last>` labelled "h.0–11 ×12 (Block)", with the worst crossing status, the
+range of the blocks' norms ("‖g‖ per block") and, as its own norm, what reaches the run from
+the loss side ("‖g‖ into group"), as a folded module's. A group id in `expand` keeps that run
+unfolded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from ..ids import (
@@ -21,8 +23,8 @@ from ..ids import (
 )
 from ..vocabulary import format_norm, worst
 from .grad_graph import GradGraph
-from .nodes import GradNode, ModuleScope
-from .view import merge_edges
+from .nodes import GradEdge, GradNode, ModuleScope
+from .view import inflow, merge_edges, param_health
 
 MAX_PERIOD = 4
 
@@ -43,10 +45,13 @@ def group_runs(
     expand: Collection[str] = (),
     min_run: int = 3,
     shapes: Mapping[str, tuple[Any, ...] | None] | None = None,
+    source: GradGraph | None = None,
 ) -> GradGraph:
     """`view` with runs of ≥ `min_run` repeats of identical sibling folded modules grouped.
     `shapes` (parameter name -> shape, from the unfolded graph) tells blocks apart whose
-    parameters the fold hides (a view folded to the top draws no parameter)."""
+    parameters the fold hides (a view folded to the top draws no parameter); `source`, the
+    graph `view` folds, holds the blocks' members: a group counts their parameters (without
+    it, only parameters drawn in `view` are counted)."""
     by_module = {
         n.module: n
         for n in view.nodes
@@ -55,7 +60,7 @@ def group_runs(
     if shapes is None:
         shapes = param_shapes(view)
     rep: dict[str, str] = {n.id: n.id for n in view.nodes}
-    new: list[GradNode] = []
+    runs: list[tuple[int, list[GradNode]]] = []
     for info in view.modules.values():
         kids = [c for c in info.children if c in by_module]
         sigs = [signature(c, view.modules, shapes) for c in kids]
@@ -63,20 +68,29 @@ def group_runs(
         while i < len(kids):
             period, reps = _run_at(sigs, i)
             end = i + period * reps
-            if reps >= min_run:
+            if reps >= min_run and group_id(kids[i], kids[end - 1]) not in expand:
                 members = [by_module[c] for c in kids[i:end]]
-                node = _group_node(kids[i], kids[end - 1], reps, members)
-                if node.id not in expand:
-                    new.append(node)
-                    for m in members:
-                        rep[m.id] = node.id
-                i = end
-            else:
-                i += 1
-    if not new:
+                runs.append((reps, members))
+                for m in members:
+                    rep[m.id] = group_id(kids[i], kids[end - 1])
+            i = end if reps >= min_run else i + 1
+    if not runs:
         return view
-    nodes = tuple(n for n in view.nodes if rep[n.id] == n.id) + tuple(new)
+    entering = _entering(view.edges, rep)
+    lookup = (source or view).by_id
+    new = tuple(_group_node(reps, members, entering, lookup) for reps, members in runs)
+    nodes = tuple(n for n in view.nodes if rep[n.id] == n.id) + new
     return GradGraph(nodes, tuple(merge_edges(view.edges, rep)), view.modules, view.collapsed)
+
+
+def _entering(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> dict[str, list[GradEdge]]:
+    """Per group: the edges its blocks feed outside it (what reaches it from the loss side)."""
+    out: dict[str, list[GradEdge]] = {}
+    for e in edges:
+        s, d = rep[e.src], rep[e.dst]
+        if s != d and is_group_id(s):
+            out.setdefault(s, []).append(e)
+    return out
 
 
 def param_shapes(graph: GradGraph) -> dict[str, tuple[Any, ...] | None]:
@@ -99,15 +113,21 @@ def _run_at(sigs: list[tuple[Any, ...]], i: int) -> tuple[int, int]:
     return best
 
 
-def _group_node(first: str, last: str, reps: int, members: list[GradNode]) -> GradNode:
+def _group_node(
+    reps: int,
+    members: list[GradNode],
+    entering: Mapping[str, list[GradEdge]],
+    lookup: Mapping[str, GradNode],
+) -> GradNode:
+    """The node of one run: its ‖g‖ is what reaches it from the loss side, as a folded
+    module's is; the label adds the range of its blocks' own ‖g‖ (each block's inflow)."""
+    first, last = members[0].module, members[-1].module
     gid = group_id(first, last)
     norms = [m.grad_norm for m in members if m.grad_norm is not None]
-    span = f" · ‖g‖ {format_norm(min(norms))}–{format_norm(max(norms))}" if norms else ""
+    span = f" · ‖g‖ per block {format_norm(min(norms))}–{format_norm(max(norms))}" if norms else ""
     kind = members[0].op
-    param_status = worst(m.param_status for m in members if m.param_status)
-    texts = [m.param_text for m in members if m.param_status == param_status and m.param_text]
-    if len(texts) > 1:  # "4 of 12 blocks: 8 params: no gradient (frozen)"
-        texts = [f"{len(texts)} of {reps} blocks: {texts[0]}"]
+    norm, gmax = inflow(entering.get(gid, []), members)
+    param_status, param_text = _group_params(reps, members, lookup)
     return GradNode(
         id=gid,
         op=kind,
@@ -115,13 +135,35 @@ def _group_node(first: str, last: str, reps: int, members: list[GradNode]) -> Gr
         module=gid,
         label=f"{first}–{last.rpartition('.')[2]} ×{reps}\n({kind}){span}",
         scope=members[0].scope,
-        grad_norm=max(norms) if norms else None,
+        grad_norm=norm,
+        grad_max=gmax,
         status=worst(m.status for m in members),
         order=min((m.order for m in members if m.order is not None), default=None),
         members=tuple(x for m in members for x in m.members),
-        param_status=param_status if any(m.param_status for m in members) else "",
-        param_text=texts[0] if texts else "",
+        param_status=param_status,
+        param_text=param_text,
     )
+
+
+def _group_params(
+    reps: int, members: list[GradNode], lookup: Mapping[str, GradNode]
+) -> tuple[str, str]:
+    """`param_health` of every parameter in the run ("2045 of 2400 params in 1023 of 1200
+    blocks: exactly 0.0"): counted parameter by parameter, as the report counts them, since
+    blocks whose worst parameter shares a status need not have all their parameters in it."""
+    # the worst of the blocks' worst is the worst parameter: look parameters up only then
+    statuses = [m.param_status for m in members if m.param_status]
+    status = worst(statuses) if statuses else ""
+    if status in ("", "healthy"):
+        return status, ""
+    inside = [lookup[x] for m in members for x in m.members if x in lookup]
+    period = len(members) // reps
+    hit = sum(
+        any(m.param_status == status for m in members[b * period : (b + 1) * period])
+        for b in range(reps)
+    )
+    where = "" if hit == reps else f" in {hit} of {reps} blocks"
+    return param_health(inside, where)
 
 
 def unfolded_group_at(

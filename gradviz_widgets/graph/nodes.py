@@ -7,7 +7,7 @@ gradients flowed the other way, and each edge carries the norm of what flowed al
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from ..ids import Scope
@@ -126,4 +126,20 @@ def _makers(cls: type) -> dict[int, Any]:
 
 _MAKERS: dict[type, dict[int, Any]] = {}
 
-__all__ = ["GradEdge", "GradNode", "ModuleScope", "built", "maker"]
+#: kinds never drawn as a box: an AccumulateGrad node is merged into its parameter
+#: (render/dot.py), so no count a reader sees may include one
+UNDRAWN_KINDS = frozenset({"accumulate"})
+
+
+def drawn_count(nodes: Iterable[GradNode]) -> int:
+    """How many of `nodes` a drawing shows: the one basis of every node count (folded labels,
+    the "N of M nodes shown" line, the page).
+
+    Example:
+        >>> drawn_count([GradNode("a", "A", "op", "", "A"), GradNode("g", "G", "accumulate", "", "G")])
+        1
+    """
+    return sum(1 for n in nodes if n.kind not in UNDRAWN_KINDS)
+
+
+__all__ = ["UNDRAWN_KINDS", "GradEdge", "GradNode", "ModuleScope", "built", "drawn_count", "maker"]

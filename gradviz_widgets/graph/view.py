@@ -9,7 +9,7 @@ from ..ids import LEAF_KINDS, PARAMS_CALL, Scope, module_id
 from ..vocabulary import combine_norms, strongest_flow, style
 from ..vocabulary import worst as _worst
 from .grad_graph import GradGraph
-from .nodes import GradEdge, GradNode, ModuleScope
+from .nodes import GradEdge, GradNode, ModuleScope, drawn_count
 
 
 def fold(
@@ -77,14 +77,8 @@ def _module_node(
     """The node standing for one folded module call; its norm is what entered it from the loss
     side (w.r.t. the module outputs), its status what crossed its boundary (`_status_of`)."""
     mtype = info.type if info else path
-    norm, gmax = _combine(entering) if entering else (None, None)
-    if norm is None:  # nothing left the group (e.g. it holds the loss): its largest inflow
-        best = max(
-            (m for m in inside if m.grad_norm is not None),
-            key=lambda m: m.grad_norm or 0.0,
-            default=None,
-        )
-        norm, gmax = (best.grad_norm, best.grad_max) if best else (None, None)
+    norm, gmax = inflow(entering, inside)
+    count = drawn_count(inside)  # what unfolding draws: AccumulateGrad nodes are not drawn
     suffix = "" if call is None else (" (params)" if call == PARAMS_CALL else f" [call {call}]")
     cuts = sorted({m.label.rpartition("\n")[2] for m in inside if m.kind == "ghost"})
     # a module no gradient reached shows its cut
@@ -95,7 +89,7 @@ def _module_node(
         op=mtype,
         kind="module",
         module=path,
-        label=f"{path}{suffix}\n{mtype} · {len(inside)} node{'' if len(inside) == 1 else 's'}{cut}",
+        label=f"{path}{suffix}\n{mtype} · {count} node{'' if count == 1 else 's'}{cut}",
         scope=scope,
         grad_norm=norm,
         grad_max=gmax,
@@ -107,33 +101,54 @@ def _module_node(
     )
 
 
-def param_health(inside: Iterable[GradNode]) -> tuple[str, str]:
+def inflow(
+    entering: list[GradEdge], inside: Iterable[GradNode]
+) -> tuple[float | None, float | None]:
+    """(norm, max |g|) of what reaches a folded group from the loss side: its `entering` edges
+    together, else (nothing leaves it, e.g. it holds the loss) the largest norm inside."""
+    norm, gmax = combine_flow(entering) if entering else (None, None)
+    if norm is not None:
+        return norm, gmax
+    best = max(
+        (m for m in inside if m.grad_norm is not None),
+        key=lambda m: m.grad_norm or 0.0,
+        default=None,
+    )
+    return (best.grad_norm, best.grad_max) if best else (None, None)
+
+
+def param_health(inside: Iterable[GradNode], where: str = "") -> tuple[str, str]:
     r"""The worst status of the parameters among `inside` (drawn ones and ghosts) and, when it
     is not healthy, what it says: a folded module whose input gradient flows through (drawn
-    healthy) still says that its frozen weights get none, as the chart does.
+    healthy) still says that its frozen weights get none, as the chart does. `where` follows
+    the count of parameters (a ×N group says in how many of its blocks they are).
 
     Example:
         >>> g = GradNode("ghost:param:w", "Ghost", "ghost", "m", "w\n✂ frozen")
         >>> param_health([g, dataclasses.replace(g, id="ghost:param:b")])
         ('none', '2 params: no gradient (frozen)')
     """
-    params = [m for m in inside if m.kind in ("param", "ghost")]
-    if not params:
-        return "", ""
-    status = _worst(m.status for m in params)
-    if status == "healthy":
+    status, bad, total = param_tally(inside)
+    if status in ("", "healthy"):
         return status, ""
-    bad = [m for m in params if m.status == status]
-    noun = "param" if len(params) == 1 else "params"
-    count = (
-        f"{len(bad)} {noun}" if len(bad) == len(params) else f"{len(bad)} of {len(params)} {noun}"
-    )
+    noun = "param" if total == 1 else "params"
+    count = f"{len(bad)} {noun}" if len(bad) == total else f"{len(bad)} of {total} {noun}"
     if status == "none":
         cuts = sorted({m.label.rpartition("✂ ")[2] for m in bad if m.kind == "ghost"})
         words = f"no gradient ({', '.join(cuts) or 'None'})"
     else:
         words = style(status).label
-    return status, f"{count}: {words}"
+    return status, f"{count}{where}: {words}"
+
+
+def param_tally(inside: Iterable[GradNode]) -> tuple[str, list[GradNode], int]:
+    """(worst status, the parameters in it, how many parameters) among `inside`; ("", [], 0)
+    when it holds none. The same parameters, and so the same counts, as the report's."""
+    params = [m for m in inside if m.kind in ("param", "ghost")]
+    if not params:
+        return "", [], 0
+    status = _worst(m.status for m in params)
+    return status, [m for m in params if m.status == status], len(params)
 
 
 def merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> list[GradEdge]:
@@ -147,7 +162,7 @@ def merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> list[GradE
         if len(group) == 1:
             out.append(dataclasses.replace(group[0], src=s, dst=d))
             continue
-        norm, gmax = _combine(group)
+        norm, gmax = combine_flow(group)
         status = _worst(e.status for e in group)
         out.append(GradEdge(s, d, norm, gmax, status))
     return out
@@ -175,7 +190,7 @@ def _boundary_flow(
     return entering, leaving
 
 
-def _combine(edges: list[GradEdge]) -> tuple[float | None, float | None]:
+def combine_flow(edges: list[GradEdge]) -> tuple[float | None, float | None]:
     """(norm, max |g|) of several edges' flows together: the max only where every measured
     edge has one (edges carry their norm only; 0.0 where nothing but zeros flowed)."""
     norm = combine_norms([e.grad_norm for e in edges])

@@ -17,7 +17,7 @@ from typing import Any
 from .. import ids
 from ..errors import GradExplorerError
 from ..graph.grad_graph import GradGraph
-from ..graph.nodes import GradNode
+from ..graph.nodes import UNDRAWN_KINDS, GradNode
 from ..vocabulary import (
     GHOST_STYLE,
     LEGEND_ORDER,
@@ -74,7 +74,14 @@ def node_texts(n: GradNode) -> dict[str, str]:
     words = style(n.status).words
     if n.kind == "ghost" and "✂ " in n.label:  # why no gradient reached it (frozen, unused)
         words = f"{words} ({n.label.rpartition('✂ ')[2]})"
-    return {"norm_text": norm_text(n.grad_norm, n.status), "status_text": words}
+    return {"norm_text": _norm_of(n), "status_text": words}
+
+
+def _norm_of(n: GradNode) -> str:
+    """The node's norm as text. A folded module's status is what crosses its boundary, not its
+    norm (what reached it from the loss side): "exactly 0.0" leaving it must not print a
+    non-zero inflow as 0.0."""
+    return format_norm(n.grad_norm) if n.kind == "module" else norm_text(n.grad_norm, n.status)
 
 
 def to_dot(
@@ -126,7 +133,7 @@ def render_dot(
         >>> render_dot(g).keys, render_dot(g).node_ids
         ({'n0': 'output'}, {'output'})
     """
-    nodes = [n for n in graph.nodes if not (merge_accumulate and n.kind == "accumulate")]
+    nodes = [n for n in graph.nodes if not (merge_accumulate and n.kind in UNDRAWN_KINDS)]
     skip = {n.id for n in graph.nodes} - {n.id for n in nodes}
     into_acc = {e.dst: e.src for e in graph.edges if e.dst in skip}
     lines = [
@@ -250,7 +257,9 @@ def label_lines(n: GradNode) -> list[str]:
     if not lines[0].strip():
         lines[0] = n.op or n.kind  # an empty first line would start the label with a newline
     if n.grad_norm is not None and n.kind != "output":
-        lines.append(f"‖g‖ {norm_text(n.grad_norm, n.status)}")
+        # a ×N group's label already gives its blocks' range: say which one this is
+        into = "into group " if ids.is_group_id(n.id) else ""
+        lines.append(f"‖g‖ {into}{_norm_of(n)}")
     elif n.kind in ("param", "input") and n.status == "none":
         lines.append("no grad")
     if n.param_text:  # a folded module's parameters, when not healthy

@@ -17,6 +17,7 @@ from .. import ids
 from ..errors import GradExplorerError
 from ..graph.grad_graph import GradGraph
 from ..graph.nodes import GradNode
+from ..graph.nodes import drawn_count as count_drawn
 from ..vocabulary import SEVERITY, STYLES, Thresholds, format_norm, html_text, plain_text
 
 #: the status line, as parts get it: `status(text, level)` (level: info, busy, warning, error)
@@ -230,7 +231,7 @@ def module_of(node: GradNode) -> str | None:
 
 def drawn_count(graph: GradGraph) -> int:
     """Nodes the graph draws (AccumulateGrad nodes are merged into their parameters)."""
-    return sum(1 for n in graph.nodes if n.kind != "accumulate")
+    return count_drawn(graph.nodes)
 
 
 def loss_line_html(report: Any, drawn: int, total: int, depth: int | None) -> str:
