@@ -9,11 +9,11 @@ import math
 import unicodedata
 
 import pytest
+from fake_report import report
 
 from gradviz_widgets.render.chart import PATTERNS, figure_dict, plotly_text, short_names
 from gradviz_widgets.render.chart_compare import compare_figure
-from gradviz_widgets.report.grad_report import GradReport, ParamRecord
-from gradviz_widgets.vocabulary import Thresholds
+from gradviz_widgets.report.grad_report import GradReport
 
 WIDTHS = (440, 500, 760, 846, 1100)  # beside the graph 440-760, under it the cell's width
 LAYER = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias"]
@@ -38,28 +38,9 @@ MODELS = {"gpt2": GPT2, "hostile12": HOSTILE12, "small": SMALL, "chain60": CHAIN
 
 
 def make_report(names: list[str], norms: dict[str, float | None] | None = None) -> GradReport:
-    def status(n: float | None) -> str:
-        if n is None:
-            return "none"
-        if not math.isfinite(n):
-            return "nonfinite"
-        return "zero" if n == 0.0 else "healthy"
-
-    norms = norms or {}
-    params = tuple(
-        ParamRecord(
-            name=k,
-            module=k.rpartition(".")[0],
-            shape=(2,),
-            dtype="float32",
-            requires_grad=True,
-            norm=norms.get(k, 0.01 * (i + 1)),
-            max_abs=None,
-            status=status(norms.get(k, 0.01 * (i + 1))),
-        )
-        for i, k in enumerate(names)
-    )
-    return GradReport(1.0, "test", params, {}, Thresholds(), "cpu", 0.0)
+    """`names` in order, each with its norm in `norms` or 0.01 x its position."""
+    given = norms or {}
+    return report({k: given.get(k, 0.01 * (i + 1)) for i, k in enumerate(names)})
 
 
 def est_px(text: str, size: float = 11) -> float:
