@@ -1,5 +1,6 @@
 // @ts-check
-/** Legend: one swatch per status ({status, label, color, dash}), plus the hook marker. */
+/** Legend: one swatch per status ({status, label, color, dash}), plus the hook marker and
+ * the parameter stripe. */
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
@@ -49,6 +50,22 @@ function swatch(color, dash, thick = false, bold = false) {
 }
 
 /**
+ * The parameter stripe's swatch (svg_nodes.setParamStripe): a box with a bar on its left edge.
+ * @returns {SVGSVGElement}
+ */
+function stripeSwatch() {
+  const svg = swatch("#9a9a9a", "");
+  const bar = document.createElementNS(SVG_NS, "rect");
+  bar.setAttribute("x", "2");
+  bar.setAttribute("y", "2");
+  bar.setAttribute("width", "4");
+  bar.setAttribute("height", "10");
+  bar.setAttribute("fill", "#555");
+  svg.appendChild(bar);
+  return svg;
+}
+
+/**
  * Redraw the legend.
  * @param {HTMLElement} el
  * @param {{status?: string, label?: string, color?: string, dash?: unknown}[]} items
@@ -66,13 +83,24 @@ export function renderLegend(el, items, showHooked) {
     el.appendChild(span);
   }
   if (showHooked) {
-    const span = document.createElement("span");
-    span.className = "gvw-legend-item";
-    span.dataset.status = "hooked";
-    span.setAttribute("role", "listitem");
-    span.appendChild(swatch("#333", "", true));
-    span.appendChild(document.createTextNode("hooked"));
-    el.appendChild(span);
+    el.appendChild(extra("hooked", swatch("#333", "", true), "hooked"));
+    // a folded module's left bar has the outline colour of its worst parameter's status
+    el.appendChild(extra("stripe", stripeSwatch(), "left bar: its parameters' worst status"));
   }
   el.hidden = el.childElementCount === 0;
+}
+
+/**
+ * A legend entry that is not a status.
+ * @param {string} kind @param {SVGSVGElement} icon @param {string} text
+ * @returns {HTMLSpanElement}
+ */
+function extra(kind, icon, text) {
+  const span = document.createElement("span");
+  span.className = "gvw-legend-item";
+  span.dataset.status = kind;
+  span.setAttribute("role", "listitem");
+  span.appendChild(icon);
+  span.appendChild(document.createTextNode(text));
+  return span;
 }

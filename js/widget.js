@@ -24,7 +24,8 @@ function render({ model, el }) {
     status: p.status,
     searchText: () => p.search.value,
     refreshSearch: () => search?.refresh(),
-    // the legend always lists the hook marker, so it never changes size under the mouse
+    // the legend always lists the hook marker and the parameter stripe, so it never changes
+    // size under the mouse
     showLegend: () => renderLegend(p.legend, model.get("legend") ?? [], true),
     setHeight: (height) => view.setBaseHeight(height),
     download: downloadText,

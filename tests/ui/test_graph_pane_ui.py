@@ -111,7 +111,9 @@ def test_graph_pane_in_jupyterlab(lab: LabPage) -> None:
     # Status line, legend, hook marker.
     status = lab.page.locator(".gvw-status")
     assert status.inner_text() == "hand-written test graph"
-    assert lab.page.locator(".gvw-legend .gvw-legend-item").count() == 3
+    # its two statuses, the hook marker and the parameter stripe
+    assert lab.page.locator(".gvw-legend .gvw-legend-item").count() == 4
+    assert "worst status" in lab.page.locator(".gvw-legend").inner_text()
     assert "hooked" in (node(lab, "main1/AddmmBackward0#0").get_attribute("class") or "")
     lab.screenshot("graph_pane_rendered", ".gvw-pane")
 
