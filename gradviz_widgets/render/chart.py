@@ -19,8 +19,14 @@ from ..vocabulary import STYLES, classify, combine_norms, format_norm, plain_tex
 # row each, and the figure grows taller so tick labels never overlap (the widget scrolls it)
 UPRIGHT_MAX = 30
 ROW_PX = 18  # height of one flat bar's row: a 10-12 px tick label with room to spare
+ROW_MIN_PX = 14.4  # the tightest row still readable (1.3 x an 11 px label): flat charts of
+# up to ~40 bars squeeze their rows down to it to be seen whole in their box
+CHART_BOX_PX = 680  # max height of the box the widget shows the chart in (taller charts
+# scroll there): about the graph column beside it, and a 1280x800 notebook's visible height
 BASE_HEIGHT = 460
-HEADER_PX = 112  # flat charts: title, thresholds note, then the norm axis title and ticks
+HEADER_PX = 112  # flat charts of compare mode: title, legend, then norm axis title and ticks
+FLAT_HEADER_PX = 72  # flat charts: title, a note (axis and thresholds), the norm axis ticks
+FOOT_PX = 10  # flat charts: margin under the last row
 NAME_CHARS = 40  # longer names are elided in the middle on the axis (hover: the full name)
 MODULE_CHARS = 24  # upright charts: module group labels, at most ~5 characters per bar
 DEFAULT_WIDTH = 440  # px: the chart's width when the caller does not say (the widget's
@@ -101,19 +107,29 @@ def axis_range(rows: list[dict[str, Any]], report: GradReport) -> tuple[float, f
     return math.floor(lo) - 1, math.ceil(hi) + 1
 
 
-def chart_shape(count: int, upright: bool = True) -> dict[str, Any]:
+def chart_shape(count: int, upright: bool = True, header: int = HEADER_PX) -> dict[str, Any]:
     """Orientation and height for `count` bars: upright up to UPRIGHT_MAX (and when their
-    names fit, `upright`), flat otherwise with one ROW_PX row per bar.
+    names fit, `upright`), flat otherwise with one row per bar under a `header` px header:
+    ROW_PX rows, squeezed down to ROW_MIN_PX when that shows the whole chart in its box
+    (CHART_BOX_PX), else ROW_PX rows that scroll there, `hidden` of them below the box.
 
     Example:
         >>> chart_shape(8)
         {'orientation': 'v', 'height': 460}
         >>> chart_shape(150)["orientation"], chart_shape(150)["height"]
-        ('h', 2832)
+        ('h', 2822)
+        >>> chart_shape(41, upright=False, header=FLAT_HEADER_PX)["height"] <= CHART_BOX_PX
+        True
     """
     if count <= UPRIGHT_MAX and upright:
         return {"orientation": "v", "height": BASE_HEIGHT}
-    return {"orientation": "h", "height": max(BASE_HEIGHT, ROW_PX * count + HEADER_PX + 20)}
+    room = CHART_BOX_PX - 2 - header - FOOT_PX  # the box's border: 1 px each side
+    row = min(float(ROW_PX), room / max(count, 1))
+    if row < ROW_MIN_PX:
+        row = ROW_PX  # too many to see whole: readable rows that scroll
+    height = max(BASE_HEIGHT, math.ceil(row * count) + header + FOOT_PX)
+    hidden = count - int(room // row) if height > CHART_BOX_PX - 2 else 0
+    return {"orientation": "h", "height": height, "header": header, "hidden": max(hidden, 0)}
 
 
 def figure_dict(
@@ -160,7 +176,8 @@ def label_plan(rows: list[dict[str, Any]], mode: str, width: int) -> dict[str, A
     limit = max(16, min(NAME_CHARS, int(width * FLAT_SHARE / (CHAR_EM * TICK_PX))))
     shorts = short_names([r["name"] for r in rows], params=mode == "param")
     names = distinct([plotly_text(elide_middle(n, limit)) for n in shorts])
-    return {"shape": chart_shape(len(rows), upright=False), "names": names, "tickangle": 0}
+    shape = chart_shape(len(rows), upright=False, header=FLAT_HEADER_PX)
+    return {"shape": shape, "names": names, "tickangle": 0}
 
 
 def _upright_names(
@@ -370,18 +387,12 @@ def figure_layout(
     signs = {"vanishing": "<", "exploding": ">"}
     texts = {k: f"{k} {signs[k]} {v:g}" for k, v in lines.items()}
     flat = shape["orientation"] == "h"
-    norm_axis = {
-        "type": "log",
-        "range": list(span),
-        "title": {"text": "gradient L2 norm (log)"},
-        "exponentformat": "power",
-    }
-    name_axis: dict[str, Any] = {"automargin": True, "tickfont": {"size": TICK_PX}}
-    if flat:  # first row on top, every row labelled (no thinning: one row per name)
-        name_axis.update(autorange="reversed", dtick=1, type="category")
-        norm_axis["side"] = "top"
-    else:
-        name_axis["tickangle"] = -45
+    header = shape.get("header", HEADER_PX)
+    compact = flat and header < HEADER_PX  # the axis title goes into the note under the title
+    norm_axis, name_axis = _axes(span, flat, compact)
+    notes = (["gradient L2 norm, log axis"] if compact else []) + (
+        [f"dashed: {', '.join(texts.values())}"] if flat and texts else []
+    )
     return {
         "barmode": "overlay" if multi else "relative",
         "xaxis": norm_axis if flat else name_axis,
@@ -389,31 +400,83 @@ def figure_layout(
         "margin": {
             "l": 10 if flat else 60,
             "r": 40 if flat else 10,
-            "t": HEADER_PX if flat else 30,
-            "b": 10,
+            "t": header if flat else 30,
+            "b": FOOT_PX if flat else 10,
         },
         "height": shape["height"],
         "showlegend": multi,
         "bargap": 0.15,
         # value labels: shrunk to their bar by plotly, hidden below VALUE_MIN_PX (never tiny)
         "uniformtext": {"mode": "hide", "minsize": VALUE_MIN_PX},
-        "title": {
-            "text": (
-                "per-parameter gradient norms" if mode == "param" else "per-module gradient norms"
-            )
-            + (f"<br><sub>dashed: {', '.join(texts.values())}</sub>" if flat and texts else ""),
-            "font": {"size": 13},
-            # at the very top, in px from the top whatever the height: the norm axis (title and
-            # ticks, on top of flat charts) sits under it, nothing overprints
-            "x": 0.01,
-            "xanchor": "left",
-            "y": 1 - 10 / shape["height"],
-            "yanchor": "top",
-            "yref": "container",
-        },
+        "title": _title(mode, notes, shape["height"]),
         "shapes": [_line(v, colours[k], flat) for k, v in lines.items()],
-        "annotations": [] if flat else [_hlabel(v, texts[k], colours[k]) for k, v in lines.items()],
+        "annotations": _more_below(shape)
+        if flat
+        else [_hlabel(v, texts[k], colours[k]) for k, v in lines.items()],
     }
+
+
+def _axes(
+    span: tuple[float, float], flat: bool, compact: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the norm axis, the name axis): log norms, one name per row on flat charts (first on
+    top); `compact`: the norm axis's title is in the note under the chart's title instead."""
+    norm_axis: dict[str, Any] = {
+        "type": "log",
+        "range": list(span),
+        "title": {"text": "" if compact else "gradient L2 norm (log)"},
+        "exponentformat": "power",
+    }
+    name_axis: dict[str, Any] = {"automargin": True, "tickfont": {"size": TICK_PX}}
+    if flat:  # first row on top, every row labelled (no thinning: one row per name)
+        name_axis.update(autorange="reversed", dtick=1, type="category")
+        norm_axis["side"] = "top"
+        norm_axis["tickfont"] = {"size": TICK_PX}
+    else:
+        name_axis["tickangle"] = -45
+    return norm_axis, name_axis
+
+
+def _title(mode: str, notes: list[str], height: int) -> dict[str, Any]:
+    """The chart's title and its notes, at the very top, in px from the top whatever the
+    height: the norm axis (title and ticks, on top of flat charts) sits under it."""
+    what = "per-parameter gradient norms" if mode == "param" else "per-module gradient norms"
+    return {
+        "text": what + (f"<br><sub>{' · '.join(notes)}</sub>" if notes else ""),
+        "font": {"size": 13},
+        "x": 0.01,
+        "xanchor": "left",
+        "y": 1 - 10 / height,
+        "yanchor": "top",
+        "yref": "container",
+    }
+
+
+def _more_below(shape: dict[str, Any]) -> list[dict[str, Any]]:
+    """A flat chart taller than its box: a hint at the box's bottom edge that `hidden` rows
+    follow (the page's overlay scrollbars are invisible until used)."""
+    hidden = shape.get("hidden", 0)
+    if not hidden:
+        return []
+    header, height = shape.get("header", HEADER_PX), shape["height"]
+    at = CHART_BOX_PX - 2 - 11  # px from the figure's top: the last visible row
+    return [
+        {
+            "xref": "paper",
+            "x": 1,
+            "yref": "paper",
+            "y": 1 - (at - header) / (height - header - FOOT_PX),
+            "text": f"▼ {hidden} more below: scroll the chart",
+            "showarrow": False,
+            "xanchor": "right",
+            "yanchor": "middle",
+            "font": {"size": 12, "color": "#222"},
+            "bgcolor": "rgba(255,255,204,0.95)",
+            "bordercolor": "#888",
+            "borderwidth": 1,
+            "borderpad": 3,
+        }
+    ]
 
 
 def plotly_text(text: object) -> str:

@@ -234,12 +234,21 @@ def drawn_count(graph: GradGraph) -> int:
     return count_drawn(graph.nodes)
 
 
-def loss_line_html(report: Any, drawn: int, total: int, depth: int | None) -> str:
-    """The toolbar's loss line: one row (ellipsis, full text on hover), user text escaped."""
+def loss_line_html(
+    report: Any,
+    drawn: int,
+    total: int,
+    depth: int | None,
+    *,
+    auto: bool = False,
+    leaves: bool = False,
+) -> str:
+    """The toolbar's loss line: one row (ellipsis, full text on hover), user text escaped. It
+    says how the view was folded, so that choosing it by hand gives the same view: the depth,
+    and for the `auto` fold whether leaf modules were folded into boxes too (`leaves`)."""
     text = (
         f"loss {format_norm(report.loss)} = {report.loss_description} · {report.device} · "
-        f"{drawn} of {total} nodes shown"
-        + (f" (folded at depth {depth})" if depth is not None else "")
+        f"{drawn} of {total} nodes shown" + fold_text(depth, auto, leaves)
     )
     rest = text[len("loss ") :]
     # width 0 + min-width 100%: a long line ends in an ellipsis instead of widening the widget
@@ -248,6 +257,22 @@ def loss_line_html(report: Any, drawn: int, total: int, depth: int | None) -> st
         'text-overflow:ellipsis;width:0;min-width:100%" '
         f'title="{html_text(text)}"><b>loss</b> {html_text(rest)}</div>'
     )
+
+
+def fold_text(depth: int | None, auto: bool = False, leaves: bool = False) -> str:
+    """How the view is folded, for the loss line ("" when nothing is).
+
+    Example:
+        >>> fold_text(3), fold_text(3, auto=True, leaves=True), fold_text(None, True, True)
+        (' (folded at depth 3)', ' (auto: folded at depth 3, leaf modules as boxes)', \
+' (auto: leaf modules as boxes)')
+    """
+    parts = ([f"folded at depth {depth}"] if depth is not None else []) + (
+        ["leaf modules as boxes"] if leaves else []
+    )
+    if not parts:
+        return ""
+    return f" ({'auto: ' if auto else ''}{', '.join(parts)})"
 
 
 def hooked_at(

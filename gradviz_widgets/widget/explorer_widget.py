@@ -26,7 +26,7 @@ from ..graph.grad_graph import GradGraph
 from ..graph.groups import unfolded_group_at
 from ..graph.search import search_index, targets, unfold_to
 from ..hooks.config import HOOK_KINDS
-from ..render.chart import figure_dict
+from ..render.chart import CHART_BOX_PX, figure_dict
 from ..render.dot import node_info, render_dot
 from ..render.readout import readout_html
 from ..report.grad_report import GradReport
@@ -55,7 +55,9 @@ from .first_view import FirstView
 from .graph_pane import GraphPane
 from .session import Session
 
-CHART_MAX_HEIGHT = "560px"  # taller charts (many flat bars) scroll inside their box
+# taller charts (more than ~40 flat bars) scroll inside their box, with a hint at its bottom;
+# up to ~40 fit whole (render/chart.chart_shape squeezes their rows)
+CHART_MAX_HEIGHT = f"{CHART_BOX_PX}px"
 
 
 class ExplorerWidget(W.VBox):
@@ -510,7 +512,10 @@ class ExplorerWidget(W.VBox):
         mode = self.controls.mode
         figure = self.chart_view.figure_for(report, mode, self.selected_module, cv.baseline_report)
         legend, notes = cv.legend(), cv.notes_html(report)
-        loss = loss_line_html(report, len(drawn.node_ids), drawn_count(full), depth)
+        loss = loss_line_html(
+            report, len(drawn.node_ids), drawn_count(full), depth,
+            auto=self.depth == "auto", leaves=bool(leaves),
+        )  # fmt: skip
         # built: show it
         cv.remember(report, graph)
         if report is not self._shown:

@@ -26,6 +26,7 @@ import anywidget
 import ipywidgets as W
 import traitlets
 
+from ..render.chart import CHART_BOX_PX
 from .marimo_esm import CSS, ESM
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 #: a widget's traits that change what the mirror draws
 WATCHED = ("value", "index", "options", "description", "disabled", "tooltip", "tooltips")
-CHART_MAX_HEIGHT = "560px"  # as in the notebook widget: taller charts scroll in their box
+CHART_MAX_HEIGHT = f"{CHART_BOX_PX}px"  # as in the notebook widget: taller charts scroll there
 
 
 def in_marimo() -> bool:
