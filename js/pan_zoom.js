@@ -10,7 +10,8 @@
  * MIN_LABEL_PX: then it shows the top of the graph at the readable scale, across the part of
  * the top band that holds the most nodes (never an empty corner), placed so that the module
  * (cluster) labels it shows are whole, not cut at its left edge, with a hint; `fitInfo` says
- * whether the whole graph fitted, so the widget can fold deeper instead.
+ * whether the whole graph fitted, so the widget can fold deeper instead. The whole graph
+ * opens at the top of the viewport (`fitBox`), never in the middle of a tall pane.
  */
 
 /** @typedef {{x: number, y: number, w: number, h: number}} Box */
@@ -180,6 +181,28 @@ function busiestWindow(xs, w) {
   return (xs[bi] + xs[bj]) / 2 - w / 2;
 }
 
+/**
+ * The whole graph in a `width` x `height` px viewport: the scale (screen px per unit, at most
+ * MAX_FIT_SCALE; 0 when the viewport has no size) and the box (SVG units, the viewport's
+ * shape) that shows it, centred across and at the TOP of the viewport. A graph lower than the
+ * viewport (a 2-node chain folded to one wide group, or any small graph) sat in the middle of
+ * a tall pane: with the pane's top at the middle of the window, the graph was below the
+ * window's edge and the visible part of the pane blank. Placed at the top it shows as soon as
+ * the pane's top does; a graph as tall as the viewport fills it either way.
+ * @param {Box} base the graph's box @param {number} pad margin around it (SVG units)
+ * @param {number} width @param {number} height the viewport (px)
+ * @returns {{box: Box, scale: number}}
+ */
+export function fitBox(base, pad, width, height) {
+  const w = base.w + 2 * pad;
+  const h = base.h + 2 * pad;
+  const cx = base.x + base.w / 2;
+  if (!(width > 0 && height > 0)) return { box: { x: cx - w / 2, y: base.y - pad, w, h }, scale: 0 };
+  const s = Math.min(width / w, height / h, MAX_FIT_SCALE);
+  const bw = width / s;
+  return { box: { x: cx - bw / 2, y: base.y - pad, w: bw, h: height / s }, scale: s };
+}
+
 export class PanZoom {
   /** @param {HTMLElement} viewport */
   constructor(viewport) {
@@ -243,31 +266,23 @@ export class PanZoom {
   }
 
   /**
-   * Show the whole graph (small graphs are not blown up beyond MAX_FIT_SCALE). With
+   * Show the whole graph at the top of the viewport (`fitBox`; small graphs are not blown up
+   * beyond MAX_FIT_SCALE). With
    * `readable`, never below the scale where labels reach MIN_LABEL_PX: a larger graph then
    * shows the busiest part of its top band (`readableBox`), and the hint says how to see the rest.
    * @param {boolean} [readable]
    */
   fit(readable = false) {
     const pad = Math.max(this.base.w, this.base.h) * 0.02;
-    let w = this.base.w + 2 * pad;
-    let h = this.base.h + 2 * pad;
     const r = this.viewport.getBoundingClientRect();
-    const cx = this.base.x + this.base.w / 2;
-    const cy = this.base.y + this.base.h / 2;
-    let s = r.width > 0 && r.height > 0 ? Math.min(r.width / w, r.height / h) : 0;
-    if (s > MAX_FIT_SCALE) {
-      w = r.width / MAX_FIT_SCALE;
-      h = r.height / MAX_FIT_SCALE;
-      s = MAX_FIT_SCALE;
-    }
+    const { box, scale: s } = fitBox(this.base, pad, r.width, r.height);
     const min = this.svg ? readableScale(this.svg) : 0;
     this.fitInfo = { fits: !(s > 0 && s < min), width: Math.round(r.width), height: Math.round(r.height), scale: s, readable: min };
     this.clamped = readable && s > 0 && s < min;
     this.box = this.clamped && this.svg
       ? readableBox(this.base, pad, r.width / min, r.height / min, nodeCentres(this.svg),
         clusterLabels(this.svg))
-      : { x: cx - w / 2, y: cy - h / 2, w, h };
+      : box;
     this.userMoved = false;
     this.hint.hidden = !this.clamped;
     this.flush(true);

@@ -1,7 +1,7 @@
 // The first view's pure parts: where a too-big graph opens, what search finds folded away.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { clusterLabels, fitMeasured, measuredSize, readableBox } from "../pan_zoom.js";
+import { clusterLabels, fitBox, fitMeasured, measuredSize, readableBox } from "../pan_zoom.js";
 import { findMatches, foldedMatches, indexEntries } from "../search.js";
 
 test("readableBox: a wide graph opens on the busiest part of its top band, not its left edge", () => {
@@ -86,4 +86,27 @@ test("measuredSize: only a laid-out viewport has a size to choose a fold depth f
   assert.equal(measuredSize({ width: 12, height: 520 }), ""); // not laid out yet
   assert.ok(fitMeasured({ width: 848, height: 642 }));
   assert.ok(!fitMeasured({ width: 0, height: 642 }));
+});
+
+test("fitBox: a small graph opens whole at the top of a tall pane, not in its middle", () => {
+  // the 'x1200' group and the loss: 240 x 92 units in an 846 x 522 px pane (1280x800, file
+  // browser open); centred, it sat 200 px down the pane, below the window's edge
+  const base = { x: 0, y: 0, w: 240, h: 92 };
+  const { box, scale } = fitBox(base, 4.8, 846, 522);
+  assert.equal(scale, 1.5); // not blown up beyond MAX_FIT_SCALE
+  assert.equal(box.y, -4.8); // the graph's top (with its margin) at the pane's top
+  assert.ok(Math.abs(box.x + box.w / 2 - 120) < 1e-9); // centred across
+  assert.ok(Math.abs(box.w / box.h - 846 / 522) < 1e-9); // the pane's shape: scale() = 1.5
+  assert.ok(box.x <= -4.8 && box.x + box.w >= 244.8 && box.y + box.h >= 96.8); // all of it
+  // a wide, low graph (a group label of several long lines) fits on width: still at the top
+  const wide = fitBox({ x: 0, y: 0, w: 2000, h: 120 }, 40, 846, 522);
+  assert.ok(Math.abs(wide.scale - 846 / 2080) < 1e-9);
+  assert.equal(wide.box.y, -40);
+  assert.ok(Math.abs(wide.box.x - -40) < 1e-9 && Math.abs(wide.box.w - 2080) < 1e-9);
+  // a tall graph fits on height and fills the pane, as before
+  const tall = fitBox({ x: 0, y: 0, w: 300, h: 3000 }, 60, 846, 522);
+  assert.equal(tall.box.y, -60);
+  assert.ok(Math.abs(tall.box.h - 3120) < 1e-9);
+  // no size yet: the padded graph, scale 0
+  assert.deepEqual(fitBox(base, 4, 0, 0), { box: { x: -4, y: -4, w: 248, h: 100 }, scale: 0 });
 });

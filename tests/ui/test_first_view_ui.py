@@ -177,3 +177,64 @@ def test_first_view(sized_lab: tuple[str, LabPage], model: str) -> None:
         assert facts["readout_bottom"] <= SIZES[size][1] - 300, facts
     if model == "resnet":  # the frozen stage says so on its folded node
         assert any("no gradient" in b for b in facts["badges"]), facts
+
+
+DEEP = (
+    SETUP
+    + """layers = []
+for _ in range(300):
+    layers += [nn.Linear(8, 8), nn.Tanh()]
+model = nn.Sequential(*layers)
+ex = GradExplorer(model, torch.randn(4, 8))
+ex.show()"""
+)
+
+# every drawn node against the viewport's box and the part of it inside the window
+PLACES = """(root) => {
+  const vp = root.querySelector('.gvw-viewport');
+  const v = vp.getBoundingClientRect();
+  const svg = vp.querySelector(':scope > svg');
+  const nodes = [...svg.querySelectorAll('g.node')].map(n => n.getBoundingClientRect());
+  const inBox = (b, t, bottom) => b.left >= v.left - 1 && b.right <= v.right + 1 && b.top >= t - 1
+    && b.bottom <= bottom + 1;
+  // what is on screen: the window, less what the notebook's scrolling panels clip (status bar)
+  let bottom = Math.min(v.bottom, window.innerHeight);
+  for (let a = vp.parentElement; a; a = a.parentElement) {
+    const r = a.getBoundingClientRect();
+    if (r.height > 0 && getComputedStyle(a).overflowY !== 'visible') bottom = Math.min(bottom, r.bottom);
+  }
+  return {nodes: nodes.length, inside: nodes.filter(b => inBox(b, v.top, v.bottom)).length,
+          on_screen: nodes.filter(b => inBox(b, v.top, bottom)).length,
+          pane_top: v.top, pane_h: v.height, window_h: window.innerHeight, screen_bottom: bottom,
+          boxes: nodes.map(b => [b.left, b.top, b.right, b.bottom].map(Math.round)),
+          hint: !vp.parentElement.querySelector('.gvw-hint')?.hidden,
+          status: root.querySelector('.gvw-status').textContent};
+}"""
+
+
+@pytest.mark.ui
+def test_first_view_deep_chain_opens_whole(sized_lab: tuple[str, LabPage]) -> None:
+    """A chain of 300 Linear+Tanh blocks folds to one 'x300' group and the loss: that 2-node
+    graph (a wide, many-line group label) opens whole, at the top of the pane, every node inside
+    the viewport and on screen (the tester saw the group cut at the window's bottom edge and
+    the loss below it, the pane above them blank)."""
+    size, lab = sized_lab
+    name = f"first_view_deep_{size}.ipynb"
+    lab.notebook(name, [DEEP])  # one cell ending in show(), as the tester ran it
+    lab.open_notebook(name)
+    lab.page.evaluate("() => window.jupyterapp.shell.activateById('filebrowser')")
+    lab.run_all()
+    lab.page.wait_for_function(
+        "() => document.querySelectorAll('.gv-explorer .gvw-viewport > svg g.node').length > 0"
+        " && document.querySelector('.gv-explorer .js-plotly-plot .bars')",
+        timeout=300_000,
+    )
+    settled_facts(lab)
+    root = lab.page.locator(".gv-explorer").first
+    places = root.evaluate(PLACES)
+    record(f"deep_{size}", places)
+    lab.screenshot(f"first_view_deep_{size}")
+    assert places["nodes"] <= 4, places  # folded to the group and the loss
+    assert places["inside"] == places["nodes"], places  # the whole graph, none cut
+    assert places["on_screen"] == places["nodes"], places  # none below the window's edge
+    assert not places["hint"], places  # not 'zoomed to readable labels'
