@@ -33,16 +33,12 @@ function swatch(color, dash, thick = false, bold = false) {
   svg.setAttribute("width", "22");
   svg.setAttribute("height", "14");
   svg.setAttribute("class", "gvw-swatch");
-  const rect = document.createElementNS(SVG_NS, "rect");
-  rect.setAttribute("x", "2");
-  rect.setAttribute("y", "2");
-  rect.setAttribute("width", "18");
-  rect.setAttribute("height", "10");
-  rect.setAttribute("rx", "2");
-  rect.setAttribute("fill", color);
-  rect.setAttribute("fill-opacity", thick ? "0" : "0.35");
-  rect.setAttribute("stroke", thick ? "#333" : color);
-  rect.setAttribute("stroke-width", thick ? "3" : bold ? "2.5" : "1.5");
+  const rect = svgRect({
+    x: 2, y: 2, width: 18, height: 10, rx: 2, fill: color,
+    "fill-opacity": thick ? 0 : 0.35,
+    stroke: thick ? "#333" : color,
+    "stroke-width": thick ? 3 : bold ? 2.5 : 1.5,
+  });
   if (dash) rect.setAttribute("stroke-dasharray", dash);
   svg.appendChild(rect);
   svg.setAttribute("aria-hidden", "true");
@@ -55,13 +51,7 @@ function swatch(color, dash, thick = false, bold = false) {
  */
 function stripeSwatch() {
   const svg = swatch("#9a9a9a", "");
-  const bar = document.createElementNS(SVG_NS, "rect");
-  bar.setAttribute("x", "2");
-  bar.setAttribute("y", "2");
-  bar.setAttribute("width", "4");
-  bar.setAttribute("height", "10");
-  bar.setAttribute("fill", "#555");
-  svg.appendChild(bar);
+  svg.appendChild(svgRect({ x: 2, y: 2, width: 4, height: 10, fill: "#555" }));
   return svg;
 }
 
@@ -103,4 +93,15 @@ function extra(kind, icon, text) {
   span.appendChild(icon);
   span.appendChild(document.createTextNode(text));
   return span;
+}
+
+/**
+ * An SVG rect with these attributes.
+ * @param {Record<string, string | number>} attrs
+ * @returns {SVGRectElement}
+ */
+function svgRect(attrs) {
+  const rect = document.createElementNS(SVG_NS, "rect");
+  for (const [name, value] of Object.entries(attrs)) rect.setAttribute(name, String(value));
+  return rect;
 }

@@ -138,12 +138,9 @@ def settled_facts(lab: LabPage) -> dict[str, Any]:
     return last
 
 
-@pytest.mark.ui
-@pytest.mark.parametrize("model", list(MODELS))
-def test_first_view(sized_lab: tuple[str, LabPage], model: str) -> None:
-    size, lab = sized_lab
-    name = f"first_view_{model}_{size}.ipynb"
-    lab.notebook(name, [MODELS[model], "w"])
+def draw(lab: LabPage, name: str, cells: list[str]) -> None:
+    """Run `cells` in a new notebook with the file browser open, until graph and chart drew."""
+    lab.notebook(name, cells)
     lab.open_notebook(name)
     lab.page.evaluate("() => window.jupyterapp.shell.activateById('filebrowser')")
     lab.run_all()
@@ -152,6 +149,13 @@ def test_first_view(sized_lab: tuple[str, LabPage], model: str) -> None:
         " && document.querySelector('.gv-explorer .js-plotly-plot .bars')",
         timeout=300_000,
     )
+
+
+@pytest.mark.ui
+@pytest.mark.parametrize("model", list(MODELS))
+def test_first_view(sized_lab: tuple[str, LabPage], model: str) -> None:
+    size, lab = sized_lab
+    draw(lab, f"first_view_{model}_{size}.ipynb", [MODELS[model], "w"])
     facts = settled_facts(lab)
     record(f"{model}_{size}", facts)
     lab.screenshot(f"first_view_{model}_{size}")
@@ -219,16 +223,8 @@ def test_first_view_deep_chain_opens_whole(sized_lab: tuple[str, LabPage]) -> No
     the viewport and on screen (the tester saw the group cut at the window's bottom edge and
     the loss below it, the pane above them blank)."""
     size, lab = sized_lab
-    name = f"first_view_deep_{size}.ipynb"
-    lab.notebook(name, [DEEP])  # one cell ending in show(), as the tester ran it
-    lab.open_notebook(name)
-    lab.page.evaluate("() => window.jupyterapp.shell.activateById('filebrowser')")
-    lab.run_all()
-    lab.page.wait_for_function(
-        "() => document.querySelectorAll('.gv-explorer .gvw-viewport > svg g.node').length > 0"
-        " && document.querySelector('.gv-explorer .js-plotly-plot .bars')",
-        timeout=300_000,
-    )
+    # one cell ending in show(), as the tester ran it
+    draw(lab, f"first_view_deep_{size}.ipynb", [DEEP])
     settled_facts(lab)
     root = lab.page.locator(".gv-explorer").first
     places = root.evaluate(PLACES)
