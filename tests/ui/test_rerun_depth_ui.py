@@ -52,7 +52,8 @@ w"""
 SPACER = """from IPython.display import HTML
 HTML('<div style="height: 2600px; border: 1px dashed #999">a tall output</div>')"""
 UNFREEZE = "for p in model.parameters():\n    p.requires_grad_(True)\nex.run();"
-SHOWN = re.compile(r"(\d+) of (\d+) nodes shown(?: \(folded at depth (\d+)\))?")
+# "(folded at depth 2)", or for the auto view "(auto: folded at depth 2, leaf modules as boxes)"
+SHOWN = re.compile(r"(\d+) of (\d+) nodes shown(?: \((?:auto: )?folded at depth (\d+)[^)]*\))?")
 
 STATE = """() => {
   const root = document.querySelector('.gv-explorer');
