@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..vocabulary import Thresholds, format_norm
+from ..vocabulary import SEVERITY, STYLES, Thresholds, format_norm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,19 +112,43 @@ class GradReport:
             if loss
             else f"ran in {ms}"
         )
-        return "; ".join((head, *self.findings)) if self.findings else f"{head}; {self._span()}"
+        if self.findings:
+            return "; ".join((head, *self.findings))
+        return f"{head}; {self.headline() if self.params else 'all gradients healthy'}"
 
-    def _span(self) -> str:
-        """The key fact of a healthy run: how many gradients, and their smallest and largest
-        norm, by name (a span of many orders of magnitude is the first thing to look at)."""
-        normed = [p for p in self.params if p.norm is not None]
-        if not normed:
-            return "all gradients healthy"
-        lo = min(normed, key=lambda p: p.norm or 0.0)
-        hi = max(normed, key=lambda p: p.norm or 0.0)
-        if lo is hi:
-            return f"its gradient is healthy: ‖g‖ {format_norm(hi.norm)} ({hi.name})"
-        return (
-            f"all {len(self.params)} gradients healthy, ‖g‖ from {format_norm(lo.norm)} "
-            f"({lo.name}) to {format_norm(hi.norm)} ({hi.name})"
-        )
+    def headline(self) -> str:
+        """The key facts of a run, whatever it found: how many gradients, how many of them are
+        healthy (and what the others are), and the range of their norms, by name (a span of
+        many orders of magnitude is the first thing to look at).
+
+        Example:
+            >>> rec = lambda n, norm, s: ParamRecord(n, "", (1,), "float32", True, norm, norm, s)
+            >>> r = GradReport(1.0, "", (rec("a", 0.5, "healthy"), rec("b", None, "none")),
+            ...                {}, Thresholds(), "cpu", 0.01)
+            >>> r.headline()
+            '2 parameters: 1 healthy, 1 no gradient (None); ‖g‖ 0.5 (a)'
+        """
+        params = self.params
+        if not params:
+            return "no parameters"
+        normed = [p for p in params if p.norm is not None and math.isfinite(p.norm)]
+        span = _span(normed)
+        if all(p.status == "healthy" for p in params):
+            if len(params) == 1:
+                return f"its gradient is healthy: {span}"
+            return f"all {len(params)} gradients healthy, {span}"
+        counts = collections.Counter(p.status for p in params)  # most severe first, in words
+        found = ", ".join(f"{counts[s]} {STYLES[s].label}" for s in SEVERITY if counts.get(s))
+        head = f"{len(params)} parameters: {found}" if len(params) > 1 else f"1 parameter: {found}"
+        return f"{head}; {span}" if span else head
+
+
+def _span(normed: list[ParamRecord]) -> str:
+    """‖g‖ from the smallest to the largest of these norms, by name ("" for none)."""
+    if not normed:
+        return ""
+    lo = min(normed, key=lambda p: p.norm or 0.0)
+    hi = max(normed, key=lambda p: p.norm or 0.0)
+    if lo is hi:
+        return f"‖g‖ {format_norm(hi.norm)} ({hi.name})"
+    return f"‖g‖ from {format_norm(lo.norm)} ({lo.name}) to {format_norm(hi.norm)} ({hi.name})"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -18,7 +17,7 @@ from ..errors import GradExplorerError
 from ..graph.grad_graph import GradGraph
 from ..graph.nodes import GradNode
 from ..graph.nodes import drawn_count as count_drawn
-from ..vocabulary import SEVERITY, STYLES, Thresholds, format_norm, html_text, plain_text
+from ..vocabulary import Thresholds, format_norm, html_text, plain_text
 
 #: the status line, as parts get it: `status(text, level)` (level: info, busy, warning, error)
 Status = Callable[[str, str], None]
@@ -147,44 +146,10 @@ def plan_text(hooks: list[tuple[str, str]], modifiers: dict[str, str]) -> str:
     return "hooks on: " + ", ".join(on) if on else "no hooks on"
 
 
-def run_headline(report: Any) -> str:
-    """The key facts of a run, whatever it found: how many gradients, how many of them are
-    healthy (and what the others are), and the range of their norms, by name.
-
-    Example:
-        >>> from gradviz_widgets.report.grad_report import GradReport, ParamRecord
-        >>> rec = lambda n, norm, s: ParamRecord(n, "", (1,), "float32", True, norm, norm, s)
-        >>> r = GradReport(1.0, "", (rec("a", 0.5, "healthy"), rec("b", None, "none")),
-        ...                {}, Thresholds(), "cpu", 0.01)
-        >>> run_headline(r)
-        '2 parameters: 1 healthy, 1 no gradient (None); ‖g‖ 0.5 (a)'
-    """
-    params = list(report.params)
-    if not params:
-        return "no parameters"
-    normed = [p for p in params if p.norm is not None and math.isfinite(p.norm)]
-    lo = min(normed, key=lambda p: p.norm, default=None)
-    hi = max(normed, key=lambda p: p.norm, default=None)
-    if lo is None or hi is None:
-        span = ""
-    elif lo is hi:
-        span = f"‖g‖ {format_norm(hi.norm)} ({hi.name})"
-    else:
-        span = f"‖g‖ from {format_norm(lo.norm)} ({lo.name}) to {format_norm(hi.norm)} ({hi.name})"
-    if all(p.status == "healthy" for p in params):
-        if len(params) == 1:
-            return f"its gradient is healthy: {span}"
-        return f"all {len(params)} gradients healthy, {span}"
-    counts = collections.Counter(p.status for p in params)  # most severe first, in its words
-    found = ", ".join(f"{counts[s]} {STYLES[s].label}" for s in SEVERITY if counts.get(s))
-    head = f"{len(params)} parameters: {found}" if len(params) > 1 else f"1 parameter: {found}"
-    return f"{head}; {span}" if span else head
-
-
 def status_line(
     report: Any, hooks: Sequence[tuple[str, str]] = (), modifiers: Mapping[str, str] | None = None
 ) -> str:
-    """The widget's status line after a run: the run's headline first (`run_headline`: a
+    """The widget's status line after a run: the run's headline first (`report.headline()`: a
     note or a long finding never pushes it out of the one-line status), its duration, the
     hooks and modifiers on, then the findings (most severe first).
 
@@ -195,7 +160,7 @@ def status_line(
         >>> status_line(r, [("fc", "backward")])
         'its gradient is healthy: ‖g‖ 2 (w); ran in 12 ms; hooks on: backward at fc; a note'
     """
-    parts = [run_headline(report), f"ran in {report.duration_s * 1000:.0f} ms"]
+    parts = [report.headline(), f"ran in {report.duration_s * 1000:.0f} ms"]
     if hooks or modifiers:
         parts.append(plan_text(list(hooks), dict(modifiers or {})))
     return "; ".join((*parts, *report.findings))

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gradviz_widgets import GradExplorer
-from gradviz_widgets.widget.controller import run_headline, status_line
+from gradviz_widgets.widget.controller import status_line
 
 
 class Block(nn.Module):
@@ -81,7 +81,7 @@ def test_a_hook_inside_a_folded_module_marks_the_folded_node(resnet_explorer):
     assert marked["module:layer2"] == "hooked: backward at layer2.0"  # the tooltip's words
     # the status line still says which hooks are on, after the run's headline
     assert "hooks on: backward at layer2.0" in w.status_text
-    assert w.status_text.startswith(run_headline(resnet_explorer.report))
+    assert w.status_text.startswith(resnet_explorer.report.headline())
 
 
 def test_the_marker_follows_a_fold_change_without_a_rerun(resnet_explorer):
@@ -152,7 +152,7 @@ def test_a_models_own_loss_note_follows_the_headline():
         report = ex.report
         note = next(f for f in report.findings if f.startswith("no loss_fn given"))
         assert not w.status_text.startswith("no loss_fn given")
-        assert w.status_text.startswith(run_headline(report))
+        assert w.status_text.startswith(report.headline())
         assert "gradients healthy" in w.status_text.split(";")[0]
         assert note in w.status_text  # the note is still there, whole, after the headline
         assert w.status_text == status_line(report)
