@@ -11,37 +11,13 @@ import { Tooltip } from "./tooltip.js";
 export { titleOf };
 
 /**
- * @typedef {import("./tooltip.js").NodeInfo & {hooked_text?: string}} NodeInfo
+ * @typedef {import("./tooltip.js").NodeInfo} NodeInfo
  * @typedef {{onNodeClick?: (id: string) => void, onNodeDblClick?: (id: string) => void,
  *   onClusterDblClick?: (module: string) => void, onBackgroundClick?: () => void,
  *   onEscape?: () => void, onFit?: (fit: FitInfo) => void}} GraphCallbacks
  * @typedef {{fits: boolean, width: number, height: number, scale: number, readable: number}} FitInfo
  * @typedef {{nodes: number, ms: number, engine: string, retried: boolean, warnings: string[]}} RenderInfo
  */
-
-/**
- * A node's accessible name (its SVG <title>: the browser's hover text) with the hooks it
- * shows named: Python's `hooked_text` ("hooked: backward at layer2.0"; on a folded module or
- * ×N group, the hooks on the modules folded inside it), else the plain "hooked".
- * @param {string} id @param {NodeInfo | undefined} info
- */
-export function hookedName(id, info) {
-  const words = info?.hooked ? String(info.hooked_text ?? "") : "";
-  return words ? `${nodeAriaLabel(id, { ...info, hooked: false })}, ${words}` : nodeAriaLabel(id, info);
-}
-
-/**
- * The tooltip's "hooked" row names the hooks (Python's `hooked_text`) instead of "yes".
- * @param {HTMLElement} tooltip @param {string} words
- */
-function nameHooks(tooltip, words) {
-  const text = words.replace(/^hooked: /, "");
-  if (!text) return;
-  for (const row of Array.from(tooltip.querySelectorAll("tr"))) {
-    const cells = /** @type {HTMLTableRowElement} */ (row).cells;
-    if (cells.length === 2 && cells[0].textContent === "hooked") cells[1].textContent = text;
-  }
-}
 
 export class GraphView {
   /**
@@ -285,7 +261,7 @@ export class GraphView {
   applyAll() {
     for (const [id, g] of this.nodeEls) {
       const i = this.infoOf(id);
-      const name = hookedName(id, i);
+      const name = nodeAriaLabel(id, i);
       g.setAttribute("aria-label", name);
       setTitle(g, name); // what the browser's own hover text and screen readers read
       for (const c of Array.from(g.classList)) if (c.startsWith("gvw-status-")) g.classList.remove(c);
@@ -355,10 +331,7 @@ export class GraphView {
   onOver(ev) {
     if (this.panZoom.drag?.dragging) return;
     const id = this.find(ev.target, "node");
-    if (id === null) return;
-    const info = this.infoOf(id);
-    this.tooltip.show(id, info, ev.clientX, ev.clientY);
-    if (info?.hooked) nameHooks(this.tooltip.el, String(info.hooked_text ?? ""));
+    if (id !== null) this.tooltip.show(id, this.infoOf(id), ev.clientX, ev.clientY);
   }
 
   /** @param {PointerEvent} ev */

@@ -49,10 +49,11 @@ export function clusterModuleFor(title, gid, keys) {
 /**
  * Accessible name of a node: first label line, status in words (`status_text`, sent by Python
  * from vocabulary.STYLES, the one place of the words; hand-written node info without it: the
- * status name), module, hook state.
+ * status name), module, hook state (the hooks it shows, in Python's `hooked_text`: "hooked:
+ * backward at layer2.0"; a folded node names those folded inside it).
  * @param {string} id
  * @param {{label?: string, status?: string, status_text?: string, module?: string,
- *   hooked?: boolean} | undefined} info
+ *   hooked?: boolean, hooked_text?: string} | undefined} info
  */
 export function nodeAriaLabel(id, info) {
   const i = info ?? {};
@@ -60,7 +61,7 @@ export function nodeAriaLabel(id, info) {
   if (i.status_text) parts.push(String(i.status_text));
   else if (i.status) parts.push(String(i.status));
   if (i.module) parts.push(`module ${i.module}`);
-  if (i.hooked) parts.push("hooked");
+  if (i.hooked) parts.push(String(i.hooked_text || "hooked"));
   return parts.join(", ");
 }
 

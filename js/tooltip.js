@@ -4,7 +4,7 @@
 /**
  * @typedef {{label?: string, op?: string, module?: string, kind?: string, status?: string,
  *   grad_norm?: number | string | null, norm_text?: string, status_text?: string,
- *   shape?: string | number[], hooked?: boolean,
+ *   shape?: string | number[], hooked?: boolean, hooked_text?: string,
  *   expandable?: string, collapsible?: string, param_status?: string, param_text?: string,
  *   param_color?: string, members_text?: string}} NodeInfo
  */
@@ -58,7 +58,8 @@ export function tooltipRows(id, info) {
   // the status in Python's words (a ghost's says why it got none), else its code
   if (i.status) rows.push(["status", i.status_text || i.status]);
   if (i.param_text) rows.push(["parameters", i.param_text]);
-  if (i.hooked) rows.push(["hooked", "yes"]);
+  // the hooks it shows (Python's "hooked: backward at layer2.0"), else just that it is hooked
+  if (i.hooked) rows.push(["hooked", String(i.hooked_text ?? "").replace(/^hooked: /, "") || "yes"]);
   if (i.expandable) rows.push(["double-click", `expand ${i.expandable}`]);
   else if (i.collapsible) rows.push(["double-click", `collapse ${i.collapsible}`]);
   return { title: (i.label || id).split("\n")[0], rows };

@@ -11,7 +11,7 @@ import functools
 import math
 import shutil
 import subprocess
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from .. import ids
@@ -319,9 +319,21 @@ def svg_with_dot(dot: str, timeout: float = 60.0) -> str:
     return done.stdout.decode("utf-8", "replace")
 
 
-def node_info(n: GradNode, hooked: bool) -> dict[str, Any]:
+def hook_fields(hooks: Sequence[str]) -> dict[str, Any]:
+    """A node's hook marker for the page: whether it is drawn hooked, and the hooks it shows in
+    words ("hooked: backward at layer2.0"; a folded node names those folded inside it).
+
+    Example:
+        >>> hook_fields(["backward at fc"]), hook_fields([])
+        ({'hooked': True, 'hooked_text': 'hooked: backward at fc'}, {'hooked': False, 'hooked_text': ''})
+    """
+    return {"hooked": bool(hooks), "hooked_text": "hooked: " + ", ".join(hooks) if hooks else ""}
+
+
+def node_info(n: GradNode, hooked: Sequence[str] = ()) -> dict[str, Any]:
     """What the page needs about one node (tooltip, search, hook marker, fold on double-click).
-    The page shows these strings as text only."""
+    `hooked`: the hooks it shows, in words (`hook_fields`). The page shows these strings as
+    text only."""
     folded = n.kind == "module"
     return {
         "label": "\n".join(plain_text(line) for line in label_lines(n)),
@@ -334,7 +346,7 @@ def node_info(n: GradNode, hooked: bool) -> dict[str, Any]:
         if n.grad_norm is None or math.isfinite(n.grad_norm)
         else format_norm(n.grad_norm),
         "shape": list(n.shape) if n.shape is not None else None,
-        "hooked": hooked,
+        **hook_fields(hooked),
         **node_texts(n),  # the norm as the label writes it, the status in words
         # module paths travel raw: they come back in toggle_scope messages
         "expandable": n.module if folded else "",

@@ -54,7 +54,7 @@ def views(graph: GradGraph) -> list[dict[str, Any]]:
                 "dot": drawn.dot,
                 "key_map": drawn.keys,
                 "drawn": len(drawn.node_ids),  # `nodes` also holds what the DOT leaves out
-                "nodes": {n.id: {**node_info(n, False), **node_texts(n)} for n in view.nodes},
+                "nodes": {n.id: {**node_info(n), **node_texts(n)} for n in view.nodes},
             }
         )
     return out

@@ -294,11 +294,6 @@ def _inside(target: str, path: str) -> bool:
     return target == path or (path != "" and target.startswith(path + "."))
 
 
-def hooked_text(found: list[str]) -> str:
-    """The hook marker's words for a node: what `hooked_at` found on it ("" for none)."""
-    return "hooked: " + ", ".join(found) if found else ""
-
-
 def find_node(node_id: str, *graphs: GradGraph | None) -> GradNode | None:
     """The node `node_id` from the first of `graphs` holding it."""
     for graph in graphs:

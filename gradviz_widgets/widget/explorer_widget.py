@@ -27,7 +27,7 @@ from ..graph.groups import unfolded_group_at
 from ..graph.search import search_index, targets, unfold_to
 from ..hooks.config import HOOK_KINDS
 from ..render.chart import CHART_BOX_PX, figure_dict
-from ..render.dot import node_info, render_dot
+from ..render.dot import hook_fields, node_info, render_dot
 from ..render.readout import readout_html
 from ..report.grad_report import GradReport
 from ..vocabulary import plain_text
@@ -42,7 +42,6 @@ from .controller import (
     explain_click,
     find_node,
     hooked_at,
-    hooked_text,
     loss_line_html,
     module_of,
     node_showing,
@@ -300,8 +299,7 @@ class ExplorerWidget(W.VBox):
         """The hook markers of the plan in force on the nodes drawn (no new layout)."""
         hooked = hooked_at(view, self.explorer.hooks, self.explorer.modifiers)
         self.pane.nodes = {
-            i: {**n, "hooked": i in hooked, "hooked_text": hooked_text(hooked.get(i, []))}
-            for i, n in self.pane.nodes.items()
+            i: {**n, **hook_fields(hooked.get(i, ()))} for i, n in self.pane.nodes.items()
         }
 
     # ---- actions (also callable from Python and tests) -------------------------------------
@@ -505,9 +503,7 @@ class ExplorerWidget(W.VBox):
             view, edge_colors=cv.edge_colors(view, depth, self.expand, self.collapse)
         )
         info = {
-            n.id: {**node_info(n, n.id in hooked), "hooked_text": hooked_text(hooked.get(n.id, []))}
-            for n in view.nodes
-            if n.id in drawn.node_ids
+            n.id: node_info(n, hooked.get(n.id, ())) for n in view.nodes if n.id in drawn.node_ids
         }
         mode = self.controls.mode
         figure = self.chart_view.figure_for(report, mode, self.selected_module, cv.baseline_report)

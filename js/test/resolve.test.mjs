@@ -5,6 +5,7 @@ import { test } from "node:test";
 import { LayoutEngine } from "../layout_core.js";
 import { dashArray, isBold } from "../legend.js";
 import { clusterModuleFor, nodeAriaLabel, nodeIdFor, own, statusView } from "../resolve.js";
+import { tooltipRows } from "../tooltip.js";
 import { decodeXml } from "./helpers.mjs";
 
 const MARKUP = "<img src=x onerror=alert(1)>";
@@ -87,4 +88,17 @@ test("a DOT with generated keys and sanitised hostile labels lays out; titles ar
     assert.doesNotMatch(svg, /<img/);
   }
   assert.equal(engine.instances, 1);
+});
+
+test("a hooked node's name and tooltip name the hooks Python sends, else just 'hooked'", () => {
+  const info = { label: "layer2 · Sequential", module: "layer2", hooked: true, hooked_text: "hooked: backward at layer2.0" };
+  assert.equal(nodeAriaLabel("m", info), "layer2 · Sequential, module layer2, hooked: backward at layer2.0");
+  assert.equal(nodeAriaLabel("m", { ...info, hooked_text: "" }), "layer2 · Sequential, module layer2, hooked");
+});
+
+test("the tooltip's hooked row names the hooks, else says yes", () => {
+  const row = (info) => tooltipRows("m", info).rows.find(([k]) => k === "hooked")?.[1];
+  assert.equal(row({ hooked: true, hooked_text: "hooked: backward at layer2.0" }), "backward at layer2.0");
+  assert.equal(row({ hooked: true }), "yes");
+  assert.equal(row({ hooked: false, hooked_text: "" }), undefined);
 });
