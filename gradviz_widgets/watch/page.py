@@ -151,19 +151,13 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
 
 def skipped_steps(run: Any, rank: Any = None) -> list[int]:
     """The steps the GradScaler skipped (Inf/NaN gradients refused, no update), from the
-    record's `steps` table (steptable.py) of `rank` (default: the one the page draws first);
-    [] for a run that keeps no such table."""
-    stores = getattr(run, "stores", None)
-    if isinstance(stores, dict) and stores:  # GradWatch.open: one store per rank
-        store = stores.get(getattr(run, "rank", None) if rank is None else rank)
-        rows = store.step_rows() if store is not None else []
-    elif getattr(run, "_writer", None) is not None and hasattr(run, "_reader"):
-        run._writer.sync()  # a live GradWatch: the steps queued so far, written
-        rows = run._reader().step_rows()
-    elif callable(getattr(run, "step_rows", None)):
-        rows = run.step_rows()
-    else:
+    record's `steps` table (steptable.py) of `rank` (default: the one the page draws first),
+    as `run.step_rows` gives them (GradWatch, GradWatch.open's run, a store); [] for a run
+    that keeps no such table."""
+    rows_of = getattr(run, "step_rows", None)
+    if not callable(rows_of):
         return []
+    rows = rows_of() if rank is None else rows_of(rank)
     return sorted({int(r[0]) for r in rows if r[1]})
 
 

@@ -18,6 +18,7 @@ from .flight_book import FlightBook
 from .history import Overview, history_frame
 from .runs import RunInfo, choose, rank_folders, run_name
 from .spikes import Spike, open_spike
+from .steptable import StepRow
 from .store import SQLiteStore
 
 if TYPE_CHECKING:
@@ -220,6 +221,12 @@ class RecordedRun(HistoryViews):
         for chunk in store.chunks():
             ov.add_chunk(chunk.widened(len(store.params)))
         return ov
+
+    def step_rows(self, rank: int | None = None) -> list[StepRow]:
+        """The steps with something to say (GradScaler skipped, loss scale, clipped: the
+        record's `steps` table, watch/steptable.py) of `rank` (default: the one read first)."""
+        store = self.stores.get(self.rank if rank is None else rank)
+        return store.step_rows() if store is not None else []
 
     @property
     def params(self) -> list:

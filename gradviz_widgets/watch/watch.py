@@ -26,6 +26,7 @@ from .recorded import WATCHED as _WATCHED
 from .recorded import HistoryViews, RecordedRun
 from .runs import RunInfo, run_name, runs_root, start_run
 from .spikes import Spike, open_spike
+from .steptable import StepRow
 from .store import MemoryStore, SQLiteStore
 
 if TYPE_CHECKING:
@@ -243,12 +244,16 @@ class GradWatch(HistoryViews):
     ) -> pd.DataFrame:
         """One row per (step, parameter), columns history.COLUMNS (this process's rows; every
         rank's: `GradWatch.open(path)`); waits for the steps recorded so far to be written."""
-        self._writer.sync()
+        rows = self.step_rows()  # waits for the steps so far
         store, w = self._reader(), self._writer
         frame = (list(w.params), store.chunks(), store.exact(), params, start, stop)
-        return history_frame(
-            *frame, self._ranks.rank, step_rows=store.step_rows(), events=list(w.events)
-        )
+        return history_frame(*frame, self._ranks.rank, step_rows=rows, events=list(w.events))
+
+    def step_rows(self, rank: int | None = None) -> list[StepRow]:
+        """The steps with something to say (GradScaler skipped, loss scale, clipped: the
+        record's `steps` table, watch/steptable.py) recorded so far, this process's."""
+        self._writer.sync()
+        return self._reader().step_rows()
 
     def _reader(self) -> Any:
         """Reads go through their own read-only connection (the writer thread owns its own)."""
