@@ -90,10 +90,12 @@ def page_html(graph: GradGraph, report: GradReport, title: str = "Gradient flow"
         "params": [bar_target(drawn, p.name) for p in report.params],
     }
     findings = "".join(f"<li>{html.escape(plain_text(f))}</li>" for f in report.findings)
+    notes = "".join(f"<li>{html.escape(plain_text(n))}</li>" for n in report.notes)
     return _TEMPLATE.format(
         title=html.escape(plain_text(title)),
         summary=html.escape(plain_text(report.summary())),
         findings=findings or "<li>all gradients healthy</li>",
+        notes=notes or "<li>none</li>",
         chart=chart_svg(bar_rows(report), report.thresholds),
         state=script_json(state),
         bundle=script_text(BUNDLE.read_text(encoding="utf-8")),
@@ -120,6 +122,7 @@ _TEMPLATE = """<!doctype html>
 <div id="chart">{chart}</div>
 <h2 style="font-size:15px">Selected</h2><div id="detail" aria-live="polite"></div>
 <h2 style="font-size:15px">Findings</h2><ul id="findings">{findings}</ul>
+<h2 style="font-size:15px">Notes</h2><ul id="notes">{notes}</ul>
 </section>
 </main>
 <script type="application/json" id="gvw-state">{state}</script>

@@ -61,6 +61,7 @@ def report_json(report: GradReport, graph: GradGraph | None = None) -> str:
             "exploding": report.thresholds.exploding,
         },
         "findings": list(report.findings),
+        "notes": list(report.notes),
         "nonfinite_origin": report.nonfinite_origin,
         "params": report.rows(),
         "module_norms": dict(report.module_norms),
@@ -121,6 +122,7 @@ def load_json(text: str) -> tuple[GradReport, GradGraph | None]:
         nonfinite_origin=doc.get("nonfinite_origin"),
         findings=tuple(doc.get("findings", ())),
         input_norms=doc.get("input_norms", {}),
+        notes=tuple(doc.get("notes", ())),
     )
     g = doc.get("graph")
     if g is None:

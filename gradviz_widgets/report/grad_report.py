@@ -61,6 +61,9 @@ class GradReport:
     host_syncs: int = 1
     # under DDP with ranks gathered: rank -> parameter -> (status, none reason, norm)
     ranks: Mapping[int, Mapping[str, tuple[Any, ...]]] | None = None
+    #: how the run was made, with nothing wrong in it (the model's own loss was the loss, a
+    #: copy kept the model unchanged): said after the findings, never as a problem
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "module_norms", MappingProxyType(dict(self.module_norms)))
@@ -113,8 +116,9 @@ class GradReport:
             else f"ran in {ms}"
         )
         if self.findings:
-            return "; ".join((head, *self.findings))
-        return f"{head}; {self.headline() if self.params else 'all gradients healthy'}"
+            return "; ".join((head, *self.findings, *self.notes))
+        healthy = self.headline() if self.params else "all gradients healthy"
+        return "; ".join((head, healthy, *self.notes))
 
     def headline(self) -> str:
         """The key facts of a run, whatever it found: how many gradients, how many of them are

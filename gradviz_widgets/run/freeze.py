@@ -174,7 +174,7 @@ def module_norms(
 
 
 def build_report(state: RunState, graph: GradGraph) -> GradReport:
-    """The report; the run's `notes` are extra findings (appended after diagnose's)."""
+    """The report; the run's own `findings` follow diagnose's."""
     records = _param_records(state, graph)
     inputs = {ids.parse_leaf_id(n.id)[1]: n.grad_norm for n in graph.nodes if n.kind == "input"}
     loss_value = float(state.values[state.loss_slot])
@@ -188,9 +188,10 @@ def build_report(state: RunState, graph: GradGraph) -> GradReport:
         device=str(state.device),
         duration_s=0.0,
         nonfinite_origin=nan_at,
-        findings=(*diagnose.findings(records, nan_at, loss_value, graph), *state.notes),
+        findings=(*diagnose.findings(records, nan_at, loss_value, graph), *state.findings),
         input_norms=inputs,
         host_syncs=state.batch.syncs,
+        notes=tuple(state.notes),
     )
 
 

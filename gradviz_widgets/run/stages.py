@@ -189,13 +189,13 @@ def report(state: RunState) -> Capture:
     graph = freeze_graph(state)
     written = state.stand_ins.written
     if written:
-        state.notes.append(
+        state.findings.append(
             "the forward wrote into parameter(s) "
             f"{', '.join(written[:4])} in place, so their values changed as in a "
             "plain forward; the explorer could not prevent it (an in-place op on a weight)"
         )
     if state.cut_off:
-        state.notes.append(
+        state.findings.append(
             "a torch.utils.checkpoint(use_reentrant=True) got no input that "
             "requires grad, so what it computes gets no gradient (as in plain backward); "
             "use checkpoint(..., use_reentrant=False)"

@@ -47,7 +47,8 @@ class Capture:
 @dataclasses.dataclass(frozen=True, eq=False)
 class Subject:
     """What a run runs: `model` names everything (paths, ids, hooks); `runner` is the module
-    called (the model, or what a wrapper wraps); `notes` are findings known before the run."""
+    called (the model, or what a wrapper wraps); `notes` are the report's notes known before
+    the run (how a wrapper was seen through)."""
 
     model: nn.Module
     runner: nn.Module
@@ -74,7 +75,7 @@ class RunState:
     batch: NormBatch
     hooks: RunHooks | None
     started: float
-    notes: list[str]
+    notes: list[str]  # the report's notes: how the run was made, nothing wrong in it
     index: ModelIndex  # the module tree, walked once (every stage reads it from here)
     #: id(user tensor) -> the run's tensor standing in for it (parameters, sample input)
     replaced: dict[int, torch.Tensor] = dataclasses.field(default_factory=dict)
@@ -83,6 +84,8 @@ class RunState:
     loss: torch.Tensor | None = None
     how: str = ""
     cut_off: bool = False  # a reentrant checkpoint got no input requiring grad
+    #: what the run found wrong beyond the gradients' own statuses (diagnose's findings)
+    findings: list[str] = dataclasses.field(default_factory=list)
     # trace
     raw: RawGraph | None = None
     #: leaf id -> (pair slot, count slot) of gradients measured on arrival (trace/arrivals.py)

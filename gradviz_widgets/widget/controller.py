@@ -151,7 +151,7 @@ def status_line(
 ) -> str:
     """The widget's status line after a run: the run's headline first (`report.headline()`: a
     note or a long finding never pushes it out of the one-line status), its duration, the
-    hooks and modifiers on, then the findings (most severe first).
+    hooks and modifiers on, then the findings (most severe first) and the run's notes.
 
     Example:
         >>> from gradviz_widgets.report.grad_report import GradReport, ParamRecord
@@ -163,7 +163,7 @@ def status_line(
     parts = [report.headline(), f"ran in {report.duration_s * 1000:.0f} ms"]
     if hooks or modifiers:
         parts.append(plan_text(list(hooks), dict(modifiers or {})))
-    return "; ".join((*parts, *report.findings))
+    return "; ".join((*parts, *report.findings, *report.notes))
 
 
 def explain_click(node: GradNode) -> tuple[str, str] | None:

@@ -171,7 +171,7 @@ def test_weight_used_through_a_plain_list() -> None:
     reference = plain_norms(model, lambda m: CE(m(x), y))
     _, report = explore_and_check(model, x, CE, y)
     assert_norms_match(report, reference)
-    assert any("also used directly" in f and "lin.weight" in f for f in report.findings)
+    assert any("also used directly" in f and "lin.weight" in f for f in report.notes)
 
 
 def test_weight_used_through_a_plain_list_is_one_graph_node() -> None:

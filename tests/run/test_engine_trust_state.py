@@ -138,8 +138,8 @@ def test_embedding_with_max_norm_does_not_renormalise_the_users_weight() -> None
     reference = plain_norms(model, lambda m: CE(m(ids), y))
     _, report = explore_and_check(model, ids, CE, y)
     assert_norms_match(report, reference)
-    said = [f for f in report.findings if "0.weight: nn.Embedding(max_norm=...)" in f]
-    assert len(said) == 1 and "the run used a copy" in said[0], report.findings
+    said = [f for f in report.notes if "0.weight: nn.Embedding(max_norm=...)" in f]
+    assert len(said) == 1 and "the run used a copy" in said[0], report.notes
 
 
 class ClampsItsWeight(nn.Module):
@@ -168,7 +168,7 @@ def test_in_place_write_to_a_weight_never_reaches_the_model(device_run: str | No
     report = GradExplorer(model, x, device=device_run).run()
     assert_unchanged(model, before)  # values and _version of lin.weight too
     assert model.lin.weight.abs().max() > 1.0
-    assert any("writes into lin.weight in place" in f and "copy" in f for f in report.findings)
+    assert any("writes into lin.weight in place" in f and "copy" in f for f in report.notes)
     ref = twin.lin.weight.grad.double().norm().item()
     assert math.isclose(report.param_norms["lin.weight"], ref, rel_tol=1e-6)
 

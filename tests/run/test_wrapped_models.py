@@ -56,7 +56,7 @@ def test_compiled_model_explores_its_original_module() -> None:
     report = ex.run()
     assert_norms_match(report, reference)
     assert not any(n.id.startswith(("_orig_mod", "module:_orig_mod")) for n in ex.graph.nodes)
-    assert any("compiled._orig_mod" in f for f in report.findings)
+    assert any("compiled._orig_mod" in f for f in report.notes)
     assert [e.target for e in ex.events] == ["1"]
     ex.close()
     assert_same_state(model, before)

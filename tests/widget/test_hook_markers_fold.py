@@ -150,11 +150,12 @@ def test_a_models_own_loss_note_follows_the_headline():
     try:
         w = ex.show()
         report = ex.report
-        note = next(f for f in report.findings if f.startswith("no loss_fn given"))
+        note = next(f for f in report.notes if f.startswith("no loss_fn given"))
         assert not w.status_text.startswith("no loss_fn given")
         assert w.status_text.startswith(report.headline())
         assert "gradients healthy" in w.status_text.split(";")[0]
         assert note in w.status_text  # the note is still there, whole, after the headline
         assert w.status_text == status_line(report)
+        assert w.pane.status_level == "info"  # a healthy run: the note is no warning
     finally:
         ex.close()
