@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import tempfile
 import time
@@ -356,6 +357,22 @@ class GradWatch(HistoryViews):
     def __repr__(self) -> str:
         state = "closed" if self.closed else "recording"
         return f"GradWatch({self.run_path}, {self.steps - self.start_step} steps, {state})"
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Write what each open watch still holds when the interpreter exits without `close()`:
+    a script's end, an uncaught exception, Ctrl-C. The writer is a daemon thread (it must never
+    keep a finished script alive), so its queue and its last half second of records were lost
+    with it: 258 of 300 steps, and the NaN step that ended a crashed run."""
+    for watch in list(_WATCHED.values()):
+        try:
+            watch.close()
+        except Exception as e:  # noqa: BLE001  (the exit goes on: say what was not written)
+            warnings.warn(
+                f"GradWatch could not finish {watch.run_path} at exit: {type(e).__name__}: {e}",
+                stacklevel=1,
+            )
 
 
 def _close_previous(model: nn.Module) -> None:
