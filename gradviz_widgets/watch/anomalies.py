@@ -40,7 +40,9 @@ class FlightRecord:
     `kinds` the anomaly kinds whose first step this is; `autocast` the dtype of the
     torch.autocast the forward ran under (None: none), which the replay runs under too;
     `calls` how many times the step called the model with gradients (the record holds the
-    last call; None: not counted, a record saved before the count existed)."""
+    last call; None: not counted, a record saved before the count existed); `frozen` the
+    parameters that did not require grad at the step, which the replay freezes alike (None:
+    a record saved before they were kept)."""
 
     step: int
     args: tuple
@@ -53,6 +55,7 @@ class FlightRecord:
     kinds: tuple[str, ...] = ()
     autocast: torch.dtype | None = None
     calls: int | None = None
+    frozen: tuple[str, ...] | None = None
 
     def save(self, directory: Path) -> Path:
         path = directory / f"flight-{self.step}.pt"
@@ -274,6 +277,9 @@ def replay(
         raise GradExplorerError(
             f"the model does not match the recorded state: missing {missing.missing_keys[:5]}"
         )
+    if record.frozen is not None:  # a later unfreezing must not add gradients to the step's
+        for name, p in twin.named_parameters():
+            p.requires_grad_(name not in record.frozen)
     if record.kwargs and record.args:
         raise GradExplorerError(
             "the recorded call mixes positional and keyword arguments (e.g. model(x, "

@@ -261,6 +261,7 @@ class Flights:
             kinds=tuple(kinds),
             autocast=self._autocast,
             calls=self._step_calls,
+            frozen=tuple(n for n, p in self.model.named_parameters() if not p.requires_grad),
         )
         self.used += size
         return record, ""
