@@ -99,8 +99,9 @@ class SpikeFinder:
         # the loss falls steadily for most of a run: a shorter window lags it less
         fast = dataclasses.replace(rule, factor=rule.loss_factor, window=max(2, rule.window // 5))
         self.loss = Baselines(fast)
-        keep = rule.lead + rule.span + rule.gap + 2
-        self._recent: collections.deque = collections.deque(maxlen=keep)
+        self._recent: collections.deque = collections.deque(maxlen=self._keep(1))
+        #: steps between update-ratio measurements (`update_ratio=N`: N), seen in the data
+        self._every, self._ratio_at = 1, -1
         self._loss_scores: dict[int, float] = {}
         self._losses: dict[int, list[float]] = {}
         self._event: dict[str, Any] | None = None
@@ -126,10 +127,14 @@ class SpikeFinder:
         done: list[Spike] = []
         for r, step in enumerate(steps.tolist()):
             score, spike = self.norms.step(norms[r], names)
-            rscore, rspike = self.ratios.step(self._ratios(dnorm[r], pnorm[r]))
+            ratios = self._ratios(dnorm[r], pnorm[r])
+            self._measured_ratios(step, ratios)
+            rscore, rspike = self.ratios.step(ratios)
             self._recent.append((step, score, rscore))
             self._last_step = step
-            self._mark(step, spike | rspike)
+            # a spike seen only in update ratios measured every N steps: its calm gap and
+            # span count measurements (one excursion over 60 steps was 6 events)
+            self._mark(step, spike | rspike, self._every if not spike.any() else 1)
             done += self._take_losses(functools.partial(_before, step - 1))
             done += self._maybe_end(step)
         return done
@@ -150,6 +155,19 @@ class SpikeFinder:
         if self._event is not None:
             done.append(self._end())
         return done
+
+    def _keep(self, every: int) -> int:
+        """How many recent steps an event's window may need."""
+        return (self.rule.lead + self.rule.span + self.rule.gap) * every + 2
+
+    def _measured_ratios(self, step: int, ratios: np.ndarray) -> None:
+        """Learn the steps between update-ratio measurements from the steps that have them."""
+        if not np.isfinite(ratios).any():
+            return
+        if self._ratio_at >= 0 and step - self._ratio_at > self._every:
+            self._every = step - self._ratio_at
+            self._recent = collections.deque(self._recent, maxlen=self._keep(self._every))
+        self._ratio_at = step
 
     def _ratios(self, dnorm: np.ndarray, pnorm: np.ndarray) -> np.ndarray:
         groups = self.norms.groups
@@ -181,24 +199,30 @@ class SpikeFinder:
         return done
 
     # ---- events --------------------------------------------------------------------------
-    def _mark(self, step: int, spiked: np.ndarray) -> None:
+    def _mark(self, step: int, spiked: np.ndarray, every: int = 1) -> None:
+        """A step where `spiked` series left their baseline; `every`: the steps between two
+        measurements of those series (gap and span count measurements)."""
         if not spiked.any():
             return
-        if self._event is None and step - self._last_spike > self.rule.gap:
-            self._event = {"start": step, "last": step, "loss_step": None}
+        if self._event is None and step - self._last_spike > self.rule.gap * every:
+            self._event = {"start": step, "last": step, "loss_step": None, "every": every}
             labels = self.names + self.norms.modules
             self.opened.append(
                 (step, [labels[i] for i in np.nonzero(spiked)[0] if i < len(labels)])
             )
         elif self._event is not None:
             self._event["last"] = step
+            self._event["every"] = max(self._event["every"], every)
         self._last_spike = step
 
     def _maybe_end(self, step: int) -> list[Spike]:
         event = self._event
         if event is None:
             return []
-        if step - event["last"] >= self.rule.gap or step - event["start"] >= self.rule.span:
+        every = event.get("every", 1)  # a loss's event: 1
+        if step - event["last"] >= self.rule.gap * every or step - event["start"] >= (
+            self.rule.span * every
+        ):
             return [self._end()]
         return []
 

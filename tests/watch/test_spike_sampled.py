@@ -1,0 +1,39 @@
+"""An excursion seen only in update ratios measured every N steps (the default `update_ratio=10`)
+is one spike: the calm gap and the span of its event count measurements, not steps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from gradviz_widgets import GradWatch
+
+
+def run(path: Path, update_ratio: int) -> GradWatch:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    watch = GradWatch(model, optimizer=opt, path=path, update_ratio=update_ratio)
+    x = torch.randn(512, 16)
+    y = x @ torch.randn(16, 4)
+    for i in range(400):
+        for group in opt.param_groups:  # a warm restart: 10x the rate for 60 steps
+            group["lr"] = 0.1 if 300 <= i < 360 else 0.01
+        rows = torch.randint(0, 512, (32,))
+        loss = (model(x[rows]) - y[rows]).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        watch.log_loss(loss)
+        opt.step()
+    watch.close()
+    return watch
+
+
+def test_one_excursion_of_sampled_update_ratios_is_one_spike(tmp_path: Path) -> None:
+    watch = run(tmp_path / "sampled", 10)
+    spikes = [s for s in watch.spikes if s.step >= 300]
+    assert [s.step for s in spikes] == [300], spikes
+    assert spikes[0].end >= 310  # the next measurement belongs to the same event
+    assert [a.step for a in watch.anomalies if a.kind == "spike" and a.step >= 300] == [300]
