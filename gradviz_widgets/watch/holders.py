@@ -105,12 +105,14 @@ def held_detail(held: Held, skipped: bool = False) -> str:
     """The sentence of a `nonfinite` anomaly about the parameters that held NaN/Inf.
 
     Example:
-        >>> print(held_detail(Held((("fc2.weight", 1, 64, None),))))
-        fc2.weight holds NaN/Inf (1 of 64 elements) before this step's update: the NaN/Inf gradients start from its values, not from an op
+        >>> print(held_detail(Held((("fc2.weight", 1, 64, 7),))))
+        fc2.weight holds NaN/Inf (1 of 64 elements; its gradient was NaN/Inf first, at step 7) before this step's update: the NaN/Inf gradients start from its values, not from an op
         >>> print(held_detail(Held(), skipped=True))
         no parameter held NaN/Inf before it
         >>> print(held_detail(Held((("a.weight", 4, 4, 3), ("b.bias", 2, 2, None)))))
         2 parameters hold NaN/Inf before this step's update: a.weight (4 of 4 elements; its gradient was NaN/Inf first, at step 3), b.bias (2 of 2 elements): the NaN/Inf gradients start from their values
+        >>> print(held_detail(Held((("fc2.bias", 1, 2, None),))).split("; ")[1][:62])
+        no recorded gradient of it was NaN/Inf (they are read as backw
     """
     if held.unchecked:
         return held.unchecked
@@ -123,14 +125,29 @@ def held_detail(held: Held, skipped: bool = False) -> str:
         )
     parts = [_holder(h) for h in held.holders]
     if len(parts) == 1:
-        return (
+        said = (
             f"{parts[0].replace(' (', ' holds NaN/Inf (', 1)} before this step's update: the "
             "NaN/Inf gradients start from its values, not from an op"
         )
-    shown = ", ".join(parts[:6]) + (f" and {len(parts) - 6} more" if len(parts) > 6 else "")
+    else:
+        shown = ", ".join(parts[:6]) + (f" and {len(parts) - 6} more" if len(parts) > 6 else "")
+        said = (
+            f"{len(parts)} parameters hold NaN/Inf before this step's update: {shown}: the "
+            "NaN/Inf gradients start from their values"
+        )
+    return said + _after_backward(held)
+
+
+def _after_backward(held: Held) -> str:
+    """Where NaN/Inf values came from that no recorded gradient had: the watch reads each
+    gradient as backward makes it, so what changed it before step() is not in the record."""
+    if any(since is not None for *_, since in held.holders):
+        return ""
     return (
-        f"{len(parts)} parameters hold NaN/Inf before this step's update: {shown}: the NaN/Inf "
-        "gradients start from their values"
+        "; no recorded gradient of it was NaN/Inf (they are read as backward makes them), so "
+        "the NaN/Inf came in after a backward, in an earlier update: clip_grad_norm_ of an "
+        "Inf gradient (it makes NaN), an in-place change to .grad, the optimizer's state, or "
+        "a write to the weights"
     )
 
 

@@ -260,3 +260,26 @@ def test_a_skipped_step_without_holders_says_no_weight_held_nan():
     rec.info, rec.held = (True, 65536.0, False), Held()
     detail = _nonfinite_said([(7, "nonfinite", ["w"])], [rec])[0][2]["detail"]
     assert detail.startswith(SKIPPED_DETAIL) and "no parameter held NaN/Inf" in detail
+
+
+def test_nan_made_between_backward_and_step_is_said_to_come_after_a_backward(tmp_path):
+    """An Inf written into a gradient after backward, which clip_grad_norm_ turns into NaN and
+    the optimizer applies: the record of that step is its backward's (finite); the next step's
+    NaN anomaly says where the held NaN must have come from."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    seed_all()
+    for k in range(4):
+        x, y = torch.randn(6, 4), torch.randint(0, 3, (6,))
+        opt.zero_grad()
+        CE(model(x), y).backward()
+        if k == 1:
+            model[0].bias.grad[0] = float("inf")
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    nan = [a for a in watch.anomalies if a.kind == "nonfinite"]
+    assert nan[0].step == 2 and "0.bias" in nan[0].held
+    assert "the NaN/Inf came in after a backward, in an earlier update" in nan[0].detail
+    assert "clip_grad_norm_" in nan[0].detail
+    watch.close()
