@@ -4,6 +4,7 @@ the heat map of parameters x steps and the line chart of chosen parameters."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -229,19 +230,43 @@ def lines_figure(
     return {"data": data, "layout": layout}
 
 
-def default_selection(overview: Overview, params: list[ParamInfo], n: int = 4) -> list[str]:
-    """The parameters with the most alarming buckets, then the first ones; rows that were None
-    in every bucket (frozen all along, say: their anomalies say when it is not intended) last."""
+def default_selection(
+    overview: Overview, params: list[ParamInfo], n: int = 4, anomalies: Sequence[Any] = ()
+) -> list[str]:
+    """The parameters the earliest NaN/Inf anomaly blames (those holding NaN/Inf first), then
+    those with the most alarming buckets, then the first ones; rows that were None in every
+    bucket (frozen all along, say: their anomalies say when it is not intended) last. Once a
+    NaN spreads, every row is NaN alike: the first four by order named none of its sources.
+
+    Example:
+        >>> from gradviz_widgets.watch.anomalies import Anomaly
+        >>> ps = [ParamInfo(i, f"p{i}", "", (1,), 1, 0) for i in range(6)]
+        >>> bad = Anomaly(9, "nonfinite", ["p1", "p5"], held=["p5"])
+        >>> default_selection(Overview(), ps, anomalies=[bad])
+        ['p5', 'p1', 'p0', 'p2']
+    """
     from .history import SEVERITY_RANK
 
+    blamed = _blamed(anomalies, {p.name for p in params})
     if not overview.used or not params:
-        return [p.name for p in params[:n]]
+        rest = [p.name for p in params if p.name not in blamed]
+        return (blamed + rest)[:n]
     status = overview.status[: overview.used]
     worst = np.where(
         (status == STATUSES.index("none")).all(axis=0), -2, SEVERITY_RANK[status].max(axis=0)
     )
     order = sorted(range(len(worst)), key=lambda i: (-int(worst[i]), i))
-    return [params[i].name for i in order[:n] if i < len(params)]
+    ranked = [params[i].name for i in order if i < len(params)]
+    return (blamed + [name for name in ranked if name not in blamed])[:n]
+
+
+def _blamed(anomalies: Sequence[Any], known: set[str]) -> list[str]:
+    """The earliest NaN/Inf anomaly's parameters: those holding NaN/Inf first, then the rest."""
+    first = min((a for a in anomalies if a.kind == "nonfinite"), key=lambda a: a.step, default=None)
+    if first is None:
+        return []
+    names = [*first.held, *first.params]
+    return [m for k, m in enumerate(names) if m in known and m not in names[:k]]
 
 
 #: the colour of spike marks (step axis, outlines of the leading rows; the page's too)

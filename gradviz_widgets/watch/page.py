@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import os
 import re
@@ -106,6 +107,7 @@ def _opened(source: Any) -> Any:
 def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
     """Everything the page draws, as JSON-ready data (numbers already formatted)."""
     anomalies = list(run.anomalies)  # on a live GradWatch this waits for the queued steps
+    said = functools.partial(_detail, sentences=_sentences(run))
     ranks = _rank_overviews(run, max_steps)
     params, overview = (list(run.params), ranks[0][1]) if ranks else _snapshot(run, max_steps)
     order = module_order(params)
@@ -125,7 +127,9 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
         "names": [params[i].name for i in order],
         "modules": [params[i].module for i in order],
         "shapes": [" x ".join(map(str, params[i].shape)) or "scalar" for i in order],
-        "selected": [index[n] for n in default_selection(overview, params) if n in index],
+        "selected": [
+            index[n] for n in default_selection(overview, params, anomalies=anomalies) if n in index
+        ],
         # a check turned off (vanishing 0, exploding inf) draws no line: null
         "thresholds": [th.lines().get("vanishing"), th.lines().get("exploding")],
         "threshold_text": [format_norm(th.vanishing), format_norm(th.exploding)],
@@ -140,7 +144,7 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
         "skipped_style": list(SKIPPED_STYLE),  # [fill of its NaN/Inf cells, hatch]
         "kinds": _kinds(anomalies),
         "anomalies": [
-            [int(a.step), a.kind, sorted(index[p] for p in a.params if p in index), _detail(a)]
+            [int(a.step), a.kind, sorted(index[p] for p in a.params if p in index), said(a)]
             for a in anomalies
         ],
         "views": views,
@@ -198,10 +202,19 @@ def _kinds(anomalies: list[Any]) -> dict[str, list[str]]:
     return out
 
 
-def _detail(anomaly: Any) -> str:
+def _detail(anomaly: Any, sentences: dict[int, str]) -> str:
+    """The anomaly's detail (a spike's: its event's sentence), after the ranks that hold it."""
     ranks = getattr(anomaly, "ranks", ())
     where = f"ranks {', '.join(map(str, ranks))}" if ranks else ""
-    return " · ".join(t for t in (where, getattr(anomaly, "detail", "") or "") if t)
+    detail = getattr(anomaly, "detail", "") or ""
+    if not detail and anomaly.kind == SPIKE:
+        detail = sentences.get(int(anomaly.step), "")
+    return " · ".join(t for t in (where, detail) if t)
+
+
+def _sentences(run: Any) -> dict[int, str]:
+    """step -> the sentence of the spike event that opened there."""
+    return {int(s.step): s.sentence for s in getattr(run, "spikes", None) or []}
 
 
 def _rank_overviews(run: Any, max_steps: int) -> list[tuple[Any, Overview]]:
@@ -248,7 +261,7 @@ _TEMPLATE = """<!doctype html>
 <header><h1 id="title"></h1><div id="summary"></div><div id="legend"></div></header>
 <main>
 <section id="heat-section"><h2>Gradient norm per parameter and step
-<label id="rank-box" hidden>rank <select id="rank"></select></label></h2>
+<label id="rank-box" hidden>· rank <select id="rank"></select></label></h2>
 <div id="heat-wrap"><div id="heat-labels"></div>
 <div id="heat-box"><canvas id="heat"></canvas><div id="heat-skips"></div></div></div>
 <svg id="heat-axis" height="34"></svg>
@@ -260,7 +273,7 @@ Click a row to add it to the lines.</p></section>
 <div id="lines-row"><svg id="lines" height="340"></svg>
 <label id="pick-box">parameters<select id="pick" multiple size="14"></select></label></div>
 </section>
-<section id="anomaly-section"><h2>Anomalies (first step per kind)</h2>
+<section id="anomaly-section"><h2>Anomalies (each parameter's first step per kind; every spike)</h2>
 <table id="anomalies"><thead><tr><th>step</th><th>kind</th><th>parameters</th><th>detail</th></tr></thead>
 <tbody></tbody></table>
 <p id="no-anomalies" class="hint" hidden>No anomalies in this record: no gradient turned

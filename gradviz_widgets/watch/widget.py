@@ -126,7 +126,7 @@ class WatchWidget:
         with lock:
             th = self.source.thresholds
             if not self._picked:
-                self.selected = default_selection(self._overview, params)
+                self.selected = default_selection(self._overview, params, anomalies=anomalies)
             return (
                 heatmap_figure(self._overview, params, th, anomalies, self._spikes()),
                 lines_figure(self._overview, params, self.selected, th, anomalies),

@@ -37,3 +37,12 @@ def test_one_excursion_of_sampled_update_ratios_is_one_spike(tmp_path: Path) -> 
     assert [s.step for s in spikes] == [300], spikes
     assert spikes[0].end >= 310  # the next measurement belongs to the same event
     assert [a.step for a in watch.anomalies if a.kind == "spike" and a.step >= 300] == [300]
+
+
+def test_the_pages_spike_row_says_the_events_sentence(tmp_path: Path) -> None:
+    from gradviz_widgets.watch.page import page_data
+
+    watch = run(tmp_path / "page", 10)
+    sentence = {s.step: s.sentence for s in watch.spikes}[300]
+    rows = {step: detail for step, kind, _, detail in page_data(watch)["anomalies"]}
+    assert rows[300] == sentence and sentence

@@ -247,3 +247,24 @@ def test_spikes_are_marked_in_the_page_data_and_the_live_heat_map(tmp_path: Path
     figure = heatmap_figure(run.overview(), run.params, run.thresholds, [], run.spikes)
     rects = [s for s in figure["layout"]["shapes"] if s.get("name") == "spike lead"]
     assert rects and rects[0]["x0"] <= spike.step <= rects[0]["x1"]
+
+
+def test_default_lines_start_from_the_nan_the_anomaly_blames(tmp_path: Path) -> None:
+    """A NaN held in the last layer spreads to every parameter at the next step: every row is
+    NaN alike, and the lines open on the parameter holding it, not on the first four."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(6, 6) for _ in range(4)])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path)
+    for k in range(4):
+        if k == 2:
+            with torch.no_grad():
+                model[3].weight[0, 0] = float("nan")
+        opt.zero_grad()
+        model(torch.randn(5, 6)).sum().backward()
+        opt.step()
+    bad = [a for a in watch.anomalies if a.kind == "nonfinite"][0]
+    assert bad.step == 2 and bad.held == ["3.weight"] and "3.weight" not in bad.params
+    data = page_data(watch)
+    assert data["names"][data["selected"][0]] == "3.weight"
+    watch.close()
