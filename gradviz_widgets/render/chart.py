@@ -14,6 +14,7 @@ from typing import Any
 
 from ..report.grad_report import GradReport
 from ..vocabulary import STYLES, classify, combine_norms, format_norm, plain_text, style
+from .elide import elide_parts
 
 # up to this many bars stand upright (names as two-level ticks below); more lie flat, one
 # row each, and the figure grows taller so tick labels never overlap (the widget scrolls it)
@@ -175,7 +176,7 @@ def label_plan(rows: list[dict[str, Any]], mode: str, width: int) -> dict[str, A
         return {"shape": chart_shape(len(rows)), "names": names, "tickangle": angle}
     limit = max(16, min(NAME_CHARS, int(width * FLAT_SHARE / (CHAR_EM * TICK_PX))))
     shorts = short_names([r["name"] for r in rows], params=mode == "param")
-    names = distinct([plotly_text(elide_middle(n, limit)) for n in shorts])
+    names = distinct([plotly_text(elide_middle(n, limit)) for n in elide_parts(shorts, limit)])
     shape = chart_shape(len(rows), upright=False, header=FLAT_HEADER_PX)
     return {"shape": shape, "names": names, "tickangle": 0}
 

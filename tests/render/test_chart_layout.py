@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from gradviz_widgets import GradExplorer
-from gradviz_widgets.render.chart import ROW_PX, UPRIGHT_MAX, chart_shape, figure_dict
+from gradviz_widgets.render.chart import ROW_PX, UPRIGHT_MAX, chart_shape, figure_dict, label_plan
 
 
 def many_params_explorer(layers: int = 75) -> GradExplorer:
@@ -90,3 +90,22 @@ def test_modules_elided_alike_keep_their_bars_in_model_order():
     runs = [g for i, g in enumerate(groups) if i == 0 or groups[i - 1] != g]
     assert len(runs) == len(modules)  # one contiguous run per module, none split or merged
     assert names == ["weight", "bias"] * len(modules)
+
+
+def test_flat_labels_keep_each_blocks_index_and_need_no_suffix() -> None:
+    """T5's names in the widget's chart width: cutting the middle of
+    "encoder.block.0.layer.0.SelfAttention.q.weight" left out the block's index, and the
+    blocks' rows read alike but for a "(2)"."""
+    names = [
+        f"{stack}.block.{b}.layer.0.SelfAttention.{w}.weight"
+        for stack in ("encoder", "decoder")
+        for b in range(4)
+        for w in "qkvo"
+    ]
+    rows = [{"name": n, "module": n.rpartition(".")[0]} for n in names]
+    shown = label_plan(rows, "param", 443)["names"]
+    assert len(set(shown)) == len(shown) and not any(s.endswith(")") for s in shown)
+    for name, label in zip(names, shown):
+        stack, _, block = name.split(".")[:3]
+        assert label.startswith(f"{stack}.") and f".{block}." in label, (name, label)
+        assert label.endswith(name[-8:]) and len(label) < len(name)
