@@ -44,7 +44,8 @@ def _shortened(
     left_out: frozenset[int] = frozenset()
     words = [i for i in range(len(parts) - 2) if not parts[i].isdigit()]
     # the module's own name before the parameter's ("layer_norm.weight") goes last
-    order = sorted(words, key=lambda i: -len(parts[i])) + [len(parts) - 2] * (len(parts) > 1)
+    own = [len(parts) - 2] if len(parts) > 1 and not parts[-2].isdigit() else []
+    order = sorted(words, key=lambda i: -len(parts[i])) + own
     for i in order:
         if len(_joined(parts, left_out)) <= limit:
             break
