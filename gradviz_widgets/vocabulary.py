@@ -32,6 +32,10 @@ STATUSES = ("none", "zero", "vanishing", "healthy", "exploding", "nonfinite")
 #: most severe first, in one graph: the status of several things shown as one (merged edges,
 #: ×N groups); None is the absence of flow there and ranks last
 SEVERITY = ("nonfinite", "exploding", "zero", "vanishing", "healthy", "none")
+#: most severe first among the parameters a folded module or ×N group holds: one that gets no
+#: gradient (frozen, unused) is said on the box over healthy ones (a frozen weight beside a
+#: trainable bias read as a healthy box), and never hides a worse one (LoRA's frozen bases)
+PARAM_SEVERITY = ("nonfinite", "exploding", "zero", "vanishing", "none", "healthy")
 #: most severe first over a training run (GradWatch's buckets of steps, its anomalies): a None
 #: is an event there (a parameter stopped getting a gradient) and ranks above vanishing
 SEVERITY_OVER_TIME = ("nonfinite", "exploding", "zero", "none", "vanishing", "healthy")
@@ -171,6 +175,16 @@ def worst(statuses: Iterable[str]) -> str:
         ('zero', 'none')
     """
     return _first_of(SEVERITY, statuses, None) or "none"
+
+
+def worst_param(statuses: Iterable[str]) -> str:
+    """The status a folded module's parameters show together (PARAM_SEVERITY).
+
+    Example:
+        >>> worst_param(["healthy", "none"]), worst_param(["none", "vanishing"])
+        ('none', 'vanishing')
+    """
+    return _first_of(PARAM_SEVERITY, statuses, None) or "none"
 
 
 def strongest_flow(statuses: Iterable[str]) -> str | None:

@@ -21,7 +21,7 @@ from ..ids import (
     parse_leaf_id,
     parse_module_id,
 )
-from ..vocabulary import format_norm, worst
+from ..vocabulary import format_norm, worst, worst_param
 from .grad_graph import GradGraph
 from .nodes import GradEdge, GradNode, ModuleScope
 from .view import inflow, merge_edges, param_health
@@ -153,7 +153,7 @@ def _group_params(
     blocks whose worst parameter shares a status need not have all their parameters in it."""
     # the worst of the blocks' worst is the worst parameter: look parameters up only then
     statuses = [m.param_status for m in members if m.param_status]
-    status = worst(statuses) if statuses else ""
+    status = worst_param(statuses) if statuses else ""
     if status in ("", "healthy"):
         return status, ""
     inside = [lookup[x] for m in members for x in m.members if x in lookup]

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from ..ids import LEAF_KINDS, PARAMS_CALL, Scope, module_id
-from ..vocabulary import combine_norms, strongest_flow, style
+from ..vocabulary import combine_norms, strongest_flow, style, worst_param
 from ..vocabulary import worst as _worst
 from .grad_graph import GradGraph
 from .nodes import GradEdge, GradNode, ModuleScope, drawn_count
@@ -147,7 +147,7 @@ def param_tally(inside: Iterable[GradNode]) -> tuple[str, list[GradNode], int]:
     params = [m for m in inside if m.kind in ("param", "ghost")]
     if not params:
         return "", [], 0
-    status = _worst(m.status for m in params)
+    status = worst_param(m.status for m in params)
     return status, [m for m in params if m.status == status], len(params)
 
 
