@@ -146,8 +146,7 @@ export function readableBox(base, pad, w, h, centres, labels = []) {
   if (base.w + 2 * pad <= w) return { x: base.x + base.w / 2 - w / 2, y, w, h };
   const band = centres.filter((c) => c.y <= y + h * 0.85);
   const xs = (band.length ? band : centres).map((c) => c.x).sort((a, b) => a - b);
-  const lo = base.x - pad;
-  const hi = base.x + base.w + pad - w;
+  const [lo, hi] = topRowRange(base, pad, w, h, centres);
   const clamp = (/** @type {number} */ v) => Math.min(Math.max(v, lo), hi);
   const x = clamp(busiestWindow(xs, w) ?? lo);
   const shown = labels.filter((l) => l.y >= y && l.y <= y + h);
@@ -161,6 +160,29 @@ export function readableBox(base, pad, w, h, centres, labels = []) {
     if (score > top) { top = score; best = c; }
   }
   return { x: best, y, w, h };
+}
+
+/**
+ * The range of left edges a readable window may take: within the graph's margin, and holding
+ * the graph's top row (the nodes within a tenth of the window's height of the topmost) when
+ * that row fits in it. The busiest part of a diagonal graph is its middle: a window there cut
+ * off the first module at the top, and with it a frozen weight, the run's only finding.
+ * @param {Box} base @param {number} pad @param {number} w @param {number} h
+ * @param {{x: number, y: number}[]} centres
+ * @returns {[number, number]}
+ */
+function topRowRange(base, pad, w, h, centres) {
+  const lo = base.x - pad;
+  const hi = base.x + base.w + pad - w;
+  if (!centres.length) return [lo, hi];
+  const top = Math.min(...centres.map((c) => c.y));
+  const row = centres.filter((c) => c.y <= top + h * 0.1).map((c) => c.x);
+  const margin = w * 0.08;
+  const from = Math.min(...row) - margin;
+  const to = Math.max(...row) + margin;
+  if (to - from > w) return [lo, hi];
+  const first = Math.min(Math.max(to - w, lo), hi);
+  return [first, Math.min(Math.max(from, first), hi)];
 }
 
 /**

@@ -42,7 +42,8 @@ def _shortened(
     """`parts` joined, leaving out the longest words first (the last two parts last, the
     last one never) while the label is too long and still names this name alone."""
     left_out: frozenset[int] = frozenset()
-    words = [i for i in range(len(parts) - 2) if not parts[i].isdigit()]
+    # an index, or a word no longer than the ellipsis that stands for it, stays
+    words = [i for i in range(len(parts) - 2) if not parts[i].isdigit() and len(parts[i]) > 2]
     # the module's own name before the parameter's ("layer_norm.weight") goes last
     own = [len(parts) - 2] if len(parts) > 1 and not parts[-2].isdigit() else []
     order = sorted(words, key=lambda i: -len(parts[i])) + own

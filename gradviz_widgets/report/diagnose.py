@@ -157,7 +157,7 @@ def findings(
         out.append(f"{_count(by['exploding'])} with exploding gradients: {_names(by['exploding'])}")
     if by.get("none"):
         out.append(
-            f"{_count(by['none'])} get no gradient: "
+            f"{_count(by['none'])} get{'s' if len(by['none']) == 1 else ''} no gradient: "
             + ", ".join(
                 f"{p.name} ({(p.none_reason or 'no reason').split(':')[0]})" for p in by["none"][:4]
             )

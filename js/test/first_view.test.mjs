@@ -110,3 +110,17 @@ test("fitBox: a small graph opens whole at the top of a tall pane, not in its mi
   // no size yet: the padded graph, scale 0
   assert.deepEqual(fitBox(base, 4, 0, 0), { box: { x: -4, y: -4, w: 248, h: 100 }, scale: 0 });
 });
+
+test("readableBox: a diagonal graph opens with its top row in view, not its busy middle", () => {
+  // a staircase: the top module's nodes at the right, each lower one further left (the hostile
+  // names' model at fold "full": its top module, with the run's only finding, was cut off)
+  const base = { x: 0, y: 0, w: 2000, h: 3000 };
+  const centres = [{ x: 1800, y: 30 }, { x: 1900, y: 40 }];
+  for (let i = 0; i < 12; i++) centres.push({ x: 1500 - 60 * i, y: 120 + 30 * i });
+  const box = readableBox(base, 10, 700, 500, centres);
+  assert.ok(box.x <= 1800 && box.x + box.w >= 1900, JSON.stringify(box));
+  // a top row wider than the window leaves the busiest window as it was
+  const wide = [{ x: 100, y: 10 }, { x: 1900, y: 10 }, { x: 1000, y: 200 }, { x: 1050, y: 220 }];
+  const open = readableBox(base, 10, 700, 500, wide);
+  assert.ok(open.x <= 1000 && open.x + open.w >= 1050, JSON.stringify(open));
+});

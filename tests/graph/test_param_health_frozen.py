@@ -26,6 +26,7 @@ def test_a_partly_frozen_module_says_so_folded() -> None:
         "2.weight": "healthy",
         "2.bias": "healthy",
     }
+    assert report.findings[0].startswith("1 parameter gets no gradient: 0.weight")
     view = add_ghosts(ex.graph, report.none_reasons).view(depth=0)
     box = next(n for n in view.nodes if n.id == "module:0")
     assert (box.param_status, box.param_text) == ("none", "1 of 2 params: no gradient (frozen)")
