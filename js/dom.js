@@ -34,7 +34,12 @@ export function buildPane() {
   const spacer = make("span", "gvw-spacer");
   const download = make("button", "gvw-download", { type: "button", title: "Save the graph as an SVG file" }, "Download SVG");
   bar.append(zoomIn, zoomOut, fit, search, count, spacer, download);
-  const status = make("div", "gvw-status", { role: "status", "data-level": "info" });
+  const status = make("div", "gvw-status", { role: "status", "data-level": "info", tabindex: "0", "aria-expanded": "false" });
+  // one row high, so nothing moves as runs come and go; a click (or Enter) shows it whole:
+  // the findings come last and were readable only on hover
+  const toggle = () => status.setAttribute("aria-expanded", String(status.classList.toggle("gvw-open")));
+  status.addEventListener("click", toggle);
+  status.addEventListener("keydown", (ev) => { if (ev.key === "Enter") toggle(); });
   const legend = make("div", "gvw-legend", { role: "list", "aria-label": "Legend" });
   const viewport = make("div", "gvw-viewport", { role: "group", "aria-label": "Backward graph: Tab to a node, Enter to click it, Escape to clear the highlight" });
   root.append(bar, status, legend, viewport);

@@ -120,7 +120,7 @@ export class PaneGlue {
       note: this.note, text: m.get("status_text") ?? "", level: m.get("status_level") || "info" });
     const status = this.parts.status;
     status.textContent = text; // user text is data: never markup
-    status.title = text; // one row high with an ellipsis; the full text on hover
+    status.title = text; // one row high with an ellipsis; the full text on hover or a click
     status.dataset.level = level;
   }
 

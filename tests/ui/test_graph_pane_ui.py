@@ -114,6 +114,18 @@ def test_graph_pane_in_jupyterlab(lab: LabPage) -> None:
     # its two statuses, the hook marker and the parameter stripe
     assert lab.page.locator(".gvw-legend .gvw-legend-item").count() == 4
     assert "worst status" in lab.page.locator(".gvw-legend").inner_text()
+    # a long status line is one row high; a click shows it whole, another folds it back
+    lab.evaluate_json('pane.status_text = "; ".join(["finding %d" % i for i in range(60)]); print(1)')
+    lab.page.wait_for_function(
+        "() => document.querySelector('.gvw-status').textContent.includes('finding 59')"
+    )
+    row = status.bounding_box()["height"]
+    status.click()
+    assert status.get_attribute("aria-expanded") == "true"
+    assert status.bounding_box()["height"] > 2 * row
+    status.click()
+    assert status.bounding_box()["height"] == row
+    lab.evaluate_json('pane.status_text = "hand-written test graph"; print(1)')
     assert "hooked" in (node(lab, "main1/AddmmBackward0#0").get_attribute("class") or "")
     lab.screenshot("graph_pane_rendered", ".gvw-pane")
 
