@@ -61,3 +61,19 @@ export function downloadText(text, filename, mime = "image/svg+xml") {
   a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
+
+/**
+ * The nearest ancestor of `el` matching `selector`, through the shadow roots around it.
+ * @param {Element} el @param {string} selector @returns {HTMLElement | null}
+ */
+export function closestAcross(el, selector) {
+  /** @type {Element | null} */
+  let node = el;
+  while (node) {
+    const found = node.closest(selector);
+    if (found) return /** @type {HTMLElement} */ (found);
+    const root = /** @type {Node & {host?: Element}} */ (node.getRootNode());
+    node = root.host ?? null; // a shadow root's host; a document has none
+  }
+  return null;
+}

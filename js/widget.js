@@ -1,6 +1,6 @@
 // @ts-check
 /** anywidget front end of GraphPane: glue between the model (traits, messages) and the views. */
-import { buildPane, downloadText } from "./dom.js";
+import { buildPane, closestAcross, downloadText } from "./dom.js";
 import { GraphView } from "./graph_view.js";
 import { importInlineModule } from "./layout_client.js";
 import { renderLegend } from "./legend.js";
@@ -18,8 +18,9 @@ function render({ model, el }) {
   /** @type {SearchBox | null} */
   let search = null;
   // the explorer's whole output (the cell): the pane tells Python its width, so graph and
-  // chart share it (a pane shown alone, in marimo or a page reports none)
-  const cell = () => /** @type {HTMLElement | null} */ (el.closest(".gv-explorer"));
+  // chart share it (a pane shown alone or in a page reports none). marimo draws each
+  // anywidget in a shadow root of its own, inside the explorer's row: looked for across them
+  const cell = () => closestAcross(el, ".gv-explorer");
   const glue = new PaneGlue(model, {
     status: p.status,
     searchText: () => p.search.value,

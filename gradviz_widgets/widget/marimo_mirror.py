@@ -211,9 +211,12 @@ class MarimoView:
             w = self.widget
             graph = mo.ui.anywidget(w.pane).text
             chart = mo.ui.anywidget(w.chart).text
+            # the row is the explorer's cell (`gv-explorer`): the pane reports its width, so the
+            # chart takes its share as in Jupyter (it stayed 440 px beside a 1,248 px graph)
             body = (
-                '<div style="display:flex;flex-flow:row wrap;gap:8px;align-items:flex-start;'
-                'width:100%"><div style="flex:1 1 340px;min-width:300px;max-width:100%">'
+                '<div class="gv-explorer" style="display:flex;flex-flow:row wrap;gap:8px;'
+                'align-items:flex-start;width:100%">'
+                '<div style="flex:1 1 340px;min-width:300px;max-width:100%">'
                 f"{graph}</div>"
                 '<div style="flex:0 1 auto;max-width:100%;overflow:hidden auto;'
                 f'max-height:{CHART_MAX_HEIGHT}">{chart}</div></div>'

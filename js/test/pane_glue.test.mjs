@@ -132,3 +132,13 @@ test("a fit measured in a pane with no real size (hidden, detached, not laid out
   assert.deepEqual(model.sent.filter((m) => m.kind === "fit"),
     [{ kind: "fit", revision: 4, fits: false, width: 893, height: 520, cell: 0 }]);
 });
+
+test("closestAcross: the explorer's cell is found through the shadow roots marimo draws in", async () => {
+  const { closestAcross } = await import("../dom.js");
+  const cell = { closest: (s) => (s === ".gv-explorer" ? cell : null), getRootNode: () => ({}) };
+  const host = { closest: () => null, getRootNode: () => ({ host: cell }) };
+  const el = { closest: () => null, getRootNode: () => ({ host }) };
+  assert.equal(closestAcross(el, ".gv-explorer"), cell);
+  const alone = { closest: () => null, getRootNode: () => ({}) };
+  assert.equal(closestAcross(alone, ".gv-explorer"), null);
+});

@@ -115,7 +115,9 @@ def test_graph_pane_in_jupyterlab(lab: LabPage) -> None:
     assert lab.page.locator(".gvw-legend .gvw-legend-item").count() == 4
     assert "worst status" in lab.page.locator(".gvw-legend").inner_text()
     # a long status line is one row high; a click shows it whole, another folds it back
-    lab.evaluate_json('pane.status_text = "; ".join(["finding %d" % i for i in range(60)]); print(1)')
+    lab.evaluate_json(
+        'pane.status_text = "; ".join(["finding %d" % i for i in range(60)]); print(1)'
+    )
     lab.page.wait_for_function(
         "() => document.querySelector('.gvw-status').textContent.includes('finding 59')"
     )

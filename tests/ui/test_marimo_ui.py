@@ -202,6 +202,10 @@ def test_marimo_whole_explorer(marimo_server: MarimoServer, mpage: Page) -> None
     chart = page.locator(".js-plotly-plot").first.bounding_box()
     assert graph and chart and chart["x"] >= graph["x"] + graph["width"] - 1  # side by side
     assert chart["y"] < graph["y"] + graph["height"] and chart["x"] + chart["width"] <= 1280
+    # the row is the explorer's cell: the chart takes its share of it, as in Jupyter (it had
+    # stayed at its 440 px default, the pane finding no cell across marimo's shadow roots)
+    row = page.locator(".gv-explorer").first.bounding_box()
+    assert row and chart["width"] == pytest.approx(0.4 * row["width"], abs=12), (row, chart)
     page.screenshot(path=str(ARTIFACTS / "marimo_initial.png"))
     assert outlined_bars(page) == 0
 
