@@ -97,6 +97,7 @@ class GradExplorer:
         self._ran_with: tuple = ()
         self.history: list[GradReport] = []
         self._history_len = history
+        self._carried: tuple[str, ...] = ()  # findings every run reports first
         self.closed = False
 
     # ---- running ---------------------------------------------------------------------------
@@ -136,12 +137,31 @@ class GradExplorer:
             )
         if gathers_ranks(self.model, self._ranks):  # one all_gather: every rank runs this
             result = dataclasses.replace(result, report=with_ranks(result.report, self.model))
+        if self._carried:
+            findings = (*self._carried, *result.report.findings)
+            result = dataclasses.replace(
+                result, report=dataclasses.replace(result.report, findings=findings)
+            )
         self._last = result
         self._ran_with = self._settings()
         self.history.append(result.report)
         del self.history[: -self._history_len]
         self._changed("run")
         return result.report
+
+    def carry_finding(self, text: str) -> None:
+        """A finding this explorer's runs report first, this one's and every later one's (a
+        replayed training step that called the model twice: the replay's gradients are not
+        the step's, after a click's re-run too).
+
+        Example:
+            >>> ex = GradExplorer(torch.nn.Linear(2, 1), torch.ones(1, 2))
+            >>> ex.carry_finding("replayed from a checkpoint")
+            >>> ex.run().findings[0]
+            'replayed from a checkpoint'
+        """
+        self._carried += (str(text),)
+        self._changed("findings")
 
     def _run_settings(self) -> RunSettings:
         """The run settings as they are now (attributes set since are checked here)."""

@@ -305,11 +305,11 @@ def replay(
                 stacklevel=3,
             )
     ex = GradExplorer(twin, sample, **options)
-    with recorded_rng(record, ex.device):
-        ex.run()
     if record.calls is not None and record.calls != 1:
         warnings.warn(not_one_call(record.step, record.calls), stacklevel=user_stacklevel())
-        _add_finding(ex, not_one_call(record.step, record.calls, short=True))
+        ex.carry_finding(not_one_call(record.step, record.calls, short=True))
+    with recorded_rng(record, ex.device):
+        ex.run()
     if options["loss_fn"] is None and ex.report.loss_description.startswith("sum of"):
         warnings.warn(replayed_sum(record.step, ex.report.loss_description), stacklevel=3)
     return ex
@@ -341,14 +341,6 @@ def not_one_call(step: int, calls: int, short: bool = False) -> str:
         "x2) returning (model(x1), model(x2))), or run GradExplorer on such a module with the "
         "step's inputs and a loss_fn that takes both outputs"
     )
-
-
-def _add_finding(ex: Any, note: str) -> None:
-    """`note` first among the findings of the explorer's newest run."""
-    last = ex._last
-    report = dataclasses.replace(last.report, findings=(note, *last.report.findings))
-    ex._last = dataclasses.replace(last, report=report)
-    ex.history[-1] = report
 
 
 def replayed_sum(step: int, how: str) -> str:

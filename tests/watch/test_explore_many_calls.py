@@ -73,6 +73,8 @@ def test_two_calls_warn_and_the_report_says_so(tmp_path):
     assert "watch a module whose one forward makes every call" in said
     assert ex.report.findings[0].startswith(f"step {BAD} called the model 2 times")
     assert "not the step's" in ex.report.findings[0]
+    again = ex.run()  # a click's re-run of the replay still says so
+    assert again is not ex.history[-2] and again.findings[0] == ex.history[-2].findings[0]
     watch.close()
 
 
