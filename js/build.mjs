@@ -24,7 +24,13 @@ const PAGES = ["watch_page", "marimo_mirror"];
 const STATIC_CSS = ["watch_page.css", "marimo_mirror.css", "explorer_page.css"];
 
 const t0 = performance.now();
-const worker = await esbuild.build({ ...common, entryPoints: [join(here, "layout_worker.js")], write: false });
+// a classic script, not a module: Chromium refuses module workers from blob: URLs on a page
+// opened over file:// (the offline page), and a large graph then froze the tab on the main
+// thread; `GvwLayout` is what the main-thread fallback reads (layout_client.js)
+const worker = await esbuild.build({
+  ...common, format: "iife", globalName: "GvwLayout", define: { "import.meta.url": "undefined" },
+  entryPoints: [join(here, "layout_worker.js")], write: false,
+});
 const workerSource = worker.outputFiles[0].text;
 const workerGzipB64 = gzipSync(worker.outputFiles[0].contents, { level: 9 }).toString("base64");
 

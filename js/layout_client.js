@@ -40,27 +40,33 @@ export function workerSource() {
 /** @type {Promise<any> | null} */
 let inlineModule = null;
 
-/** Import the worker bundle as a module on the main thread (blob: URL, else data: URL). */
+/** The worker bundle's exports on the main thread: the classic script evaluated (its
+ *  `GvwLayout`), else loaded as a <script> from a blob: URL where eval is not allowed. */
 export function importInlineModule() {
   if (!inlineModule) {
     inlineModule = (async () => {
       const source = await workerSource();
       try {
-        const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
-        try {
-          return await import(/* @vite-ignore */ url);
-        } finally {
-          URL.revokeObjectURL(url);
-        }
-      } catch {
-        const b64 = typeof Buffer !== "undefined"
-          ? Buffer.from(source, "utf8").toString("base64")
-          : btoa(unescape(encodeURIComponent(source)));
-        return await import(/* @vite-ignore */ `data:text/javascript;base64,${b64}`);
+        return new Function(`${source}\nreturn GvwLayout;`)();
+      } catch (err) {
+        if (typeof document === "undefined") throw err;
+        return await scriptExports(source);
       }
     })();
   }
   return inlineModule;
+}
+
+/** Run the classic bundle as a <script> element; resolves to the `GvwLayout` it defines. */
+function scriptExports(/** @type {string} */ source) {
+  const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
+  return new Promise((resolve, reject) => {
+    const script = document.createElement("script");
+    script.src = url;
+    script.onload = () => { URL.revokeObjectURL(url); script.remove(); resolve(/** @type {any} */ (globalThis).GvwLayout); };
+    script.onerror = () => { URL.revokeObjectURL(url); script.remove(); reject(new Error("the layout engine could not be loaded")); };
+    document.head.appendChild(script);
+  });
 }
 
 export class LayoutClient {
@@ -106,7 +112,7 @@ export class LayoutClient {
     if (!this.worker) {
       try {
         this.workerUrl = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
-        this.worker = new Worker(this.workerUrl, { type: "module", name: "gradviz-layout" });
+        this.worker = new Worker(this.workerUrl, { name: "gradviz-layout" }); // classic: see build.mjs
       } catch (err) {
         throw new WorkerUnavailable(String(err));
       }

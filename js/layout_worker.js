@@ -2,7 +2,9 @@
 /**
  * Entry point of the layout worker bundle. In a worker it answers
  * {id, dot} messages with {id, ok, svg, ms, retried} or {id, ok: false, message};
- * on the main thread (fallback) it is imported as a plain module.
+ * on the main thread (fallback) the same classic script is evaluated and its `GvwLayout` read
+ * (js/build.mjs bundles it as an IIFE: Chromium refuses module workers from blob: URLs on
+ * file:// pages).
  */
 import { LayoutEngine, LayoutError, sanitizeDot } from "./layout_core.js";
 

@@ -203,3 +203,35 @@ def test_first_views_keep_module_labels_whole_and_say_the_loss_once(
             assert page.evaluate(CUT_MODULE_LABELS) == [], (size, label, view)
         assert problems == []
         page.close()
+
+
+class _LoopedBlocks(nn.Module):
+    """Blocks called in a loop from the root's forward, a root op between calls: folded to
+    depth 0 (the page's first view) they are one node with 200 edges into the root's chain,
+    which Graphviz takes a long time to lay out."""
+
+    def __init__(self, n: int = 200) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(n))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = x + torch.tanh(block(x))
+        return x
+
+
+@pytest.mark.ui
+def test_a_slow_layout_never_freezes_the_page_over_file(browser, tmp_path: Path) -> None:
+    """The layout runs in a worker over file:// too (a classic one: Chromium refuses module
+    workers from blob: URLs there, and the main-thread fallback froze the tab for minutes)."""
+    torch.manual_seed(0)
+    path = GradExplorer(_LoopedBlocks(), torch.randn(8, 4)).export_html(tmp_path / "loop.html")
+    page, problems = open_offline_page(browser, path, "body[data-ready='1']")
+    for _ in range(5):  # the page answers while the layout runs
+        page.wait_for_function("() => true", timeout=3_000)
+        page.wait_for_timeout(300)
+    page.select_option("#depth", label="full")  # another view: the slow one is dropped
+    page.wait_for_selector("#graph svg g.node", timeout=60_000)
+    assert page.locator("#graph svg g.node").count() > 800
+    assert problems == []
+    page.close()
