@@ -287,7 +287,11 @@ class GradExplorer:
         scale: float | None = None,
     ) -> None:
         """Modify the gradient flowing back through `target` in explorer runs (one of the three);
-        call with none of them to remove it. The report marks the gradients this changed."""
+        call with none of them to remove it. The report marks the gradients this changed.
+
+        `clip_norm=c` scales the gradients by min(1, c / (‖g‖ + 1e-6)), exactly as
+        `torch.nn.utils.clip_grad_norm_` does (‖g‖ of all of them together): a gradient far
+        smaller than 1e-6 ends below `c` by that epsilon, as in training."""
         given = {
             k: v
             for k, v in {"clip_norm": clip_norm, "clip_value": clip_value, "scale": scale}.items()
