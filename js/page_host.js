@@ -6,6 +6,9 @@
 /** @typedef {{label: string, depth: number|null, dot: string, key_map: Record<string,string>, nodes: Record<string, any>, drawn?: number}} View */
 
 /** A model with the anywidget surface the GraphPane uses (get/set/on/off/send/save_changes). */
+/** Seconds a view's layout may take before the page shows the next deeper view instead. */
+const LAYOUT_TIMEOUT_S = 20;
+
 export function pageModel(/** @type {Record<string, any>} */ traits, /** @type {(msg: any) => void} */ onMessage) {
   /** @type {Record<string, Function[]>} */
   const listeners = {};
@@ -42,6 +45,18 @@ export function nextView(/** @type {View[]} */ views, /** @type {number} */ curr
   if (!candidates.length) return current;
   // unfolding: the shallowest view that opens it; folding: the deepest that closes it
   return candidates.reduce((best, i) => ((folded ? rank(i) < rank(best) : rank(i) > rank(best)) ? i : best));
+}
+
+/**
+ * The view to show when view `failed` could not be laid out: the next deeper one not tried
+ * yet (a folded view can be the hard one: blocks called in a loop from the root, folded into
+ * one node with hundreds of edges, while the full graph lays out in a second); -1 if none.
+ * @param {View[]} views @param {number} failed @param {Set<number>} tried
+ */
+export function fallbackView(views, failed, tried) {
+  const rank = (/** @type {number} */ i) => views[i].depth ?? Infinity;
+  const deeper = views.map((_, i) => i).filter((i) => !tried.has(i) && rank(i) > rank(failed));
+  return deeper.length ? deeper.reduce((best, i) => (rank(i) < rank(best) ? i : best)) : -1;
 }
 
 /** The first view (from `start`) that draws node `id`, or -1. */
@@ -93,13 +108,23 @@ async function main() {
   let current = 0;
   const traits = { dot: "", key_map: {}, nodes: {}, revision: 0, selected: "", highlight: [],
     legend: state.legend, status_text: "", status_level: "info", rendered: {},
-    height: "70vh", layout_timeout: 60 };
+    height: "70vh", layout_timeout: LAYOUT_TIMEOUT_S };
+  const tried = new Set();
   const model = pageModel(traits, (msg) => {
     if (msg.kind === "node_click") {
       model.set("selected", msg.id);
       detail.textContent = describe(msg.id, views[current].nodes[msg.id]);
     } else if (msg.kind === "toggle_scope") {
       show(nextView(views, current, String(msg.module)));
+    } else if (msg.kind === "layout_error" && msg.revision === traits.revision) {
+      const failed = views[current];
+      tried.add(current);
+      const next = fallbackView(views, current, tried);
+      if (next < 0) return;
+      show(next);
+      model.set("status_text", `${failed.label} could not be laid out (${msg.message}); ` +
+        `showing ${viewStatus(views[next])}`);
+      model.set("status_level", "warning");
     }
   });
   const show = (/** @type {number} */ i) => {
@@ -111,6 +136,7 @@ async function main() {
     model.set("dot", v.dot);
     model.set("revision", Number(traits.revision) + 1);
     model.set("status_text", viewStatus(v));
+    model.set("status_level", "info");
     const kept = selectionIn(String(traits.selected ?? ""), v);
     if (kept.text !== null) detail.textContent = kept.text;
     if (kept.selected !== traits.selected) model.set("selected", kept.selected);

@@ -55,3 +55,13 @@ test("viewStatus: the pane's status line says what the view draws, not the loss 
   // node info also covers nodes the DOT leaves out (AccumulateGrad): the count is the drawn one
   assert.equal(viewStatus({ ...v, drawn: 1 }), "depth 0: 1 node drawn; click one to see it under Selected");
 });
+
+test("fallbackView: a view that could not be laid out gives way to the next deeper one", async () => {
+  const { fallbackView } = await import("../page_host.js");
+  const v = (depth) => ({ label: depth === null ? "full" : `depth ${depth}`, depth, dot: "", key_map: {}, nodes: {} });
+  const views = [v(1), v(0), v(2), v(null)]; // the auto view first, then by depth, full last
+  assert.equal(fallbackView(views, 1, new Set([1])), 0); // depth 0 failed: depth 1
+  assert.equal(fallbackView(views, 0, new Set([1, 0])), 2);
+  assert.equal(fallbackView(views, 2, new Set([1, 0, 2])), 3); // then the full graph
+  assert.equal(fallbackView(views, 3, new Set([1, 0, 2, 3])), -1); // nothing deeper
+});
