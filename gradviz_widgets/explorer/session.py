@@ -14,6 +14,7 @@ from torch import nn
 from ..distributed.ddp import gathers_ranks, with_ranks
 from ..errors import GradExplorerError, did_you_mean
 from ..graph.grad_graph import GradGraph
+from ..graph.nodes import drawn_count
 from ..hooks.clash import HookFacts
 from ..hooks.config import DEFAULT_KIND, check_hook, modifier_kind
 from ..hooks.events import HookEvent, HookRecord
@@ -373,7 +374,13 @@ class GradExplorer:
         """Write the graph as SVG with the system `dot` (the widget's button needs no binary)."""
         from ..render.dot import svg_with_dot
 
-        return _write(path, svg_with_dot(self.to_dot(depth)))
+        try:
+            return _write(path, svg_with_dot(self.to_dot(depth)))
+        except GradExplorerError as e:
+            if "did not lay this graph out" not in str(e):
+                raise
+            # which depth folds is the model's own: a Sequential's depth 1 is its full graph
+            raise GradExplorerError(f"{e} This graph's views: {_view_sizes(self.graph)}.") from None
 
     def export_html(self, path: str | Path, title: str | None = None) -> Path:
         """Write one self-contained interactive page of the newest run (graph with pan/zoom,
@@ -442,6 +449,12 @@ class GradExplorer:
         return (
             f"GradExplorer({name}, device={self.device or 'model device'}, hooks={len(self.hooks)})"
         )
+
+
+def _view_sizes(graph: GradGraph) -> str:
+    """The nodes each fold depth draws, in words ("depth 0: 12 nodes, ..., full: 900")."""
+    sizes = [f"depth {d}: {drawn_count(graph.view(d).nodes)} nodes" for d in range(graph.max_depth)]
+    return ", ".join([*sizes, f"full: {drawn_count(graph.nodes)} nodes"])
 
 
 def _default_kind(target: str) -> str:

@@ -310,9 +310,9 @@ def svg_with_dot(dot: str, timeout: float = 60.0) -> str:
     except subprocess.TimeoutExpired:
         raise GradExplorerError(
             f"Graphviz `dot` did not lay this graph out within {timeout:g} s: it is too large "
-            "or too tangled (long-range edges, e.g. an unrolled RNN). Export a folded view "
-            "instead, e.g. ex.export_svg(path, depth=0) or depth=1, or fold modules in the "
-            "widget and use its SVG button."
+            "or too tangled (long-range edges, e.g. an unrolled RNN). Export a view that draws "
+            "fewer nodes instead, ex.export_svg(path, depth=N), or fold modules in the widget "
+            "and use its SVG button."
         ) from None
     if done.returncode != 0:
         raise GradExplorerError(f"dot failed: {done.stderr.decode(errors='replace')[:500]}")
