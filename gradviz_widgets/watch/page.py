@@ -143,10 +143,7 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
         "skipped_text": SKIPPED_TEXT,
         "skipped_style": list(SKIPPED_STYLE),  # [fill of its NaN/Inf cells, hatch]
         "kinds": _kinds(anomalies),
-        "anomalies": [
-            [int(a.step), a.kind, sorted(index[p] for p in a.params if p in index), said(a)]
-            for a in anomalies
-        ],
+        "anomalies": [[int(a.step), a.kind, _rows(a, index), said(a)] for a in anomalies],
         "views": views,
         # spike events: [step, end, rows of the first movers (first first), sentence]
         "spikes": _spikes(run, index),
@@ -210,6 +207,13 @@ def _detail(anomaly: Any, sentences: dict[int, str]) -> str:
     if not detail and anomaly.kind == SPIKE:
         detail = sentences.get(int(anomaly.step), "")
     return " · ".join(t for t in (where, detail) if t)
+
+
+def _rows(anomaly: Any, index: dict[str, int]) -> list[int]:
+    """The rows an anomaly names: a spike's first mover first (its ranking), the others in
+    the page's row order."""
+    rows = [index[p] for p in anomaly.params if p in index]
+    return rows if anomaly.kind == SPIKE else sorted(rows)
 
 
 def _sentences(run: Any) -> dict[int, str]:

@@ -46,3 +46,13 @@ def test_the_pages_spike_row_says_the_events_sentence(tmp_path: Path) -> None:
     sentence = {s.step: s.sentence for s in watch.spikes}[300]
     rows = {step: detail for step, kind, _, detail in page_data(watch)["anomalies"]}
     assert rows[300] == sentence and sentence
+
+
+def test_the_pages_spike_row_keeps_the_first_mover_first(tmp_path: Path) -> None:
+    from gradviz_widgets.watch.page import page_data
+
+    watch = run(tmp_path / "order", 10)
+    spike = next(a for a in watch.anomalies if a.kind == "spike" and a.step >= 300)
+    data = page_data(watch)
+    rows = next(r for step, kind, r, _ in data["anomalies"] if step == 300 and kind == "spike")
+    assert [data["names"][r] for r in rows] == [p for p in spike.params if p in data["names"]]
