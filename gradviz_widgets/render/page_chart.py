@@ -18,6 +18,8 @@ import math
 from typing import Any
 
 from ..vocabulary import STYLES, Thresholds, format_norm, plain_text, style
+from .chart import elide_middle, short_names
+from .elide import elide_parts
 
 ROW_H = 20
 LABEL_W = 210
@@ -43,7 +45,18 @@ def _x(value: float, lo: float, hi: float) -> float:
     return LABEL_W + BAR_W * (math.log10(value) - lo) / (hi - lo)
 
 
-def _bar(i: int, row: dict[str, Any], lo: float, hi: float) -> str:
+#: characters of a bar's label: what fits LABEL_W at 11 px (its whole name is in the hover)
+LABEL_CHARS = 30
+
+
+def _labels(rows: list[dict[str, Any]]) -> list[str]:
+    """Each bar's label: its shortest distinct name, shortened word by word to LABEL_CHARS
+    (elide.py), else in the middle."""
+    names = short_names([plain_text(r.get("name", "")) for r in rows], params=True)
+    return [elide_middle(n, LABEL_CHARS) for n in elide_parts(names, LABEL_CHARS)]
+
+
+def _bar(i: int, row: dict[str, Any], lo: float, hi: float, label_text: str) -> str:
     status = row.get("status", "none")
     look = style(status)
     fill, border, label = look.fill, look.line, look.label
@@ -65,17 +78,12 @@ def _bar(i: int, row: dict[str, Any], lo: float, hi: float) -> str:
         f'<rect class="hit" x="0" y="{y - 2}" width="{LABEL_W + BAR_W + 90}" height="{ROW_H}" '
         'fill="transparent"/>'
         f'<text x="{LABEL_W - 6}" y="{y + 12}" text-anchor="end" font-size="11">'
-        f"{_clip(name)}</text>"
+        f"{html.escape(label_text)}</text>"
         f'<rect x="{LABEL_W}" y="{y}" width="{width:.1f}" height="{ROW_H - 6}" fill="{fill}" '
         f'stroke="{border}"{pattern}/>'
         f'<text x="{LABEL_W + width + 4:.1f}" y="{y + 12}" font-size="10" fill="#444">'
         f"{html.escape(text)}</text></g>"
     )
-
-
-def _clip(escaped: str, limit: int = 34) -> str:
-    text = html.unescape(escaped)
-    return html.escape(text if len(text) <= limit else "…" + text[-(limit - 1) :])
 
 
 def _axis(lo: float, hi: float, height: float, thresholds: Thresholds) -> str:
@@ -107,7 +115,8 @@ def chart_svg(rows: list[dict[str, Any]], thresholds: Thresholds) -> str:
     lo, hi = _span(rows, thresholds)
     height = PAD + len(rows) * ROW_H + 8
     width = LABEL_W + BAR_W + 90
-    bars = "".join(_bar(i, r, lo, hi) for i, r in enumerate(rows))
+    labels = _labels(rows)
+    bars = "".join(_bar(i, r, lo, hi, labels[i]) for i, r in enumerate(rows))
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="gradient norm per parameter, '
