@@ -102,6 +102,7 @@ class SpikeFinder:
         self._recent: collections.deque = collections.deque(maxlen=self._keep(1))
         #: steps between update-ratio measurements (`update_ratio=N`: N), seen in the data
         self._every, self._ratio_at = 1, -1
+        self._intervals: collections.deque = collections.deque(maxlen=8)
         self._loss_scores: dict[int, float] = {}
         self._losses: dict[int, list[float]] = {}
         self._event: dict[str, Any] | None = None
@@ -161,12 +162,17 @@ class SpikeFinder:
         return (self.rule.lead + self.rule.span + self.rule.gap) * every + 2
 
     def _measured_ratios(self, step: int, ratios: np.ndarray) -> None:
-        """Learn the steps between update-ratio measurements from the steps that have them."""
+        """Learn the steps between update-ratio measurements from the steps that have them:
+        the shortest of the last few intervals (a step the GradScaler skipped measures
+        nothing, and must not stretch every later event)."""
         if not np.isfinite(ratios).any():
             return
-        if self._ratio_at >= 0 and step - self._ratio_at > self._every:
-            self._every = step - self._ratio_at
-            self._recent = collections.deque(self._recent, maxlen=self._keep(self._every))
+        if self._ratio_at >= 0:
+            self._intervals.append(step - self._ratio_at)
+            every = min(self._intervals)
+            if every != self._every:
+                self._every = every
+                self._recent = collections.deque(self._recent, maxlen=self._keep(every))
         self._ratio_at = step
 
     def _ratios(self, dnorm: np.ndarray, pnorm: np.ndarray) -> np.ndarray:

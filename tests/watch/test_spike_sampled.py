@@ -56,3 +56,23 @@ def test_the_pages_spike_row_keeps_the_first_mover_first(tmp_path: Path) -> None
     data = page_data(watch)
     rows = next(r for step, kind, r, _ in data["anomalies"] if step == 300 and kind == "spike")
     assert [data["names"][r] for r in rows] == [p for p in spike.params if p in data["names"]]
+
+
+def test_a_skipped_measurement_does_not_stretch_later_events() -> None:
+    """Update ratios every 10 steps, one of them missing (a step the GradScaler skipped): two
+    excursions 50 steps apart stay two events (the gap counts 3 measurements of 10 steps)."""
+    import numpy as np
+
+    from gradviz_widgets.watch.baselines import SpikeRule
+    from gradviz_widgets.watch.spikes import SpikeFinder
+
+    names = ["w"]
+    finder = SpikeFinder(SpikeRule())
+    for step in range(560):
+        measured = step % 10 == 0 and step != 300
+        high = 400 <= step <= 420 or 470 <= step <= 490
+        dnorm = np.array([[(0.2 if high else 0.01) if measured else np.nan]])
+        pnorm = np.array([[1.0 if measured else np.nan]])
+        finder.add_steps(np.array([step]), np.array([[1.0]]), dnorm, pnorm, names)
+    finder.finish()
+    assert [s.step for s in finder.found] == [400, 470]
