@@ -372,13 +372,11 @@ class GradExplorer:
 
     def export_svg(self, path: str | Path, depth: int | None = None) -> Path:
         """Write the graph as SVG with the system `dot` (the widget's button needs no binary)."""
-        from ..render.dot import svg_with_dot
+        from ..render.dot import DotTimeout, svg_with_dot
 
         try:
             return _write(path, svg_with_dot(self.to_dot(depth)))
-        except GradExplorerError as e:
-            if "did not lay this graph out" not in str(e):
-                raise
+        except DotTimeout as e:
             # which depth folds is the model's own: a Sequential's depth 1 is its full graph
             raise GradExplorerError(f"{e} This graph's views: {_view_sizes(self.graph)}.") from None
 

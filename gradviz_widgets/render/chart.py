@@ -175,8 +175,8 @@ def label_plan(rows: list[dict[str, Any]], mode: str, width: int) -> dict[str, A
         names, angle = upright
         return {"shape": chart_shape(len(rows)), "names": names, "tickangle": angle}
     limit = max(16, min(NAME_CHARS, int(width * FLAT_SHARE / (CHAR_EM * TICK_PX))))
-    shorts = short_names([r["name"] for r in rows], params=mode == "param")
-    names = distinct([plotly_text(elide_middle(n, limit)) for n in elide_parts(shorts, limit)])
+    fitted = fitted_names([r["name"] for r in rows], limit, params=mode == "param")
+    names = distinct([plotly_text(n) for n in fitted])
     shape = chart_shape(len(rows), upright=False, header=FLAT_HEADER_PX)
     return {"shape": shape, "names": names, "tickangle": 0}
 
@@ -228,6 +228,18 @@ def text_px(text: str, size: float = TICK_PX) -> float:
     plain = html.unescape(text)
     wide = sum(unicodedata.east_asian_width(c) in "WF" for c in plain)
     return size * (wide + CHAR_EM * (len(plain) - wide))
+
+
+def fitted_names(names: list[str], limit: int, params: bool = False) -> list[str]:
+    """Each name as a chart row shows it in `limit` characters: its shortest distinct name
+    (`short_names`), shortened word by word (elide.py), else in the middle.
+
+    Example:
+        >>> fitted_names([f"encoder.block.{i}.layer.0.SelfAttention.q.weight" for i in (0, 1)], 31)
+        ['block.0.layer.0.….q.weight', 'block.1.layer.0.….q.weight']
+    """
+    shorts = short_names(names, params=params)
+    return [elide_middle(n, limit) for n in elide_parts(shorts, limit)]
 
 
 def short_names(names: list[str], params: bool = False) -> list[str]:

@@ -308,7 +308,7 @@ def svg_with_dot(dot: str, timeout: float = 60.0) -> str:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise GradExplorerError(
+        raise DotTimeout(
             f"Graphviz `dot` did not lay this graph out within {timeout:g} s: it is too large "
             "or too tangled (long-range edges, e.g. an unrolled RNN). Export a view that draws "
             "fewer nodes instead, ex.export_svg(path, depth=N), or fold modules in the widget "
@@ -317,6 +317,10 @@ def svg_with_dot(dot: str, timeout: float = 60.0) -> str:
     if done.returncode != 0:
         raise GradExplorerError(f"dot failed: {done.stderr.decode(errors='replace')[:500]}")
     return done.stdout.decode("utf-8", "replace")
+
+
+class DotTimeout(GradExplorerError):
+    """`dot` did not lay the graph out in time (the caller may say which views are smaller)."""
 
 
 def hook_fields(hooks: Sequence[str]) -> dict[str, Any]:

@@ -18,8 +18,7 @@ import math
 from typing import Any
 
 from ..vocabulary import STYLES, Thresholds, format_norm, plain_text, style
-from .chart import elide_middle, short_names
-from .elide import elide_parts
+from .chart import fitted_names
 
 ROW_H = 20
 LABEL_W = 210
@@ -47,13 +46,6 @@ def _x(value: float, lo: float, hi: float) -> float:
 
 #: characters of a bar's label: what fits LABEL_W at 11 px (its whole name is in the hover)
 LABEL_CHARS = 30
-
-
-def _labels(rows: list[dict[str, Any]]) -> list[str]:
-    """Each bar's label: its shortest distinct name, shortened word by word to LABEL_CHARS
-    (elide.py), else in the middle."""
-    names = short_names([plain_text(r.get("name", "")) for r in rows], params=True)
-    return [elide_middle(n, LABEL_CHARS) for n in elide_parts(names, LABEL_CHARS)]
 
 
 def _bar(i: int, row: dict[str, Any], lo: float, hi: float, label_text: str) -> str:
@@ -115,7 +107,7 @@ def chart_svg(rows: list[dict[str, Any]], thresholds: Thresholds) -> str:
     lo, hi = _span(rows, thresholds)
     height = PAD + len(rows) * ROW_H + 8
     width = LABEL_W + BAR_W + 90
-    labels = _labels(rows)
+    labels = fitted_names([plain_text(r.get("name", "")) for r in rows], LABEL_CHARS, params=True)
     bars = "".join(_bar(i, r, lo, hi, labels[i]) for i, r in enumerate(rows))
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '

@@ -107,7 +107,8 @@ def _opened(source: Any) -> Any:
 def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
     """Everything the page draws, as JSON-ready data (numbers already formatted)."""
     anomalies = list(run.anomalies)  # on a live GradWatch this waits for the queued steps
-    said = functools.partial(_detail, sentences=_sentences(run))
+    spikes = list(getattr(run, "spikes", None) or [])
+    said = functools.partial(_detail, sentences={int(s.step): s.sentence for s in spikes})
     ranks = _rank_overviews(run, max_steps)
     params, overview = (list(run.params), ranks[0][1]) if ranks else _snapshot(run, max_steps)
     order = module_order(params)
@@ -146,7 +147,7 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
         "anomalies": [[int(a.step), a.kind, _rows(a, index), said(a)] for a in anomalies],
         "views": views,
         # spike events: [step, end, rows of the first movers (first first), sentence]
-        "spikes": _spikes(run, index),
+        "spikes": _spikes(spikes, index),
     }
 
 
@@ -162,8 +163,7 @@ def skipped_steps(run: Any, rank: Any = None) -> list[int]:
     return sorted({int(r[0]) for r in rows if r[1]})
 
 
-def _spikes(run: Any, index: dict[str, int]) -> list[list[Any]]:
-    spikes = getattr(run, "spikes", None) or []
+def _spikes(spikes: list[Any], index: dict[str, int]) -> list[list[Any]]:
     return [
         [int(s.step), int(s.end), [index[p] for p in s.params[:3] if p in index], s.sentence]
         for s in spikes[:200]
@@ -214,11 +214,6 @@ def _rows(anomaly: Any, index: dict[str, int]) -> list[int]:
     the page's row order."""
     rows = [index[p] for p in anomaly.params if p in index]
     return rows if anomaly.kind == SPIKE else sorted(rows)
-
-
-def _sentences(run: Any) -> dict[int, str]:
-    """step -> the sentence of the spike event that opened there."""
-    return {int(s.step): s.sentence for s in getattr(run, "spikes", None) or []}
 
 
 def _rank_overviews(run: Any, max_steps: int) -> list[tuple[Any, Overview]]:

@@ -196,7 +196,7 @@ class SpikeFinder:
                     event["loss_step"] = step
                     event["last"] = max(event["last"], step)
                 elif event is None and step - self._last_spike > self.rule.gap:
-                    self._event = {"start": step, "last": step, "loss_step": step}
+                    self._event = {"start": step, "last": step, "loss_step": step, "every": 1}
                     self.opened.append((step, ["loss"]))
                 self._last_spike = max(self._last_spike, step)
         if len(self._loss_scores) > 4 * self.rule.span + self.rule.lead:
@@ -225,7 +225,7 @@ class SpikeFinder:
         event = self._event
         if event is None:
             return []
-        every = event.get("every", 1)  # a loss's event: 1
+        every = event["every"]
         if step - event["last"] >= self.rule.gap * every or step - event["start"] >= (
             self.rule.span * every
         ):
