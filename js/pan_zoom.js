@@ -175,11 +175,12 @@ function topRowRange(base, pad, w, h, centres) {
   const lo = base.x - pad;
   const hi = base.x + base.w + pad - w;
   if (!centres.length) return [lo, hi];
-  const top = Math.min(...centres.map((c) => c.y));
+  // reduce, not Math.min(...xs): a graph of 100k+ nodes overflows the argument list
+  const top = centres.reduce((m, c) => Math.min(m, c.y), Infinity);
   const row = centres.filter((c) => c.y <= top + h * 0.1).map((c) => c.x);
   const margin = w * 0.08;
-  const from = Math.min(...row) - margin;
-  const to = Math.max(...row) + margin;
+  const from = row.reduce((m, x) => Math.min(m, x), Infinity) - margin;
+  const to = row.reduce((m, x) => Math.max(m, x), -Infinity) + margin;
   if (to - from > w) return [lo, hi];
   const first = Math.min(Math.max(to - w, lo), hi);
   return [first, Math.min(Math.max(from, first), hi)];
