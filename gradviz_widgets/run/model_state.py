@@ -32,6 +32,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
+from .attr_views import CONTAINERS, RunViews, viewed
 from .param_attrs import dressed
 from .rng import owned_state
 
@@ -198,6 +199,8 @@ class _Saved:
     attrs: list[tuple[nn.Module, dict[str, Any]]]  # plain tensor and scalar attributes
     generators: list[Callable[[], None]]  # each sets one owned generator back
     cache: dict
+    #: (module dict, key, object) of attributes the run sees a copy of (run/attr_views.py)
+    viewed: list[tuple[dict, str, Any]]
 
 
 @contextlib.contextmanager
@@ -212,9 +215,13 @@ def swapped(
     # id(real tensor) -> its stand-in (a parameter's before a buffer's)
     by_id = dict(stand_ins.buffers)
     by_id.update((key, stand_ins.params[name]) for key, (name, _) in stand_ins.real.items())
+    ids = {key: id(stand_ins.params[name]) for key, (name, _) in stand_ins.real.items()}
     try:
         for d, key, original in saved.slots:
             d[key] = by_id[id(original)]
+        views = RunViews(dict(by_id), ids)
+        for state, key, original in saved.viewed:
+            state[key] = views.of(original)
         parametrize._cache.clear()
         yield
     finally:
@@ -228,24 +235,33 @@ def _save(index: ModelIndex) -> _Saved:
     slots: list[tuple[dict, str, Any]] = []
     attrs = []
     generators: list[Callable[[], None]] = []
+    seen: list[tuple[dict, str, Any]] = []
     for _, module in index.modules:  # each module object once, whatever its names
         for d in (module._parameters, module._buffers):
             slots += [(d, k, v) for k, v in d.items() if v is not None]
-        attrs.append((module, _attributes(vars(module), generators)))
-    return _Saved(slots, attrs, generators, dict(parametrize._cache))
+        attrs.append((module, _attributes(vars(module), generators, seen)))
+    return _Saved(slots, attrs, generators, dict(parametrize._cache), seen)
 
 
-def _attributes(state: dict[str, Any], generators: list[Callable[[], None]]) -> dict[str, Any]:
+def _attributes(
+    state: dict[str, Any], generators: list[Callable[[], None]], copied: list[tuple[dict, str, Any]]
+) -> dict[str, Any]:
     """The attributes of one module put back after the run (`_RESTORED`); a setter of each
-    generator's state among them is appended to `generators`. One pass, mostly by type."""
+    generator's state among them is appended to `generators`, and the attributes the run sees
+    a copy of to `copied` (run/attr_views.py). One pass, mostly by type."""
     kept = {}
     for k, value in state.items():
         kind = type(value)
         if kind in _PLAIN_RESTORED:
             kept[k] = value
+        elif kind in CONTAINERS:
+            if viewed(k, value):
+                copied.append((state, k, value))
         elif kind not in _NOT_RESTORED:
             if isinstance(value, _RESTORED):
                 kept[k] = value
+                if isinstance(value, torch.Tensor) and viewed(k, value):
+                    copied.append((state, k, value))
             if put_back := owned_state(value):
                 generators.append(put_back)
     return kept
@@ -254,6 +270,8 @@ def _attributes(state: dict[str, Any], generators: list[Callable[[], None]]) -> 
 def _restore(saved: _Saved) -> None:
     for d, key, original in saved.slots:
         d[key] = original
+    for state, key, original in saved.viewed:
+        state[key] = original
     for module, values in saved.attrs:
         state = vars(module)
         added = [

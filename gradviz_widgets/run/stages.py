@@ -278,10 +278,28 @@ def _call(model: nn.Module, call: CallArgs, stand_ins: StandIns) -> Any:
     except GradExplorerError:
         raise
     except Exception as e:
+        advice = _identity_hint(e, stand_ins) or (
+            "Check that sample_input has the shapes and dtypes forward expects (a tuple is "
+            "passed as several positional arguments, a dict as keyword arguments)."
+            + stand_in_hint(stand_ins.dressed, stand_ins.real_params)
+        )
         raise GradExplorerError(
             f"The model raised {type(e).__name__} during forward: {e}\n"
-            f"Inputs given: {call.describe()}. Check that sample_input has the shapes and dtypes "
-            "forward expects (a tuple is passed as several positional arguments, a dict as "
-            "keyword arguments). The model was not changed."
-            + stand_in_hint(stand_ins.dressed, stand_ins.real_params)
+            f"Inputs given: {call.describe()}. The model was not changed.\n{advice}"
         ) from e
+
+
+def _identity_hint(e: Exception, stand_ins: StandIns) -> str:
+    """A sentence for a forward that looked a parameter up by identity and missed: a KeyError
+    whose key is a stand-in or its `id()`."""
+    key = e.args[0] if isinstance(e, KeyError) and e.args else None
+    ours = {id(t): name for name, t in stand_ins.params.items()}
+    name = ours.get(id(key) if isinstance(key, torch.Tensor) else key if type(key) is int else 0)
+    if name is None:
+        return ""
+    return (
+        f"The missing key is parameter {name!r}{' (its id())' if type(key) is int else ''}: "
+        "a run swaps every parameter for a stand-in, so a table keyed by the parameter object "
+        "or its id() held outside the module misses. Keep the table on the module (a dict, "
+        "list or set attribute, which runs see with the stand-ins) or key it by name."
+    )

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import torch
 
 from .norms import NormBatch
-from .reduce import Scratch, chunk_size, distinct, pow2_exponent, squares_fit
+from .reduce import Scratch, chunk_size, distinct, magnitudes, pow2_exponent, squares_fit
 
 HIST_BINS = 16
 _FIELDS = 8  # norm, min, max, mean, nan, inf, finite count, numel
@@ -58,7 +58,7 @@ def queue_stats(t: torch.Tensor, batch: NormBatch) -> PendingStats:
     if x.is_sparse:
         x = x.coalesce().values()
     if x.is_complex():
-        x = x.abs()
+        x = magnitudes(x)
     # x holds t's own memory (not a coalesced or |complex| copy), no element twice: its parts
     # may be shared, kept while t lives
     own = t.layout is torch.strided and not t.is_complex() and distinct(x)[1] == 1

@@ -225,7 +225,8 @@ def test_parameter_subclass_keeps_class_and_attributes_and_is_exact() -> None:
 
 
 class ByIdentity(nn.Module):
-    """A forward that looks the parameter up by identity: cannot work on a stand-in."""
+    """A forward that looks the parameter up by identity in a table on the module: the run
+    sees the table keyed by the stand-in (run/attr_views.py)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -237,10 +238,25 @@ class ByIdentity(nn.Module):
         return (x @ self.w * self.scales[id(self.w)]).sum()
 
 
+SCALES: dict[int, float] = {}  # a table the run cannot see into: outside the module
+
+
+class ByIdentityOutside(ByIdentity):
+    def forward(self, x):
+        return (x @ self.w * SCALES[id(self.w)]).sum()
+
+
 def test_a_forward_that_needs_the_parameter_object_says_exactly_that() -> None:
+    torch.manual_seed(0)
+    model, x = ByIdentity(), torch.randn(2, 3)
+    report = GradExplorer(model, x).run()
+    (grad,) = torch.autograd.grad(model(x), [model.w])
+    assert report.param_norms["w"] == pytest.approx(grad.double().norm().item(), rel=1e-12)
+    outside = ByIdentityOutside()
+    SCALES[id(outside.w)] = 2.0
     with pytest.raises(GradExplorerError) as e:
-        GradExplorer(ByIdentity(), torch.randn(2, 3)).run()
-    assert "w (Parameter)" in str(e.value) and "parameter object itself" in str(e.value)
+        GradExplorer(outside, x).run()
+    assert "parameter 'w' (its id())" in str(e.value) and "stand-in" in str(e.value)
 
 
 # ---- 4. reentrant checkpoint: no .grad of any user tensor --------------------------------------
