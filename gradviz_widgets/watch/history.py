@@ -154,9 +154,17 @@ class Overview:
         worst = status[np.argmax(SEVERITY_RANK[status], axis=0), cols]
         self._merge_row(b, hi, steps[top], lo, steps[low], worst)
 
-    def add_chunk(self, chunk: Chunk) -> None:
+    def add_chunk(self, chunk: Chunk, starts: Sequence[int] | np.ndarray | None = None) -> None:
+        """A stored chunk's steps. `starts`: each parameter's first step (ParamInfo.first_step);
+        its cells before it are no record, as in history(), whatever the chunk holds there (a
+        chunk widened for a parameter added later reads "none" there: store.Chunk.widened)."""
+        norm, status = chunk.norm, chunk.status
+        if starts is not None:
+            before = no_record_mask(chunk.steps, starts, norm.shape[1])
+            norm = np.where(before, np.nan, norm)
+            status = np.where(before, EMPTY, status).astype(np.uint8)
         for i, step in enumerate(chunk.steps.tolist()):
-            self.add(step, chunk.norm[i], chunk.status[i])
+            self.add(step, norm[i], status[i])
 
     def _merge_row(
         self,
@@ -222,6 +230,22 @@ class Overview:
         first = np.ones(len(steps), dtype=bool)
         first[1:] = steps[1:] != steps[:-1]
         return steps[first], vals[first]
+
+
+def no_record_mask(
+    steps: np.ndarray, starts: Sequence[int] | np.ndarray, n_params: int
+) -> np.ndarray:
+    """(steps, params): True where a step comes before the parameter's first step (it did not
+    exist yet: no record, never a status). Parameters without a known start are never masked.
+
+    Example:
+        >>> no_record_mask(np.array([3, 4, 5]), [0, 5], 2).tolist()
+        [[False, True], [False, True], [False, False]]
+    """
+    first = np.full(n_params, np.iinfo(np.int64).min, dtype=np.int64)
+    known = np.asarray(starts, dtype=np.int64)[:n_params]
+    first[: len(known)] = known
+    return np.asarray(steps, dtype=np.int64)[:, None] < first[None, :]
 
 
 def history_frame(

@@ -41,7 +41,7 @@ from ..frontend import script_json, script_text, static_text
 from ..vocabulary import OFF_SCALE, SELECTED_COLOR, STATUSES, STYLES, format_norm
 from .anomalies import SPIKE
 from .figures import NONFINITE_MARK, SPIKE_COLOR, default_selection, module_order
-from .history import Overview
+from .history import EMPTY, Overview
 from .page_data import merge_buckets, view_data
 from .store import DB_NAME, ParamInfo
 
@@ -241,7 +241,8 @@ def _history_overviews(
         row = np.searchsorted(steps, part["step"].to_numpy(dtype=np.int64))
         col = np.array([ids[str(n)] for n in part["param"]], dtype=np.int64)
         norm = np.full((len(steps), len(params)), np.nan)
-        status = np.full((len(steps), len(params)), STATUSES.index("none"), dtype=np.uint8)
+        # a (step, parameter) without a row is no record, never a made-up status
+        status = np.full((len(steps), len(params)), EMPTY, dtype=np.uint8)
         norm[row, col] = part["norm"].to_numpy(dtype=np.float64)
         codes = [STATUSES.index(str(s)) for s in part["status"]]
         status[row, col] = np.array(codes, dtype=np.uint8)

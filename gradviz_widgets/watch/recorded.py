@@ -218,8 +218,10 @@ class RecordedRun(HistoryViews):
         """Buckets of steps for the heat map, of one rank (default: the first)."""
         store = self.stores[self.rank if rank is None else rank]
         ov = Overview(n_buckets)
+        params = store.params
+        starts = [p.first_step for p in params]  # no record before a parameter existed
         for chunk in store.chunks():
-            ov.add_chunk(chunk.widened(len(store.params)))
+            ov.add_chunk(chunk.widened(len(params)), starts)
         return ov
 
     def step_rows(self, rank: int | None = None) -> list[StepRow]:
