@@ -231,15 +231,43 @@ def text_px(text: str, size: float = TICK_PX) -> float:
 
 
 def fitted_names(names: list[str], limit: int, params: bool = False) -> list[str]:
-    """Each name as a chart row shows it in `limit` characters: its shortest distinct name
-    (`short_names`), shortened word by word (elide.py), else in the middle.
+    """Each name as a chart row shows it in `limit` characters, every row by one rule: the
+    leading parts all names share left out (`common_parts`), then words left out from the
+    middle (elide.py: never the first part left, so "encoder." / "decoder." stay), else cut
+    in the middle. (Each row's shortest distinct suffix read "block.0.layer.1.….wi.weight"
+    for T5's encoder beside "decoder.block.0…" rows: which half it was, the reader had to
+    guess.)
 
     Example:
-        >>> fitted_names([f"encoder.block.{i}.layer.0.SelfAttention.q.weight" for i in (0, 1)], 31)
-        ['block.0.layer.0.….q.weight', 'block.1.layer.0.….q.weight']
+        >>> fitted_names([f"{s}.block.{i}.layer.0.SelfAttention.q.weight"
+        ...               for s in ("encoder", "decoder") for i in (0, 1)], 31)[1:3]
+        ['encoder.….1.layer.0.….q.weight', 'decoder.….0.layer.0.….q.weight']
+        >>> fitted_names(["model.h.0.attn.weight", "model.h.1.attn.weight"], 31, params=True)
+        ['h.0.attn.weight', 'h.1.attn.weight']
     """
-    shorts = short_names(names, params=params)
-    return [elide_middle(n, limit) for n in elide_parts(shorts, limit)]
+    common = common_parts(names, keep=2 if params else 1)
+    rest = [".".join(n.split(".")[common:]) or "(root)" for n in names]
+    return [elide_middle(n, limit) for n in elide_parts(rest, limit)]
+
+
+def common_parts(names: list[str], keep: int = 1) -> int:
+    """How many leading dotted parts every name shares, leaving each at least `keep` parts
+    (and more when the first part left would be a bare index: "h.0.attn", not "0.attn").
+
+    Example:
+        >>> common_parts(["transformer.h.0.mlp.weight", "transformer.h.1.mlp.weight"])
+        1
+    """
+    split = [n.split(".") for n in names]
+    if len(split) < 2:
+        return 0
+    shortest = min(len(p) for p in split)
+    k = 0
+    while k < shortest - keep and all(p[k] == split[0][k] for p in split):
+        k += 1
+    while k > 0 and any(p[k].isdigit() for p in split):
+        k -= 1
+    return k
 
 
 def short_names(names: list[str], params: bool = False) -> list[str]:

@@ -1,6 +1,6 @@
 """Dotted names shortened word by word for a chart's labels: whole parts are left out (longest
-first), never a block's index or the last part (the one before it only when nothing else
-is left to leave out), and never so that the label could name
+first), never the first part, a block's index or the last part (the one before it only when
+nothing else is left to leave out), and never so that the label could name
 another parameter. Cutting the middle of "encoder.block.0.layer.0.SelfAttention.q.weight"
 left out the block's index, and every block's label then read alike but for a "(2)".
 """
@@ -42,8 +42,9 @@ def _shortened(
     """`parts` joined, leaving out the longest words first (the last two parts last, the
     last one never) while the label is too long and still names this name alone."""
     left_out: frozenset[int] = frozenset()
-    # an index, or a word no longer than the ellipsis that stands for it, stays
-    words = [i for i in range(len(parts) - 2) if not parts[i].isdigit() and len(parts[i]) > 2]
+    # the first part (the top of the name: which half of the model) stays, and so does an index
+    # or a word no longer than the ellipsis that stands for it
+    words = [i for i in range(1, len(parts) - 2) if not parts[i].isdigit() and len(parts[i]) > 2]
     # the module's own name before the parameter's ("layer_norm.weight") goes last
     own = [len(parts) - 2] if len(parts) > 1 and not parts[-2].isdigit() else []
     order = sorted(words, key=lambda i: -len(parts[i])) + own

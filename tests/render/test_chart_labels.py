@@ -177,3 +177,28 @@ def test_real_gpt2_parameter_list():
     cfg = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=100)
     names = [n for n, _ in transformers.GPT2LMHeadModel(cfg).named_parameters()]
     assert names == GPT2
+
+
+def test_every_row_keeps_which_half_of_the_model_it_is_in():
+    """T5's encoder and decoder rows: each keeps its first part at any width (a row's shortest
+    distinct suffix dropped "encoder." from the rows only the encoder has), and only the
+    prefix all rows share is left out."""
+    from gradviz_widgets.render.chart import fitted_names
+
+    layers = {
+        "encoder": ("SelfAttention.q", "DenseReluDense.wi"),
+        "decoder": ("SelfAttention.q", "EncDecAttention.q", "DenseReluDense.wi"),
+    }
+    names = ["shared.weight"] + [
+        f"{half}.block.{i}.layer.{j}.{kind}.weight"
+        for half, kinds in layers.items()
+        for i in range(2)
+        for j, kind in enumerate(kinds)
+    ]
+    for limit in (24, 31, 40):
+        fitted = fitted_names(names, limit, params=True)
+        assert len(set(fitted)) == len(names)
+        for name, label in zip(names[1:], fitted[1:]):
+            assert label.split(".")[0] == name.split(".")[0], (limit, label)
+    prefixed = fitted_names(["model." + n for n in names], 40, params=True)
+    assert prefixed == fitted_names(names, 40, params=True)
