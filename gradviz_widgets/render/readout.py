@@ -18,9 +18,13 @@ HINT_CLASS = "gv-readout-hint"
 
 
 def readout_html(
-    events: Sequence[HookEvent], target: str | None, mechanisms: dict[str, str]
+    events: Sequence[HookEvent],
+    target: str | None,
+    mechanisms: dict[str, str],
+    quiet: str = "hook off, or the module was not reached",
 ) -> str:
-    """A table per firing: each tensor's shape, norm, range, NaN/Inf counts and a histogram.
+    """A table per firing: each tensor's shape, norm, range, NaN/Inf counts and a histogram;
+    `quiet`: why there is none, when the target's hooks did not fire.
 
     Example:
         >>> "no hook events" in readout_html([], "gate", {})
@@ -36,7 +40,7 @@ def readout_html(
     if not mine:
         return (
             f'<div class="gv-readout"><b>{title}</b>: no hook events in the newest run '
-            "(hook off, or the module was not reached).</div>"
+            f"({html_text(quiet)}).</div>"
         )
     how = mechanisms.get(target)
     parts = [

@@ -49,16 +49,18 @@ class SettingsActions:
         before = Settings.of(ex)
         self._status("running forward + backward…", "busy")
         self.acting = True
+        running = not run  # with run=False the change is the run
         try:
             if change is not None:
                 change()
+            running = run
             if run:
                 ex.run()
         except Exception as e:  # noqa: BLE001 - any failure: undo and show it
             before.restore(ex)
             self._toolbar.show_settings(device_in_force(ex), ex.thresholds)
             undone = f" ({what} undone)" if what and change is not None else ""
-            self._fail(f"{error_text(e)}{undone}", e)
+            self._fail(f"{error_text(e)}{undone}", e, run_failed=running)
             return False
         finally:
             self.acting = False

@@ -24,9 +24,12 @@ Status = Callable[[str, str], None]
 
 
 class Fail(Protocol):
-    """The status line's error form: shows `message`, keeps it (and `exc`) as the last error."""
+    """The status line's error form: shows `message`, keeps it (and `exc`) as the last error;
+    `run_failed`: a run failed, so what is drawn is the last good run's (the loss line says so)."""
 
-    def __call__(self, message: str, exc: BaseException | None = None) -> None: ...
+    def __call__(
+        self, message: str, exc: BaseException | None = None, run_failed: bool = False
+    ) -> None: ...
 
 
 def error_text(e: BaseException) -> str:
@@ -207,21 +210,36 @@ def loss_line_html(
     *,
     auto: bool = False,
     leaves: bool = False,
+    stale: bool = False,
 ) -> str:
     """The toolbar's loss line: one row (ellipsis, full text on hover), user text escaped. It
     says how the view was folded, so that choosing it by hand gives the same view: the depth,
-    and for the `auto` fold whether leaf modules were folded into boxes too (`leaves`)."""
+    and for the `auto` fold whether leaf modules were folded into boxes too (`leaves`).
+    `stale`: the newest run failed, and graph and chart are the last good run's.
+
+    Example:
+        >>> from types import SimpleNamespace as R
+        >>> r = R(loss=2.0, loss_description="sum of output", device="cpu")
+        >>> "the newest run failed" in loss_line_html(r, 3, 3, None, stale=True)
+        True
+    """
     text = (
         f"loss {format_norm(report.loss)} = {report.loss_description} · {report.device} · "
         f"{drawn} of {total} nodes shown" + fold_text(depth, auto, leaves)
     )
     rest = text[len("loss ") :]
+    warn = STALE_TEXT if stale else ""
     # width 0 + min-width 100%: a long line ends in an ellipsis instead of widening the widget
     return (
-        '<div class="gv-loss-line" style="white-space:nowrap;overflow:hidden;'
-        'text-overflow:ellipsis;width:0;min-width:100%" '
-        f'title="{html_text(text)}"><b>loss</b> {html_text(rest)}</div>'
+        f'<div class="gv-loss-line{" gv-stale" if stale else ""}" style="white-space:nowrap;'
+        "overflow:hidden;text-overflow:ellipsis;width:0;min-width:100%"
+        f'{";color:#b00020" if stale else ""}" title="{html_text(warn + text)}">'
+        f"{html_text(warn)}<b>loss</b> {html_text(rest)}</div>"
     )
+
+
+#: the loss line's lead while graph and chart show the last good run (the newest one failed)
+STALE_TEXT = "the newest run failed; showing the last good run: "
 
 
 def fold_text(depth: int | None, auto: bool = False, leaves: bool = False) -> str:
@@ -350,3 +368,32 @@ def ranks_html(report: Any, limit: int = 8) -> str:
     if differ:
         parts.append("status differs across ranks: " + ", ".join(differ[:limit]))
     return f'<div class="gv-ranks"><b>ranks</b> {html_text("; ".join(parts))}</div>'
+
+
+def quiet_reason(hooks: Sequence[tuple[str, str]], graph: Any, report: Any, target: str) -> str:
+    """Why the hooks on `target` (a module path or a node id) saw nothing in the newest run.
+
+    Example:
+        >>> from types import SimpleNamespace as R
+        >>> g = R(nodes=[R(module="fc", id="fc/AddmmBackward0#0")])
+        >>> quiet_reason([], g, R(none_reasons={}), "fc")
+        'its hook is off'
+        >>> quiet_reason([("conv", "backward")], g, R(none_reasons={"conv.weight": "frozen"}), "conv")
+        'no gradient flowed through it: its parameters get none (frozen), and nothing before it needs one'
+    """
+    if not any(t == target for t, _ in hooks):
+        return "its hook is off"
+    inside = f"{target}."
+    if any(
+        n.module == target or n.module.startswith(inside) or n.id == target for n in graph.nodes
+    ):
+        return "the module's hook did not fire in the newest run"
+    reasons = {
+        r for name, r in report.none_reasons.items() if name.startswith(inside) or not target
+    }
+    if reasons:
+        return (
+            f"no gradient flowed through it: its parameters get none ({'; '.join(sorted(reasons))}), "
+            "and nothing before it needs one"
+        )
+    return "no gradient flowed through it, or it did not run"

@@ -47,6 +47,7 @@ from .controller import (
     node_showing,
     node_showing_module,
     plan_text,
+    quiet_reason,
     status_line,
 )
 from .controls import Toolbar, depth_options
@@ -93,6 +94,8 @@ class ExplorerWidget(W.VBox):
         self.selected_module: str | None = None
         self.view: GradGraph | None = None
         self.last_error: str | None = None
+        #: what the loss line of the view drawn was made from (redrawn as stale on a failed run)
+        self._loss_args: dict[str, Any] | None = None
         self.last_exception: BaseException | None = None
         self.runs = 0  # runs this widget has drawn
         self._shown: GradReport | None = None  # the run drawn now
@@ -508,10 +511,11 @@ class ExplorerWidget(W.VBox):
         mode = self.controls.mode
         figure = self.chart_view.figure_for(report, mode, self.selected_module, cv.baseline_report)
         legend, notes = cv.legend(), cv.notes_html(report)
-        loss = loss_line_html(
-            report, len(drawn.node_ids), drawn_count(full), depth,
-            auto=self.depth == "auto", leaves=bool(leaves),
-        )  # fmt: skip
+        self._loss_args = {
+            "report": report, "drawn": len(drawn.node_ids), "total": drawn_count(full),
+            "depth": depth, "auto": self.depth == "auto", "leaves": bool(leaves),
+        }  # fmt: skip
+        loss = loss_line_html(**self._loss_args)
         # built: show it
         cv.remember(report, graph)
         if report is not self._shown:
@@ -563,9 +567,9 @@ class ExplorerWidget(W.VBox):
 
     def _update_readout(self) -> None:
         target = self.selected if self.controls.kind == "tensor" else self.selected_module
-        self.readout.value = readout_html(
-            self.explorer.events, target, self.explorer.hook_mechanisms
-        )
+        ex = self.explorer
+        quiet = quiet_reason(ex.hooks, ex.graph, ex.report, target) if target else ""
+        self.readout.value = readout_html(ex.events, target, ex.hook_mechanisms, quiet)
 
     def _set_depth(self, value: Any) -> None:
         self.depth = None if value == "full" else value
@@ -585,10 +589,14 @@ class ExplorerWidget(W.VBox):
     def _set_status(self, text: str, level: str) -> None:
         self.pane.set_status(text, level)
 
-    def _fail(self, message: str, exc: BaseException | None = None) -> None:
+    def _fail(
+        self, message: str, exc: BaseException | None = None, run_failed: bool = False
+    ) -> None:
         self.last_error = message
         self.last_exception = exc
         self._set_status(message, "error")
+        if run_failed and self._loss_args is not None:
+            self.controls.loss_label.value = loss_line_html(**self._loss_args, stale=True)
 
     def _failed(self, e: BaseException) -> None:
         """The guard's handler: any exception from a callback ends up here."""

@@ -107,9 +107,11 @@ def test_errors_show_and_widget_stays_usable(dead_branch):
     ex.sample_input = torch.randn(3, 7)
     assert w.rerun() is False
     assert "shapes" in w.last_error and w.pane.status_level == "error"
-    assert w.pane.dot == good_dot  # the last good view stays
+    assert w.pane.dot == good_dot  # the last good view stays, and the loss line says whose
+    assert "the newest run failed; showing the last good run" in w.controls.loss_label.value
     ex.sample_input = x
     assert w.rerun() is True and w.last_error is None
+    assert "newest run failed" not in w.controls.loss_label.value
     w.controls.device_box.value = w.controls.device_box.value  # no-op
     w.set_device("cuda:7")
     assert "not available" in w.last_error
@@ -361,3 +363,21 @@ def test_a_rerun_with_the_same_norms_does_not_redraw_the_chart(dead_explorer, mo
     dead_explorer.thresholds = Thresholds(vanishing=1e-2)
     w.rerun()
     assert updates  # redrawn (the explorer tells the change, then the run)
+
+
+def test_the_readout_says_why_a_hooked_frozen_module_saw_nothing():
+    """A click on a frozen stem whose input needs no gradient: its hook is on, the module ran,
+    and no gradient reached it; the readout says that, not 'hook off'."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 2))
+    for p in net[0].parameters():
+        p.requires_grad_(False)
+    ex = GradExplorer(net, torch.randn(2, 3, 8, 8))
+    w = ex.show()
+    w.selected, w.selected_module = "ghost:param:0.weight", "0"  # a click on the stem
+    ex.set_hook("0", "backward")
+    ex.run()
+    assert ("0", "backward") in ex.hooks and not ex.events
+    text = w.readout.value
+    assert "no gradient flowed through it" in text and "frozen" in text, text
+    assert "hook off" not in text
