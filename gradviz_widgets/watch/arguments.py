@@ -14,8 +14,9 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.parameter import is_lazy
 
-from ..errors import GradExplorerError
+from ..errors import GradExplorerError, user_stacklevel
 from ..run.checks import check_loss_args, check_thresholds
 from ..vocabulary import Thresholds
 from .baselines import check_spikes
@@ -37,6 +38,7 @@ def check_arguments(model: Any, optimizer: Any, path: Any, options: dict[str, An
         raise GradExplorerError(
             f"model must be a torch.nn.Module (the model you train), got {_what(model)}"
         )
+    check_lazy(model)
     optimizers = check_optimizers(optimizer)
     check_scaler(options["scaler"], optimizers)
     folder = check_path(path)
@@ -58,6 +60,20 @@ def check_arguments(model: Any, optimizer: Any, path: Any, options: dict[str, An
     if isinstance(start, bool) or not isinstance(start, int) or start < 0:
         raise GradExplorerError(f"start_step must be an int >= 0 (a step number), got {start!r}")
     return Checked(optimizers, folder, thresholds)
+
+
+def check_lazy(model: nn.Module) -> None:
+    """A lazy module not run yet (`nn.LazyLinear`) has parameters without a shape: refused,
+    as the integrations document (their callbacks warn and train on). Lazy modules added
+    later are watched once materialised (watch/params.py)."""
+    lazy = [n for n, p in model.named_parameters() if is_lazy(p)]
+    if lazy:
+        shown = ", ".join(lazy[:4]) + (" ..." if len(lazy) > 4 else "")
+        raise GradExplorerError(
+            f"the model has {len(lazy)} uninitialised lazy parameter(s) ({shown}): run one "
+            "forward pass first (model(batch), under torch.no_grad() if you like) so that "
+            "they get their shapes, then create the GradWatch (and the optimizer)"
+        )
 
 
 def check_optimizers(optimizer: Any) -> tuple[torch.optim.Optimizer, ...]:
@@ -190,7 +206,7 @@ def warn_idle_optimizers(
                 f"GradWatch: {name} ({type(opt).__name__}) trains none of the watched "
                 "parameters (the model's parameters with requires_grad=True): was it built "
                 "from another model, or a copy of this one?",
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
 
 

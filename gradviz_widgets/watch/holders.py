@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.nn.parameter import is_lazy
 
 from ..run.nonfinite import nonfinite_counts
 
@@ -78,6 +79,7 @@ class HeldCheck:
         if self.off:
             return Held(unchecked=self.off)
         slots = list(range(len(params))) if scan is None else list(scan)
+        slots = [i for i in slots if not is_lazy(params[i])]  # no values yet
         counts = nonfinite_counts([params[i] for i in slots])
         return Held(
             tuple(

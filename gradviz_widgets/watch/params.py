@@ -12,6 +12,11 @@ The per-step check is a few C-level passes, because it runs at every optimizer s
   modules' `_parameters` / `_modules` dicts catches deletions; only then is the model walked;
 - flags: `requires_grad` is read only where it can matter this step, for the parameters
   without a gradient and the ones known frozen (one pass over `.grad` that the step needs anyway).
+
+A lazy module's parameter (`nn.LazyLinear` before its first forward) has a slot from the start,
+shape () until it is materialised: a forward hook on its module (and the per-step check) then
+records its shape and hooks it. Materialising keeps the tensor object (the optimizer's too), so
+no event is noted.
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn.modules import module as _module
+from torch.nn.parameter import is_lazy
 
 from .events import Event
+from .model_hooks import ModelHook
 from .store import ParamInfo
 
 _GRAD = operator.attrgetter("grad")
@@ -62,6 +69,8 @@ class ParamSet:
         self._mods: list[nn.Module] = []  # kept so their ids stay theirs
         self._mod_ids: set[int] = set()
         self._size = -1
+        #: lazy parameters not materialised yet: slot -> the hook on their module
+        self._lazy: dict[int, Any] = {}
         self.dirty = True
         self.lacking = False
         self._infos: list[ParamInfo] = []
@@ -72,6 +81,8 @@ class ParamSet:
     # ---- per step -----------------------------------------------------------------------
     def refresh(self, step: int) -> None:
         """Catch structural changes and flags of the frozen parameters (before a backward)."""
+        if self._lazy:
+            self._settle()
         if self.dirty or sum(map(len, self._dicts)) != self._size:
             self._rescan(step)
         if any(map(_REQ, self._frozen_params)):
@@ -79,6 +90,8 @@ class ParamSet:
 
     def gradients(self, step: int, again: bool = True) -> tuple[list[int], list[torch.Tensor]]:
         """Slots with a gradient this step and their gradients (after catching changes)."""
+        if self._lazy:
+            self._settle()
         if self.dirty or sum(map(len, self._dicts)) != self._size:
             self._rescan(step)
         grads = list(map(_GRAD, self.params))
@@ -132,6 +145,9 @@ class ParamSet:
         """Remove every hook; parameters whose hook dict was None get None back."""
         for i in list(self._handles):
             self._unhook(i)
+        for handle in self._lazy.values():
+            handle.remove()
+        self._lazy.clear()
         _stop(self)
 
     # ---- changes ------------------------------------------------------------------------
@@ -171,7 +187,7 @@ class ParamSet:
 
     def _add(self, name: str, p: torch.Tensor, step: int, first: bool) -> None:
         i = len(self.params)
-        info = ParamInfo(i, name, name.rpartition(".")[0], tuple(p.shape), p.numel(), step)
+        info = ParamInfo(i, name, name.rpartition(".")[0], *_shape(p), step)
         self._index[name] = i
         self.params.append(p)
         self.names.append(name)
@@ -190,10 +206,7 @@ class ParamSet:
         if back:
             self.trainable[i] = self._removed.pop(i)
         self.params[i] = p
-        info = self.infos[i]
-        if info.shape != tuple(p.shape):
-            info = self.infos[i] = dataclasses.replace(info, shape=tuple(p.shape), numel=p.numel())
-            self._infos.append(info)
+        self._new_shape(i)
         self._note(step, i, "added" if back else "replaced")
         if p.requires_grad != self.trainable[i]:
             self._flags([i], step)
@@ -211,9 +224,41 @@ class ParamSet:
     def _note(self, step: int, i: int, kind: str) -> None:
         self._events.append(Event(step, self.names[i], kind))
 
+    def _new_shape(self, i: int) -> None:
+        """Slot i's tensor has a new shape (replaced, or materialised): its info follows."""
+        shape, numel = _shape(self.params[i])
+        info = self.infos[i]
+        if info.shape != shape or info.numel != numel:
+            info = self.infos[i] = dataclasses.replace(info, shape=shape, numel=numel)
+            self._infos.append(info)
+
+    # ---- lazy parameters ----------------------------------------------------------------
+    def _wait_lazy(self, i: int) -> None:
+        """Slot i holds a lazy parameter: settle it after its module's next forward."""
+        if i in self._lazy:
+            return
+        module = self.model.get_submodule(self.names[i].rpartition(".")[0])
+        self._lazy[i] = module.register_forward_hook(ModelHook(self._settle_hook))
+
+    def _settle_hook(self, *args: Any) -> None:
+        try:
+            self._settle()
+        except Exception:  # noqa: BLE001  (the training goes on; the step's check retries)
+            pass
+
+    def _settle(self) -> None:
+        """Lazy parameters materialised since the last look: their shape, and their hook."""
+        for i in [i for i in self._lazy if not is_lazy(self.params[i])]:
+            self._lazy.pop(i).remove()
+            self._new_shape(i)
+            self._hook(i)
+
     # ---- hooks --------------------------------------------------------------------------
     def _hook(self, i: int) -> None:
         p = self.params[i]
+        if is_lazy(p):  # torch refuses hooks on it: hooked once it is materialised
+            self._wait_lazy(i)
+            return
         if self.hook is None or i in self._handles or not p.requires_grad:
             return
         if p._post_accumulate_grad_hooks is None:
@@ -232,6 +277,11 @@ class ParamSet:
                 if not p._post_accumulate_grad_hooks:
                     p._post_accumulate_grad_hooks = None  # type: ignore[assignment]  # torch's default
                 break
+
+
+def _shape(p: torch.Tensor) -> tuple[tuple[int, ...], int]:
+    """(shape, numel); () and 0 for a lazy parameter not materialised yet."""
+    return ((), 0) if is_lazy(p) else (tuple(p.shape), p.numel())
 
 
 # ---- torch's global registration hooks, one pair for every live ParamSet ------------------

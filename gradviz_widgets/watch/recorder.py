@@ -26,6 +26,7 @@ from ..errors import user_stacklevel
 from .events import describe, listed
 from .flight import Flights, on_host
 from .holders import HeldCheck
+from .model_hooks import ModelHook
 from .params import ParamSet
 from .ranks import RankSetup, rank_part
 from .ratio import Snapshot
@@ -99,12 +100,14 @@ class Recorder:
             self._handles.append(opt.register_step_pre_hook(self._guarded(pre)))
             self._handles.append(opt.register_step_post_hook(self._guarded(post)))
         self.timing.wrap_scaler(self.optimizers, self.rounds.stepped, self._guarded(self._skipped))
+        # the model's hook dicts get ModelHooks: a copy of the model (EMA, SWA, torch.save)
+        # copies them as inert hooks, never the recorder (watch/model_hooks.py)
         if self.flights is not None and self.flights.active:
-            self._handles.append(
-                self.model.register_forward_pre_hook(self._on_forward, with_kwargs=True)
-            )
+            on_forward = ModelHook(self._on_forward)
+            self._handles.append(self.model.register_forward_pre_hook(on_forward, with_kwargs=True))
         if not self.optimizers:  # hooks for parameters unfrozen / replaced before a backward
-            self._handles.append(self.model.register_forward_pre_hook(self._guarded(self._refresh)))
+            refresh = ModelHook(self._guarded(self._refresh))
+            self._handles.append(self.model.register_forward_pre_hook(refresh))
         else:  # another optimizer stepping these parameters takes steps we do not record
             hook = register_optimizer_step_pre_hook
             self._handles.append(hook(self._guarded(self._foreign_step)))

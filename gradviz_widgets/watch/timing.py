@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -52,6 +53,21 @@ class Reading:
     skipped: Any = False  # a fused optimizer's found_inf tensor under a GradScaler
 
 
+@dataclasses.dataclass
+class _Backward:
+    """The gradients as the last backward left them: `rows` maps each slot not yet read at a
+    step to its row of `refs` (the tensor), `versions` and `stats` (None: not read)."""
+
+    rows: dict[int, int]
+    refs: list[weakref.ref]
+    versions: list[int]
+    stats: Any
+
+    def changed(self, row: int, grad: torch.Tensor) -> bool:
+        """Whether `grad` was changed in place since (clipping, `scaler.unscale_`)."""
+        return self.versions[row] != grad._version
+
+
 class StepTiming:
     """Owns the end-of-backward reading, the scaler's `update` wrapper and the closure wrap."""
 
@@ -65,7 +81,7 @@ class StepTiming:
         self.params, self.stats_fn, self.scaler = params, stats_fn, scaler
         self.eager = eager
         self.can_be_eager = eager
-        self._eob: tuple[dict[int, int], list[tuple[int, int]], Any] | None = None
+        self._eob: _Backward | None = None
         self._warned: set[str] = set()
         self._update: Any = None
         self._had_update = False
@@ -75,9 +91,12 @@ class StepTiming:
         grads = [p.grad for p in self.params]
         ids = [i for i, g in enumerate(grads) if g is not None]
         present = [g for g in grads if g is not None]
-        keys = [(id(g), g._version) for g in present]
         stats = self.stats_fn(present) if self.eager and present else None
-        self._eob = ({i: r for r, i in enumerate(ids)}, keys, stats)
+        # weak references: the identity of each gradient without keeping it alive (an id can be
+        # reused by a tensor assigned later, `p.grad = g`)
+        refs = list(map(weakref.ref, present))
+        versions = [g._version for g in present]
+        self._eob = _Backward({i: r for r, i in enumerate(ids)}, refs, versions, stats)
 
     def forget(self) -> None:
         """The watched set changed (a parameter replaced, added, unfrozen): the last
@@ -95,7 +114,9 @@ class StepTiming:
     ) -> Reading:
         """The statistics of the gradients `grads` of parameters `ids` (those of `opt` that
         have one) as they were before any in-place change since the last backward (unscaled
-        when a scaler scaled them)."""
+        when a scaler scaled them). A gradient no backward made since the last step (no
+        backward ran, or `p.grad` was assigned) is read as it is now: what the optimizer
+        applies."""
         # a fused optimizer (`_step_supports_amp_scaling`) gets the scaler's Inf flag and the
         # scale of its still scaled gradient (None after `scaler.unscale_`) as attributes, for
         # the length of its step
@@ -109,21 +130,22 @@ class StepTiming:
         scale = _scale_of(stepping)
         scaler = stepping if self.scaler is not None or self.eager else None
         divisor = fused if scaler is None and fused is not None else _loss_scale(scaler)
-        eob = self._eob
-        rows = None if eob is None else [eob[0].get(i) for i in ids]
-        if eob is None or rows is None or None in rows or not grads:
+        rows = self._fresh_rows(ids, grads)
+        if not grads or all(r is None for r in rows):
             return Reading(ids, _unfused(self.stats_fn(grads), fused), scale, False, skipped)
-        found: list[int] = rows  # type: ignore[assignment]
-        keys = eob[1]
-        same = all(keys[r] == (id(g), g._version) for r, g in zip(found, grads))
-        if same:
+        eob: _Backward = self._eob  # type: ignore[assignment]
+        changed = [k for k, r in enumerate(rows) if r is not None and eob.changed(r, grads[k])]
+        if not changed and None not in rows:
             was_eager, self.eager = self.eager, False
-            if was_eager and eob[2] is not None:
-                return Reading(ids, _divided(eob[2], found, divisor), scale, False, skipped)
+            if was_eager and eob.stats is not None:
+                found: list[int] = rows  # type: ignore[assignment]
+                return Reading(ids, _divided(eob.stats, found, divisor), scale, False, skipped)
             return Reading(ids, _unfused(self.stats_fn(grads), fused), scale, False, skipped)
         post = _unfused(self.stats_fn(grads), fused)
+        if not changed:  # some gradients are not the last backward's: read as they are now
+            return Reading(ids, post, scale, False, skipped)
         self.eager = self.can_be_eager
-        if eob[2] is None:
+        if eob.stats is None:
             self._warn_once(
                 "late",
                 f"GradWatch: the gradients changed in place between backward and "
@@ -132,8 +154,18 @@ class StepTiming:
                 "optimizer applied (history's `clipped` is <NA> there).",
             )
             return Reading(ids, post, scale, None, skipped)
-        pre = _divided(eob[2], found, divisor)  # type: ignore[arg-type]
-        return Reading(ids, pre, scale, _differ(pre, post), skipped)
+        pre = _divided(eob.stats, [rows[k] for k in changed], divisor)  # type: ignore[misc]
+        clipped = _differ(pre, _rows(post, changed))
+        return Reading(ids, _replaced(post, changed, pre), scale, clipped, skipped)
+
+    def _fresh_rows(self, ids: list[int], grads: list[torch.Tensor]) -> list[int | None]:
+        """Per gradient, its row in the end-of-backward reading if a backward since the last
+        step made it (the same tensor object), else None; these rows are used up."""
+        eob = self._eob
+        if eob is None:
+            return [None] * len(ids)
+        found = [eob.rows.pop(i, None) for i in ids]
+        return [r if r is not None and eob.refs[r]() is g else None for r, g in zip(found, grads)]
 
     def _scaler_from_stack(self) -> Any:
         """A GradScaler calling `optimizer.step` without `GradWatch(scaler=)`: use its scale
@@ -273,6 +305,30 @@ def _divided(stats: Any, rows: list[int], scale: Any) -> Any:
 def _unfused(stats: Any, grad_scale: Any) -> Any:
     """A fused optimizer's (still scaled) gradient statistics, unscaled."""
     return stats if grad_scale is None else _divided(stats, list(range(len(stats))), grad_scale)
+
+
+def _rows(stats: Any, rows: list[int]) -> Any:
+    """Rows of a reading (all of them: the reading itself)."""
+    if rows == list(range(len(stats))):
+        return stats
+    if isinstance(stats, torch.Tensor):
+        return stats[torch.as_tensor(rows, device=stats.device)]
+    return np.asarray(stats)[rows]
+
+
+def _replaced(post: Any, rows: list[int], pre: Any) -> Any:
+    """`post` with its `rows` replaced by `pre` (the end-of-backward values of those rows)."""
+    if rows == list(range(len(post))):
+        return pre
+    if isinstance(post, torch.Tensor):
+        out_t = post.clone()
+        out_t[torch.as_tensor(rows, device=post.device)] = torch.as_tensor(
+            pre, device=post.device, dtype=post.dtype
+        )
+        return out_t
+    out = np.array(post, dtype=np.float64)
+    out[rows] = pre
+    return out
 
 
 def _differ(pre: Any, post: Any) -> Any:

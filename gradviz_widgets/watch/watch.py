@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
+import shutil
 import tempfile
 import time
 import warnings
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from ..errors import GradExplorerError
+from ..errors import GradExplorerError, user_stacklevel
 from ..vocabulary import Thresholds
 from .anomalies import SPIKE, Anomaly, replay
 from .arguments import check_arguments, warn_idle_optimizers
@@ -100,13 +102,12 @@ class GradWatch(HistoryViews):
         start_step: int = 0,
         spikes: bool | SpikeRule = True,
     ) -> None:
-        from .recorder import Recorder
-
         options = dict(locals())  # every argument, checked before anything is created
         args = check_arguments(model, optimizer, path, options)
         self.thresholds, self.loss_fn = args.thresholds, loss_fn
         #: the first step's number (`steps` counts on from it)
         self.start_step = start_step
+        existed = args.path is not None and Path(args.path).exists()
         self._ranks = self._start_run(args.path, model, ranks, rank_timeout_s)
         inner = self._inner
         self._optimizers = args.optimizers
@@ -118,27 +119,59 @@ class GradWatch(HistoryViews):
         self.closed = False
         self._model: nn.Module | None = model
         _close_previous(model)
+        try:
+            self._begin(inner, args.optimizers, options)
+        except BaseException:  # nothing half made stays behind: no thread, no folder
+            self._abandon(existed)
+            raise
+        _WATCHED[model] = self
+
+    def _begin(self, inner: nn.Module, optimizers: Any, options: dict[str, Any]) -> None:
+        """The writer thread, the flight recorder and the recorder's hooks."""
+        from .recorder import Recorder
+
         exchange = Exchange(self._ranks) if self._ranks.group is not None else None
         #: how spikes are found (None: spikes=False)
-        self.spike_rule = check_spikes(spikes)
-        self._writer = self._make_writer(flush_s, exchange)
+        self.spike_rule = check_spikes(options["spikes"])
+        self._writer = self._make_writer(options["flush_s"], exchange)
         self._writer.store.set_meta(self._meta(inner))
-        self._add_tensorboard(tensorboard)
+        self._add_tensorboard(options["tensorboard"])
         self._writer.start()
-        flights = self._flight_recorder(inner, flight_recorder, flight_budget_mb, sync_check)
+        flights = self._flight_recorder(
+            inner, options["flight_recorder"], options["flight_budget_mb"], options["sync_check"]
+        )
         self._recorder = Recorder(
             inner,
-            args.optimizers,
+            optimizers,
             self._writer.put,
-            update_ratio=update_ratio,
+            update_ratio=options["update_ratio"],
             flights=flights,
             ranks=self._ranks,
-            scaler=scaler,
-            start_step=start_step,
+            scaler=options["scaler"],
+            start_step=options["start_step"],
         )
-        warn_idle_optimizers(self._recorder.watched.trainable_params(), args.optimizers)
+        warn_idle_optimizers(self._recorder.watched.trainable_params(), optimizers)
+        self._writer.listeners.append(_rounds_note(self._recorder.rounds))
         self._recorder.attach()
-        _WATCHED[model] = self
+
+    def _abandon(self, existed: bool) -> None:
+        """A construction that failed half way: stop what started, remove the run's folder."""
+        self.closed = True
+        recorder = getattr(self, "_recorder", None)
+        if recorder is not None:
+            recorder.detach()
+        writer = getattr(self, "_writer", None)
+        if writer is not None and writer.is_alive():
+            writer.stop()
+        elif writer is not None:
+            writer.store.close()
+        release(self._ranks, writer_done=writer is None or not writer.is_alive())
+        shutil.rmtree(self.rank_path, ignore_errors=True)  # this run's own, fresh folder
+        for folder in (self.run_path, self.path):
+            if folder == self.path and existed:
+                break
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty
 
     def _start_run(self, path: Path | None, model: nn.Module, ranks: Any, timeout: float) -> Any:
         """The ranks, and this run's id and folders (no folder is created here)."""
@@ -209,7 +242,7 @@ class GradWatch(HistoryViews):
             warnings.warn(
                 f"GradWatch cannot write to {self.rank_path} ({type(e).__name__}: {e}); it "
                 "keeps this run in memory instead, and training goes on",
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
             self.store_error = f"{type(e).__name__}: {e}"
             return MemoryStore()
@@ -384,6 +417,20 @@ def _close_previous(model: nn.Module) -> None:
             stacklevel=3,
         )
         previous.close()
+
+
+def _rounds_note(rounds: Any) -> Callable[[Any, Any], None]:
+    """A writer listener (writer thread, after each flush): the steps left out of a run whose
+    optimizers could not be paired into rounds go into the run's meta, key "rounds"."""
+    said: list[str | None] = [None]
+
+    def write(writer: Any, chunk: Any) -> None:
+        note = rounds.note
+        if note is not None and note != said[0]:
+            said[0] = note
+            writer.store.set_meta({"rounds": note})
+
+    return write
 
 
 def _sync_default(model: nn.Module, sync_check: bool | None) -> bool:
