@@ -141,11 +141,31 @@ def module_groups(names: list[str]) -> tuple[np.ndarray, list[str]]:
     return np.asarray(index, dtype=np.int64), list(modules)
 
 
+#: norms beyond which (or, above 0, below whose inverse) squares may overflow or lose bits
+_WIDE = 2.0**480
+
+
 def module_norms(norms: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
-    """sqrt of the summed squares of each module's measured norms (NaN: none measured)."""
+    """sqrt of the summed squares of each module's measured norms (NaN: none measured).
+
+    Example:
+        >>> big = np.array([3.0, 4.0, np.nan]) * 2.0**700  # squares overflow float64
+        >>> (module_norms(big, np.array([0, 0, 1]), 2) / 2.0**700).tolist()
+        [5.0, nan]
+    """
     have = np.isfinite(norms)
-    sq = np.bincount(groups, weights=np.where(have, norms * norms, 0.0), minlength=n_groups)
+    values = np.where(have, norms, 0.0)
     seen = np.bincount(groups, weights=have.astype(np.float64), minlength=n_groups)
+    if len(values) and (values.max() > _WIDE or ((values > 0) & (values < 1 / _WIDE)).any()):
+        # squares would overflow or underflow: each module's norms divided by a power of two
+        # near its largest first (only the exponents change)
+        top = np.zeros(n_groups)
+        np.maximum.at(top, groups, values)
+        e = np.frexp(top)[1]
+        scaled = np.ldexp(values, -e[groups])
+        sq = np.bincount(groups, weights=scaled * scaled, minlength=n_groups)
+        return np.where(seen > 0, np.ldexp(np.sqrt(sq), e), np.nan)
+    sq = np.bincount(groups, weights=values * values, minlength=n_groups)
     with np.errstate(invalid="ignore"):
         return np.where(seen > 0, np.sqrt(sq), np.nan)
 

@@ -4,7 +4,9 @@ persistent buffers (allocated once, reused every step) and compared after it.
 Costs per measured step: one copy of the parameters before the step, and after it one
 subtraction into the same buffers plus two norms. Small CPU models are copied into one float64
 numpy buffer (three vectorised calls in all); larger ones and accelerators use `_foreach_copy_` /
-`_foreach_sub_` (one call each for all tensors) and the norms of `reduce.param_norms`. Nothing here
+`_foreach_sub_` (one call each for all tensors) and the norms of `reduce.param_norms`. bfloat16 /
+float16 parameters are kept in their dtype, but their Δp is formed in float64 (float32 on MPS),
+chunk by chunk: in their own dtype it would be rounded to 8 / 11 bits. Nothing here
 synchronises with an accelerator.
 """
 
@@ -16,7 +18,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from .reduce import by_device, is_small_cpu, param_norms, segment_norms
+from ..stats.norms import accumulation_dtype
+from ..stats.reduce import Scratch, chunk_size
+from .reduce import by_device, in_order, is_small_cpu, param_norms, segment_norms
+
+_LOW = (torch.bfloat16, torch.float16)
+_SCRATCH = Scratch()
 
 
 class Snapshot:
@@ -57,8 +64,9 @@ class Snapshot:
             np.subtract(new, self._old, out=new)
             return segment_norms(new, self._sizes), pnorm
         pnorm = by_device(param_norms, self._old)
-        torch._foreach_sub_(self._old, [p.detach() for p in params])  # now -Δp
-        return by_device(param_norms, self._old), pnorm
+        live = {id(old): p.detach() for old, p in zip(self._old, params)}
+        dnorm = by_device(lambda olds: delta_norms(olds, [live[id(o)] for o in olds]), self._old)
+        return dnorm, pnorm
 
     def _allocate(self, live: Sequence[torch.Tensor]) -> None:
         if is_small_cpu(live):
@@ -75,3 +83,43 @@ class Snapshot:
 
 def _flat(p: torch.Tensor) -> np.ndarray:
     return p.detach().numpy().reshape(-1)
+
+
+def delta_norms(old: list[torch.Tensor], new: list[torch.Tensor]) -> np.ndarray | torch.Tensor:
+    """‖new − old‖ per tensor pair on one device; overwrites `old` (but bfloat16/float16 ones)
+    with old − new.
+
+    Example:
+        >>> old = [torch.tensor([1.0, 2.0]), torch.tensor([1.0], dtype=torch.bfloat16)]
+        >>> delta_norms(old, [torch.tensor([4.0, 6.0]), torch.tensor([-1.0], dtype=torch.bfloat16)])
+        array([5., 2.])
+    """
+    low = [i for i, t in enumerate(old) if t.dtype in _LOW]
+    if not low:
+        torch._foreach_sub_(old, new)  # now -Δp: exact for float32 steps (Sterbenz)
+        return param_norms(old)
+    rest = sorted(set(range(len(old))) - set(low))
+    parts: list[tuple[list[int], Any]] = [(low, _wide_delta_norms([(old[i], new[i]) for i in low]))]
+    if rest:
+        torch._foreach_sub_([old[i] for i in rest], [new[i] for i in rest])
+        parts.append((rest, param_norms([old[i] for i in rest])))
+    return in_order(len(old), parts)  # type: ignore[no-any-return]
+
+
+def _wide_delta_norms(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> np.ndarray | torch.Tensor:
+    """‖new − old‖ of low-precision pairs, the difference formed in a float64 (MPS: float32)
+    chunk buffer from the exact conversions of both, its squares summed there."""
+    device = pairs[0][0].device
+    acc, step = accumulation_dtype(device), chunk_size(device)
+    zero = torch.zeros((), dtype=acc, device=device)
+    sums = []
+    for old, new in pairs:
+        a, b = new.reshape(-1), old.reshape(-1)
+        buf = _SCRATCH.get(1, min(step, a.numel()), acc, device)
+        dots = [zero]
+        for x, y in zip(a.split(step), b.split(step)):
+            d = buf[: x.numel()].copy_(x).sub_(y)
+            dots.append(torch.dot(d, d))
+        sums.append(torch.stack(dots).sum())
+    norms = torch.stack(sums).sqrt()
+    return norms.numpy() if norms.is_cpu else norms

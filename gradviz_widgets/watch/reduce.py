@@ -12,6 +12,11 @@ Three paths, chosen by where the tensors are and how big they are:
 - accelerators: fused `_foreach_norm` kernels accumulating in float64 (float32 on MPS); the
   result stays on the device; nothing here synchronises with the host.
 
+float64 gradients, whose squares can overflow or underflow float64, are divided by a power of
+two near their max |g| before squaring (`_wide_stats`; the small numpy path re-sums only the
+tensors whose max |g| lies beyond 2^±480); complex ones are reduced as |z| in float64 (taken in
+complex128). float32/16/bf16 gradients take no extra pass for either.
+
 Each path returns, per tensor, (L2 norm, max |g|, number of non-zero elements).
 """
 
@@ -26,7 +31,7 @@ import numpy as np
 import torch
 
 from ..stats.norms import accumulation_dtype
-from ..stats.reduce import Scratch, counted_squares, squares_fit
+from ..stats.reduce import Scratch, counted_squares, norms_and_maxes, squares_fit
 
 #: total elements below which CPU tensors are reduced together in numpy
 SMALL = 1 << 20
@@ -58,7 +63,8 @@ def grad_stats(tensors: Sequence[torch.Tensor]) -> np.ndarray | torch.Tensor:
 
 def param_norms(tensors: Sequence[torch.Tensor]) -> np.ndarray | torch.Tensor:
     """L2 norm of each tensor: float64 (or float32 on MPS) accumulation on devices, float32
-    1,024-element blocks combined in float64 on the CPU.
+    1,024-element blocks combined in float64 on the CPU; float64 tensors scaled as in
+    `_wide_stats` (finite at any magnitude); complex ones through their real view.
 
     Example:
         >>> param_norms([torch.tensor([3.0, 4.0])]).tolist()
@@ -66,10 +72,45 @@ def param_norms(tensors: Sequence[torch.Tensor]) -> np.ndarray | torch.Tensor:
     """
     if not tensors:
         return np.zeros(0)
-    if tensors[0].device.type != "cpu":
-        dtype = accumulation_dtype(tensors[0].device)
-        return torch.stack(torch._foreach_norm(list(tensors), 2, dtype=dtype)).to(dtype)
-    return np.sqrt(block_sumsq(tensors))
+    # a complex tensor's real view: its sum of squares is sum |z|^2, each part exact
+    xs = [torch.view_as_real(t.resolve_conj()) if t.is_complex() else t for t in tensors]
+    wide = [i for i, x in enumerate(xs) if x.dtype == torch.float64]
+    if not wide:
+        return _narrow_norms(xs)
+    narrow = sorted(set(range(len(xs))) - set(wide))
+    parts = [(wide, _wide_norms([xs[i] for i in wide]))]
+    if narrow:
+        parts.append((narrow, _narrow_norms([xs[i] for i in narrow])))
+    return in_order(len(xs), parts)
+
+
+def _narrow_norms(xs: list[torch.Tensor]) -> np.ndarray | torch.Tensor:
+    if xs[0].device.type != "cpu":
+        dtype = accumulation_dtype(xs[0].device)
+        return torch.stack(torch._foreach_norm(xs, 2, dtype=dtype)).to(dtype)
+    return np.sqrt(block_sumsq(xs))
+
+
+def _wide_norms(xs: list[torch.Tensor]) -> np.ndarray | torch.Tensor:
+    """float64 norms, finite at any magnitude (see `_wide_stats`): numpy on the CPU."""
+    rows = _scaled_pairs(xs, maxes=False)
+    norms = torch.stack([r[0] for r in rows])
+    return norms.numpy() if norms.is_cpu else norms
+
+
+def in_order(n: int, parts: Sequence[tuple[Sequence[int], Any]]) -> Any:
+    """Per-tensor results computed in parts (indices, values: numpy arrays, or tensors on one
+    device) put back in order: numpy, or one device tensor (no host sync)."""
+    if all(isinstance(v, np.ndarray) for _, v in parts):
+        out = np.zeros((n, *parts[0][1].shape[1:]), dtype=np.float64)
+        for idx, v in parts:
+            out[list(idx)] = v
+        return out
+    rows: list[Any] = [None] * n
+    for idx, v in parts:
+        for i, row in zip(idx, v.unbind(0)):
+            rows[i] = row
+    return torch.stack(rows)
 
 
 def by_device(
@@ -185,37 +226,94 @@ def _fused_numpy_stats(tensors: Sequence[torch.Tensor], sizes: tuple[int, ...]) 
         return out
     rows = slice(None) if present is None else present
     wide = flat.astype(np.float64)
-    if flat.dtype == np.float64:  # squares may overflow (inf): say nothing
+    out[rows, 1] = np.maximum.reduceat(np.abs(wide), starts)
+    if flat.dtype == np.float64:  # squares may overflow or underflow: fixed just below
         with np.errstate(invalid="ignore", over="ignore"):
             out[rows, 0] = np.sqrt(np.add.reduceat(wide * wide, starts))
+        _rescale_rows(out, wide, sizes)
     else:  # float32/16 squares fit float64 (np.errstate costs more than the sums here)
         out[rows, 0] = np.sqrt(np.add.reduceat(wide * wide, starts))
-    out[rows, 1] = np.maximum.reduceat(np.abs(wide), starts)
     out[rows, 2] = np.add.reduceat(flat != 0, starts, dtype=np.int64)
     return out
+
+
+#: float64 max |g| beyond which (or, above 0, below whose inverse) squares may overflow a
+#: sum of up to 2^40 of them, or turn subnormal and lose bits
+_WIDE = 2.0**480
+
+
+def _rescale_rows(out: np.ndarray, wide: np.ndarray, sizes: Sequence[int]) -> None:
+    """The norms of the float64 tensors whose max |g| (`out[:, 1]`) is beyond 2^±480, summed
+    again from their values divided by a power of two near max |g| (exact: only the
+    exponent changes), in `out[:, 0]`. One comparison per tensor when none is."""
+    top = out[:, 1]
+    with np.errstate(invalid="ignore"):
+        odd = np.flatnonzero(((top > _WIDE) & (top < math.inf)) | ((top > 0) & (top < 1 / _WIDE)))
+    if not len(odd):
+        return
+    ends = np.cumsum(sizes)
+    for i in odd.tolist():
+        e = math.frexp(float(top[i]))[1]
+        scaled = np.ldexp(wide[ends[i] - sizes[i] : ends[i]], -e)
+        out[i, 0] = math.ldexp(math.sqrt(float(np.dot(scaled, scaled))), e)
 
 
 def _cpu_large_stats(tensors: Sequence[torch.Tensor]) -> np.ndarray:
     """float32/16/bf16: one pass per tensor (`counted_squares`: each chunk copied to float64,
     where its squares and their sum are exact, its min/max and non-zero count read while it
-    is in cache); other dtypes: a min/max pass, a count and a float64 norm. One read-back."""
+    is in cache); float64 and complex: `_wide_stats`. One read-back."""
     flat = [t.detach().reshape(-1) for t in tensors]
-    flat = [x.abs() if x.is_complex() else x for x in flat]
     out = np.zeros((len(tensors), 3), dtype=np.float64)
-    exact = [i for i, x in enumerate(flat) if squares_fit(x.dtype, torch.float64) and x.numel()]
+    exact = [i for i, x in enumerate(flat) if _narrow(x) and x.numel()]
     if exact:
         f64 = torch.float64
         parts = torch.stack([torch.stack(counted_squares(flat[i], f64, _SCRATCH)) for i in exact])
         total, lo, hi, nonzero = parts.numpy().T
         with np.errstate(invalid="ignore"):
             out[exact] = np.stack([np.sqrt(total), np.maximum(-lo, hi), nonzero], axis=1)
-    for i in set(range(len(flat))) - set(exact):
-        x = flat[i]
-        if x.numel():
-            lo, hi = (float(v) for v in torch.aminmax(x))
-            norm = torch.linalg.vector_norm(x, dtype=torch.float64).item()
-            out[i] = (norm, np.maximum(-lo, hi), torch.count_nonzero(x).item())  # NaN stays
+    wide = [i for i, x in enumerate(flat) if not _narrow(x) and x.numel()]
+    if wide:
+        out[wide] = _wide_stats([flat[i] for i in wide]).numpy()
     return out
+
+
+def _narrow(x: torch.Tensor) -> bool:
+    """Whether `x` is real and its squares are exact in float64 (float32/16/bf16)."""
+    return not x.is_complex() and squares_fit(x.dtype, torch.float64)
+
+
+def _wide_stats(xs: Sequence[torch.Tensor]) -> torch.Tensor:
+    """(n, 3) float64 on the tensors' device of float64 or complex tensors: the norm of the
+    values divided by a power of two near max |g| (so squares neither overflow nor underflow;
+    `stats.reduce.norms_and_maxes`), max |g| and the non-zero count; complex ones as |z| taken
+    in complex128 (|z| of a complex64 in its own precision carries float32's error). No host
+    sync.
+
+    Example:
+        >>> big = torch.tensor([3.0, -4.0, 0.0], dtype=torch.float64) * 2.0**700
+        >>> norm, top, nonzero = _wide_stats([big])[0].tolist()
+        >>> norm / 2.0**700, top / 2.0**700, nonzero
+        (5.0, 4.0, 2.0)
+    """
+    mags = [_magnitudes(x) if x.is_complex() else x for x in xs]
+    rows = _scaled_pairs(mags, maxes=True)
+    counts = torch.stack([torch.count_nonzero(m) for m in mags]).to(torch.float64)
+    return torch.cat([torch.stack(rows), counts[:, None]], 1)
+
+
+def _scaled_pairs(xs: Sequence[torch.Tensor], maxes: bool) -> list[torch.Tensor]:
+    """[norm, max |g|] of each real tensor in float64, scaled as `_wide_stats` says (max |g|
+    is NaN on CUDA without `maxes`)."""
+    rows: list[Any] = [None] * len(xs)
+    for members, pairs in norms_and_maxes(list(xs), torch.float64, _SCRATCH, maxes=maxes):
+        for m, row in zip(members, pairs.view(-1, 2).unbind(0)):
+            rows[m] = row
+    return rows
+
+
+def _magnitudes(z: torch.Tensor) -> torch.Tensor:
+    """|z| of a complex tensor, in float64."""
+    return (z if z.dtype == torch.complex128 else z.to(torch.complex128)).abs()
 
 
 def _with_sparse(tensors: Sequence[torch.Tensor]) -> np.ndarray | torch.Tensor:
@@ -249,9 +347,17 @@ def _sparse_values(t: torch.Tensor) -> torch.Tensor:
 
 
 def _device_stats(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Fused kernels on the tensors' device; nothing is read back here."""
-    dtype = accumulation_dtype(tensors[0].device)
+    """Fused kernels on the tensors' device (float64 and complex ones: `_wide_stats`); nothing
+    is read back here."""
     dense = [t.detach() for t in tensors]
+    wide = [i for i, t in enumerate(dense) if t.is_complex() or t.dtype == torch.float64]
+    if wide:
+        rest = sorted(set(range(len(dense))) - set(wide))
+        parts = [(wide, _wide_stats([dense[i] for i in wide]))]
+        if rest:
+            parts.append((rest, _device_stats([dense[i] for i in rest])))
+        return in_order(len(dense), parts)  # type: ignore[no-any-return]
+    dtype = accumulation_dtype(tensors[0].device)
     l2 = torch.stack(torch._foreach_norm(dense, 2, dtype=dtype)).to(dtype)
     linf = torch.stack(torch._foreach_norm(dense, math.inf)).to(dtype)
     try:  # one fused kernel; float64 counts are exact to 2^53 elements

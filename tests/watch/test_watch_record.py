@@ -24,7 +24,10 @@ def hand(model: nn.Module) -> dict[str, tuple]:
             out[n] = (None, None, None)
         else:
             g = p.grad.detach().double()
-            out[n] = (g.norm().item(), g.abs().max().item(), (g == 0).double().mean().item())
+            top = g.abs().max().item()
+            # scaled by a power of two near max |g|: g.norm() underflows to 0.0 below ~1e-154
+            s = 2.0 ** -math.frexp(top)[1] if top else 1.0
+            out[n] = ((g * s).norm().item() / s, top, (g == 0).double().mean().item())
     return out
 
 
