@@ -141,9 +141,10 @@ def findings(
     are the rows this batch did not index, not dead units."""
     out: list[str] = []
     if loss != loss or loss in (float("inf"), float("-inf")):
+        first = f", first at {nonfinite_at}" if nonfinite_at not in (None, OUTPUT) else ""
         out.append(
-            f"the loss is {format_norm(loss)}: the forward pass produced non-finite values "
-            "(check the inputs and ops like log, sqrt, division)"
+            f"the loss is {format_norm(loss)}: the forward pass produced non-finite values"
+            f"{first} (check the inputs and ops like log, sqrt, division)"
         )
     by: dict[str, list[ParamRecord]] = {}
     for p in params:

@@ -17,6 +17,8 @@ run/stages.py; the settings travel as one RunSettings.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -100,7 +102,11 @@ def _run_checked(
     while True:  # each rerun copies one more parameter the forward writes into
         try:
             with torch.inference_mode(False), torch.enable_grad(), no_cyclic_gc():
-                return _run_once(subject, settings, hooks, copied)
+                done = _run_once(subject, settings, hooks, copied)
+            if math.isfinite(done.report.loss) or settings.probe_nonfinite:
+                return done
+            # once more, with the same seed: which op of the forward made the NaN/Inf
+            settings = dataclasses.replace(settings, probe_nonfinite=True)
         except WritesParameter as w:
             if w.name in copied:
                 raise GradExplorerError(

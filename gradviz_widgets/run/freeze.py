@@ -178,7 +178,7 @@ def build_report(state: RunState, graph: GradGraph) -> GradReport:
     records = _param_records(state, graph)
     inputs = {ids.parse_leaf_id(n.id)[1]: n.grad_norm for n in graph.nodes if n.kind == "input"}
     loss_value = float(state.values[state.loss_slot])
-    nan_at = diagnose.nonfinite_origin(graph, loss_value)
+    nan_at = state.nonfinite_at or diagnose.nonfinite_origin(graph, loss_value)
     return GradReport(
         loss=loss_value,
         loss_description=_described(state),

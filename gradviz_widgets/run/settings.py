@@ -30,6 +30,9 @@ class RunSettings:
     thresholds: Thresholds = dataclasses.field(default_factory=Thresholds)
     track_flow: bool = True
     autocast: torch.dtype | None = None  # a torch.autocast of this dtype around the forward
+    #: look for the first op whose output is NaN/Inf (the rerun of a run whose loss was not
+    #: finite: run/forward_nan.py); never set by users
+    probe_nonfinite: bool = False
 
     @classmethod
     def checked(

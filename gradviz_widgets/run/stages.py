@@ -20,6 +20,7 @@ from ..trace.arrivals import measure_on_arrival, measured_on_arrival
 from ..trace.attribution import ScopeTracker
 from ..trace.walk import HOOK_NODE_MARK, FlowFacts, instrument, leaf_names, note_lookups, walk
 from .backward import REENTRANT_CHECKPOINT, direct_use_note, gradients, summed, wanted_leaves
+from .forward_nan import FirstNonfinite
 from .freeze import build_report, freeze_graph
 from .grad_calls import GradCalls
 from .inputs import CallArgs, make_loss, output_tensors
@@ -86,7 +87,8 @@ def forward(state: RunState) -> None:
         names.setdefault(id(p), ("param", name))
     state.names = names
     tracker = state.tracker
-    with tracker.tracking(), _watching_checkpoints() as cut_off, _autocast(state):
+    probe = FirstNonfinite() if state.settings.probe_nonfinite else contextlib.nullcontext()
+    with tracker.tracking(), _watching_checkpoints() as cut_off, _autocast(state), probe:
         output = _call(state.runner, state.call, state.stand_ins)
         tracker.claim(output)  # a custom Function's output at the root is the root's
         tracker.in_loss = True
@@ -97,6 +99,7 @@ def forward(state: RunState) -> None:
         differentiable = [n for n, t in output_tensors(output) if t.requires_grad]
         state.notes += own_loss_note(state.how, differentiable)
     state.cut_off = bool(cut_off)
+    state.nonfinite = probe.found if isinstance(probe, FirstNonfinite) else None
 
 
 def trace(state: RunState) -> None:
@@ -104,6 +107,8 @@ def trace(state: RunState) -> None:
     assert state.loss is not None
     tracker = state.tracker
     state.raw = timed("walk", walk, state.loss, tracker.owner, state.names, tracker.calls)
+    if state.nonfinite is not None:
+        _name_nonfinite(state)
     lookups = tracker.lookups  # release() drops the tracker's; the flow hooks keep the indices
     hooked = (
         [n.id for n in state.raw.nodes.values() if n.fn in tracker.hooked] if tracker.hooked else []
@@ -287,6 +292,14 @@ def _call(model: nn.Module, call: CallArgs, stand_ins: StandIns) -> Any:
             f"The model raised {type(e).__name__} during forward: {e}\n"
             f"Inputs given: {call.describe()}. The model was not changed.\n{advice}"
         ) from e
+
+
+def _name_nonfinite(state: RunState) -> None:
+    """The graph node of the forward's first NaN/Inf output (run/forward_nan.py)."""
+    assert state.raw is not None
+    found, state.nonfinite = state.nonfinite, None  # its autograd node must not outlive the run
+    node = next((n for n in state.raw.nodes.values() if n.fn is found.grad_fn), None)
+    state.nonfinite_at = node.id if node is not None else None
 
 
 def _identity_hint(e: Exception, stand_ins: StandIns) -> str:

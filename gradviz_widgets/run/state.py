@@ -84,6 +84,10 @@ class RunState:
     loss: torch.Tensor | None = None
     how: str = ""
     cut_off: bool = False  # a reentrant checkpoint got no input requiring grad
+    #: the first op of the forward with a NaN/Inf output (a `probe_nonfinite` run) until the
+    #: walk names its node, then that node's id (`nonfinite_at`)
+    nonfinite: Any = None
+    nonfinite_at: str | None = None
     #: what the run found wrong beyond the gradients' own statuses (diagnose's findings)
     findings: list[str] = dataclasses.field(default_factory=list)
     # trace

@@ -93,7 +93,10 @@ def test_nan_in_forward_gives_nan_loss_and_says_so() -> None:
     assert report.findings[0].startswith("the loss is NaN")
     assert "forward" in report.findings[0]
     assert set(report.param_status.values()) == {"nonfinite"}
-    assert report.nonfinite_origin == "output"
+    # the op of the forward that made the NaN (a rerun looks for it: run/forward_nan.py), not
+    # the op nearest the loss that turns NaN first in backward
+    assert report.nonfinite_origin == "unsafe/SqrtBackward0#0"
+    assert "first at unsafe/SqrtBackward0#0" in report.findings[0]
 
 
 def test_nan_inputs_give_a_report() -> None:
@@ -104,8 +107,10 @@ def test_nan_inputs_give_a_report() -> None:
     report = GradExplorer(model, x, loss_fn=CE, target=torch.tensor([0, 1, 1])).run()
     assert math.isnan(report.loss)
     assert report.param_status["0.weight"] == "nonfinite"
-    assert report.nonfinite_origin == "output"
+    # where the NaN enters the graph; the input's own finding says where it came from
+    assert report.nonfinite_origin == "0/AddmmBackward0#0"
     assert report.findings[0].startswith("the loss is NaN")
+    assert any(f.startswith("input 0 holds NaN/Inf") for f in report.findings)
 
 
 def test_inf_input_finite_loss_nan_weight_gradient() -> None:
@@ -125,3 +130,16 @@ def test_inf_input_finite_loss_nan_weight_gradient() -> None:
     assert report.param_status["2.weight"] == "healthy"
     assert report.nonfinite_origin == "0/AddmmBackward0#0"
     assert ex.graph.node(report.nonfinite_origin).module == "0"
+
+
+def test_the_rerun_of_a_nan_loss_leaves_one_runs_events_and_the_rng_alone() -> None:
+    """A NaN loss is run once more to find the forward op that made it: the hooks' events are
+    the last run's only, and the user's random stream is where it was."""
+    model, x, y = nan_mid_graph_example("forward")
+    ex = GradExplorer(model, x, loss_fn=CE, target=y)
+    ex.set_hook("unsafe", "backward")
+    rng = torch.get_rng_state()
+    report = ex.run()
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert report.nonfinite_origin == "unsafe/SqrtBackward0#0"
+    assert len({(e.target, e.call, e.phase) for e in ex.events}) == len(ex.events) > 0
