@@ -3,7 +3,7 @@
  * (svg_nodes.indexSvg), classes for selection / highlight / search / hooks, keyboard focus,
  * hover tooltip, pan and zoom. Talks to the outside only through the callbacks it is given. */
 import { LayoutClient } from "./layout_client.js";
-import { PanZoom, measuredSize } from "./pan_zoom.js";
+import { PanZoom, findingRank, measuredSize } from "./pan_zoom.js";
 import { nodeAriaLabel, own } from "./resolve.js";
 import { STRIPE_ROOM, fitLabels, indexSvg, setBadge, setParamStripe, setTitle, titleOf } from "./svg_nodes.js";
 import { Tooltip } from "./tooltip.js";
@@ -30,6 +30,10 @@ export class GraphView {
     this.callbacks = callbacks;
     this.layout = new LayoutClient({ timeoutMs: options.timeoutMs });
     this.panZoom = new PanZoom(viewport);
+    this.panZoom.rankOf = (g) => {
+      const i = this.infoOf(this.idOf.get(g) ?? "");
+      return findingRank(i?.status, i?.param_status);
+    };
     this.tooltip = new Tooltip(viewport);
     this.placeholder = document.createElement("div");
     this.placeholder.className = "gvw-empty";

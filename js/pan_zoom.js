@@ -10,12 +10,17 @@
  * MIN_LABEL_PX: then it shows the top of the graph at the readable scale, across the part of
  * the top band that holds the most nodes (never an empty corner), placed so that the module
  * (cluster) labels it shows are whole, not cut at its left edge, with a hint; `fitInfo` says
- * whether the whole graph fitted, so the widget can fold deeper instead. The whole graph
- * opens at the top of the viewport (`fitBox`), never in the middle of a tall pane.
+ * whether the whole graph fitted, so the widget can fold deeper instead. When that top shows
+ * no node of the worst status the graph has (NaN, exploding, zero, no gradient, vanishing),
+ * it opens where those nodes are instead; either way it opens on whole nodes, none cut at its
+ * left or right edge (`wholeNodesBox`). The whole graph opens at the top of the viewport
+ * (`fitBox`), never in the middle of a tall pane.
  */
 
 /** @typedef {{x: number, y: number, w: number, h: number}} Box */
 /** @typedef {{x: number, y: number, w: number}} Label  a cluster label: left end, baseline, width */
+/** @typedef {{x: number, y: number, w: number, h: number, rank: number}} NodeBox  a node's box
+ *  (SVG units) and how bad its status is (`findingRank`; 0: nothing to find) */
 
 const MIN_ZOOM = 0.02;
 const MAX_ZOOM = 50;
@@ -25,6 +30,12 @@ export const MIN_LABEL_PX = 10; // smallest on-screen label size of the first vi
 export const MIN_MEASURE_PX = 48; // a viewport smaller than this (either way) is not laid out
 // yet, hidden or detached (a cell scrolled away in a windowed notebook): nothing to fit to
 const SETTLE_MS = 180; // after the last move, drop will-change so the layer re-rasters crisp
+/** how bad a node's status is for the first view: the worst shown present decides where it opens */
+const FINDING_RANK = { vanishing: 1, none: 2, zero: 3, exploding: 4, nonfinite: 5 };
+const MAX_PLACED = 300; // nodes: a bigger graph (folded for the screen anyway) keeps its top band
+const MIN_SHRINK = 0.75; // of the readable window's width: narrowed (zoomed in) to open on whole
+// nodes, the labels grow by a third at most
+const MAX_STOPS = 24; // window heights tried per finding search (evenly over the worst nodes)
 
 /**
  * Scale at which the smallest node label reaches `minPx` screen px (labels sampled).
@@ -132,16 +143,30 @@ function windowScore(x, w, xs, labels) {
  * The readable first view of a graph too big for the viewport: a `w` x `h` box (SVG units) at
  * the top of the graph, placed across the nodes of the top band so that it holds as many of
  * them as possible (the graph's left edge can be an empty cluster margin), moved where that
- * keeps the module (cluster) labels it shows whole rather than cut at its left edge.
+ * keeps the module (cluster) labels it shows whole rather than cut at its left edge. Given the
+ * nodes' boxes, it then opens on whole nodes, and on the worst findings when the top shows
+ * none of them (`wholeNodesBox`).
  * @param {Box} base the graph's box @param {number} pad @param {number} w @param {number} h
  * @param {{x: number, y: number}[]} centres node label centres
  * @param {Label[]} [labels] cluster labels (`clusterLabels`)
+ * @param {NodeBox[]} [nodes] node boxes (`nodeBoxes`)
  * @returns {Box}
  */
-export function readableBox(base, pad, w, h, centres, labels = []) {
+export function readableBox(base, pad, w, h, centres, labels = [], nodes = []) {
   // the whole graph's margin grows with its size: on a graph 50,000 units wide it is taller
   // than the readable window itself, which then showed nothing but margin
   pad = Math.min(pad, w * 0.05, h * 0.05);
+  const box = topBandBox(base, pad, w, h, centres, labels);
+  const area = { x: base.x - pad, y: base.y - pad, w: base.w + 2 * pad, h: base.h + 2 * pad };
+  return wholeNodesBox(box, area, nodes, labels);
+}
+
+/**
+ * `readableBox` from the node centres and module labels alone (`pad` already bounded).
+ * @param {Box} base @param {number} pad @param {number} w @param {number} h
+ * @param {{x: number, y: number}[]} centres @param {Label[]} labels @returns {Box}
+ */
+function topBandBox(base, pad, w, h, centres, labels) {
   const y = base.y - pad;
   if (base.w + 2 * pad <= w) return { x: base.x + base.w / 2 - w / 2, y, w, h };
   const band = centres.filter((c) => c.y <= y + h * 0.85);
@@ -160,6 +185,184 @@ export function readableBox(base, pad, w, h, centres, labels = []) {
     if (score > top) { top = score; best = c; }
   }
   return { x: best, y, w, h };
+}
+
+/**
+ * How bad a node's status is for the first view (0: nothing to find): its own status or, for a
+ * folded module, its parameters' worst, whichever is worse.
+ * @param {string} [status] @param {string} [paramStatus] @returns {number}
+ */
+export function findingRank(status, paramStatus) {
+  /** @param {string | undefined} s */
+  const rank = (s) => (s && Object.hasOwn(FINDING_RANK, s) ? FINDING_RANK[s] : 0);
+  return Math.max(rank(status), rank(paramStatus));
+}
+
+/**
+ * The nodes' boxes in SVG user units (their outlines, not their texts: a label wider than its
+ * frame is fitted to it later), each with its `rankOf`; none for a graph of more than
+ * MAX_PLACED nodes, or one not laid out: the first view then keeps its top band.
+ * @param {SVGSVGElement} svg @param {(g: Element) => number} rankOf @returns {NodeBox[]}
+ */
+export function nodeBoxes(svg, rankOf) {
+  const els = Array.from(svg.querySelectorAll("g.node"));
+  if (els.length > MAX_PLACED) return [];
+  const { tx, ty } = graphOffset(svg);
+  const out = [];
+  for (const g of els) {
+    const b = outlineOf(g);
+    if (b) out.push({ x: b.x + tx, y: b.y + ty, w: b.w, h: b.h, rank: rankOf(g) });
+  }
+  return out;
+}
+
+/** @param {Element} g a node @returns {Box | null} the union of its outline shapes' boxes */
+function outlineOf(g) {
+  let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+  for (const el of Array.from(g.querySelectorAll(":scope > polygon, :scope > ellipse, :scope > path, :scope > polyline"))) {
+    let b = null;
+    try { b = /** @type {SVGGraphicsElement} */ (el).getBBox(); } catch { /* no layout */ }
+    if (!b || !(b.width > 0 && b.height > 0)) continue;
+    x0 = Math.min(x0, b.x); y0 = Math.min(y0, b.y);
+    x1 = Math.max(x1, b.x + b.width); y1 = Math.max(y1, b.y + b.height);
+  }
+  return x1 > x0 ? { x: x0, y: y0, w: x1 - x0, h: y1 - y0 } : null;
+}
+
+/**
+ * The readable window `box` moved onto whole nodes: none cut at its left or right edge (as few
+ * as can be where every place cuts some; narrowed, that is zoomed in, down to MIN_SHRINK of
+ * its width where that keeps both sides clear), no module label cut at its left, as near
+ * `box` as that allows. When `box` does not show every node of the graph's worst status
+ * (`NodeBox.rank`) whole (a NaN layer beside a top row of frozen weights), it goes where it
+ * shows the most of them, then the most findings, then the most nodes.
+ * @param {Box} box @param {Box} area the padded graph: the window stays inside it
+ * @param {NodeBox[]} nodes @param {Label[]} [labels] @returns {Box}
+ */
+export function wholeNodesBox(box, area, nodes, labels = []) {
+  if (!nodes.length || nodes.length > MAX_PLACED) return box;
+  const worst = nodes.reduce((m, n) => Math.max(m, n.rank), 0);
+  const search = worst > 0 && nodes.some((n) => n.rank === worst && !holds(box, n));
+  const margin = Math.min(8, box.w * 0.02);
+  const worstNodes = search ? spread(nodes.filter((n) => n.rank === worst), MAX_STOPS) : [];
+  const ys = search ? stops(worstNodes.map((n) => [n.y, n.h]), box.y, box.h, area.y, area.h, margin) : [box.y];
+  let best = box;
+  /** @type {number[] | null} */
+  let top = null;
+  for (const y of ys) {
+    const rows = nodes.filter((n) => n.y < y + box.h && n.y + n.h > y);
+    for (const b of windowsAt({ ...box, y }, area, rows, margin)) {
+      const key = placeKey(b, box, rows, labels, worst, search);
+      if (!top || ahead(key, top)) { top = key; best = b; }
+    }
+  }
+  return best;
+}
+
+/**
+ * Windows like `box` (at its height) to choose from: `box` itself; each whole width starting
+ * at the area's left edge or just right of a run of nodes (`rows`, widened by `margin`), or
+ * ending at the area's right edge or just left of one; and each of those narrowed to end
+ * (start) between nodes, when it keeps MIN_SHRINK of the width (shorter in the same ratio).
+ * @param {Box} box @param {Box} area @param {NodeBox[]} rows @param {number} margin
+ * @returns {Box[]}
+ */
+function windowsAt(box, area, rows, margin) {
+  const lo = area.x;
+  const hi = area.x + area.w;
+  if (hi - lo <= box.w) return [box];
+  const runs = merged(rows.map((n) => [n.x - margin, n.x + n.w + margin]));
+  const runAt = (/** @type {number} */ v) => runs.find(([a, b]) => v > a && v < b);
+  const out = [box];
+  const add = (/** @type {number} */ l, /** @type {number} */ r) => {
+    const w = r - l;
+    if (l >= lo && r <= hi && w >= MIN_SHRINK * box.w && w <= box.w + 1e-9) {
+      out.push({ x: l, y: box.y, w, h: (box.h * w) / box.w });
+    }
+  };
+  for (const l of [lo, ...runs.map(([, b]) => b)]) {
+    const r = Math.min(l + box.w, hi);
+    add(r - box.w, r);
+    add(l, runAt(r)?.[0] ?? r);
+  }
+  for (const r of [hi, ...runs.map(([a]) => a)]) {
+    const l = Math.max(r - box.w, lo);
+    add(l, l + box.w);
+    add(runAt(l)?.[1] ?? l, r);
+  }
+  return out;
+}
+
+/** @param {number[][]} spans [start, end] pairs @returns {number[][]} their union, in order */
+function merged(spans) {
+  const out = [];
+  for (const [a, b] of [...spans].sort((p, q) => p[0] - q[0])) {
+    const last = out[out.length - 1];
+    if (last && a <= last[1]) last[1] = Math.max(last[1], b);
+    else out.push([a, b]);
+  }
+  return out;
+}
+
+/** @param {Box} b @param {Box} n @returns {boolean} whether `n` lies whole inside `b` */
+function holds(b, n) {
+  return n.x >= b.x && n.x + n.w <= b.x + b.w && n.y >= b.y && n.y + n.h <= b.y + b.h;
+}
+
+/**
+ * Where a window `size` long may start along one axis so that an item ([start, length]) sits
+ * whole just inside its near or far edge; also `at`, and both ends of [lo, lo + span - size].
+ * @param {number[][]} items @param {number} at @param {number} size @param {number} lo
+ * @param {number} span @param {number} margin @returns {number[]}
+ */
+function stops(items, at, size, lo, span, margin) {
+  const hi = lo + span - size;
+  if (hi <= lo) return [at];
+  const clamp = (/** @type {number} */ v) => Math.min(Math.max(v, lo), hi);
+  const out = [at, lo, hi];
+  for (const [start, len] of items) out.push(clamp(start - margin), clamp(start + len + margin - size));
+  return [...new Set(out.map((v) => Math.round(v * 100) / 100))];
+}
+
+/** @template T @param {T[]} list @param {number} most @returns {T[]} at most `most`, evenly */
+function spread(list, most) {
+  if (list.length <= most) return list;
+  return Array.from({ length: most }, (_, i) => list[Math.floor((i * list.length) / most)]);
+}
+
+/**
+ * How good window `b` is, compared key by key (`ahead`): showing a node of the `worst` status
+ * whole first; then fewer nodes cut at its left or right edge; more nodes of the worst status
+ * whole, more findings whole (worse ones count more) and fewer module labels cut at its left; when looking for the worst (`search`),
+ * then more nodes whole and fewer cut at its top or bottom; last, nearer the window `from` it
+ * started as, and as wide.
+ * @param {Box} b @param {Box} from @param {NodeBox[]} rows the nodes across b's height
+ * @param {Label[]} labels @param {number} worst @param {boolean} search @returns {number[]}
+ */
+function placeKey(b, from, rows, labels, worst, search) {
+  let cuts = 0, worstIn = 0, found = 0, whole = 0, across = 0;
+  for (const n of rows) {
+    const right = n.x + n.w;
+    if ((n.x < b.x && right > b.x) || (n.x < b.x + b.w && right > b.x + b.w)) cuts++;
+    else if (n.x < b.x || right > b.x + b.w) continue;
+    else if (!holds(b, n)) across++;
+    else {
+      whole++;
+      if (n.rank) found += 2 ** n.rank;
+      if (worst && n.rank === worst) worstIn++;
+    }
+  }
+  const cutLabels = labels.filter((l) => l.y >= b.y && l.y <= b.y + b.h && l.x < b.x && l.x + l.w > b.x).length;
+  const near = -(Math.abs(b.x - from.x) / from.w + Math.abs(b.y - from.y) / from.h + 1 - b.w / from.w);
+  // a window with none of the worst nodes is no view of them, however cleanly it is cut
+  const head = [worstIn > 0 || !worst ? 1 : 0, -cuts, worstIn, found, -cutLabels];
+  return search ? [...head, whole, -across, near] : [...head, near];
+}
+
+/** @param {number[]} a @param {number[]} b @returns {boolean} whether key `a` beats `b` */
+function ahead(a, b) {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i] > b[i];
+  return false;
 }
 
 /**
@@ -245,6 +448,8 @@ export class PanZoom {
     this.settle = undefined;
     /** Whether the first view was held at the readable scale (not the whole graph). */
     this.clamped = false;
+    /** How bad a node's status is (`findingRank`): the first view opens on the worst. */
+    this.rankOf = (/** @type {Element} */ _g) => 0;
     /** Whether the user zoomed or panned since the last fit (a resize then keeps the view). */
     this.userMoved = false;
     /** The last fit: did the whole graph fit at a readable scale, in which viewport size. */
@@ -304,7 +509,7 @@ export class PanZoom {
     this.clamped = readable && s > 0 && s < min;
     this.box = this.clamped && this.svg
       ? readableBox(this.base, pad, r.width / min, r.height / min, nodeCentres(this.svg),
-        clusterLabels(this.svg))
+        clusterLabels(this.svg), nodeBoxes(this.svg, this.rankOf))
       : box;
     this.userMoved = false;
     this.hint.hidden = !this.clamped;

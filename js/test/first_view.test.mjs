@@ -1,7 +1,7 @@
 // The first view's pure parts: where a too-big graph opens, what search finds folded away.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { clusterLabels, fitBox, fitMeasured, measuredSize, readableBox } from "../pan_zoom.js";
+import { clusterLabels, findingRank, fitBox, fitMeasured, measuredSize, readableBox, wholeNodesBox } from "../pan_zoom.js";
 import { findMatches, foldedMatches, indexEntries } from "../search.js";
 
 test("readableBox: a wide graph opens on the busiest part of its top band, not its left edge", () => {
@@ -123,4 +123,86 @@ test("readableBox: a diagonal graph opens with its top row in view, not its busy
   const wide = [{ x: 100, y: 10 }, { x: 1900, y: 10 }, { x: 1000, y: 200 }, { x: 1050, y: 220 }];
   const open = readableBox(base, 10, 700, 500, wide);
   assert.ok(open.x <= 1000 && open.x + open.w >= 1050, JSON.stringify(open));
+});
+
+/** @returns {{x: number, y: number, w: number, h: number, rank: number}} */
+const node = (x, y, rank = 0, w = 80, h = 30) => ({ x, y, w, h, rank });
+const centreOf = (n) => ({ x: n.x + n.w / 2, y: n.y + n.h / 2 });
+const cutAtSide = (b, nodes) => nodes.filter((n) => n.y < b.y + b.h && n.y + n.h > b.y
+  && ((n.x < b.x && n.x + n.w > b.x) || (n.x < b.x + b.w && n.x + n.w > b.x + b.w)));
+const whole = (b, n) => n.x >= b.x && n.x + n.w <= b.x + b.w && n.y >= b.y && n.y + n.h <= b.y + b.h;
+
+test("findingRank: NaN worst, then exploding, zero, no gradient, vanishing; a module's params count", () => {
+  const order = ["nonfinite", "exploding", "zero", "none", "vanishing"].map((s) => findingRank(s));
+  assert.deepEqual(order, [5, 4, 3, 2, 1]);
+  assert.equal(findingRank("healthy"), 0);
+  assert.equal(findingRank(undefined), 0);
+  assert.equal(findingRank("constructor"), 0); // a name, not a key of the table's prototype
+  assert.equal(findingRank("healthy", "none"), 2); // a folded module with frozen parameters
+});
+
+test("readableBox: the top band opens on whole nodes, none cut at the window's sides", () => {
+  // a short top row at the right, busier rows under it: the window that held the top row cut
+  // a node of the row under it in half at each side
+  const base = { x: 0, y: 0, w: 2000, h: 600 };
+  const nodes = [node(1500, 10), node(1600, 10), node(1700, 10)];
+  for (let i = 0; i < 10; i++) nodes.push(node(1000 + 100 * i, 200));
+  for (let i = 0; i < 8; i++) nodes.push(node(300 + 100 * i, 400));
+  const centres = nodes.map(centreOf);
+  const plain = readableBox(base, 10, 700, 300, centres);
+  assert.equal(cutAtSide(plain, nodes).length, 2, "the old window cut a node at each side");
+  const box = readableBox(base, 10, 700, 300, centres, [], nodes);
+  assert.deepEqual(cutAtSide(box, nodes), [], JSON.stringify(box));
+  assert.equal(box.y, plain.y); // nothing worse to look for: still the top
+  assert.ok(nodes.slice(0, 3).every((n) => whole(box, n)), "the top row still in view");
+  assert.ok(Math.abs(box.x - plain.x) < 100, "near where it was");
+});
+
+test("readableBox: a top row of frozen weights gives way to the NaN layer further down", () => {
+  // the 7-layer statuses model: frozen / never-called weights (no gradient) along the top
+  // right, the NaN and exploding layers lower left, the loss at the bottom
+  const base = { x: 0, y: 0, w: 1200, h: 700 };
+  const nodes = [node(700, 10, 2), node(800, 10, 2), node(1000, 10, 2), node(1100, 10, 2),
+    node(900, 10), node(900, 100), node(900, 200), node(550, 150, 3), node(550, 250, 3),
+    node(400, 250, 1), node(400, 330), node(20, 300, 5), node(120, 300, 5), node(70, 380, 5),
+    node(70, 450, 5), node(220, 300, 4), node(220, 380, 4), node(220, 450), node(150, 600)];
+  const centres = nodes.map(centreOf);
+  const box = readableBox(base, 10, 800, 400, centres, [], nodes);
+  const nan = nodes.filter((n) => n.rank === 5);
+  assert.ok(nan.every((n) => whole(box, n)), JSON.stringify(box)); // every NaN node, whole
+  assert.ok(nodes.filter((n) => n.rank === 4).every((n) => whole(box, n)), "and the exploding ones");
+  assert.deepEqual(cutAtSide(box, nodes), [], JSON.stringify(box));
+  assert.ok(box.x >= -10 && box.y >= -10 && box.x + box.w <= 1210 && box.y + box.h <= 710);
+  // when the top shows every node of the worst status, it stays the top
+  const frozenTop = nodes.map((n) => ({ ...n, rank: n.y === 10 ? n.rank : Math.min(n.rank, 1) }));
+  const top = readableBox(base, 10, 800, 400, centres, [], frozenTop);
+  assert.equal(top.y, -10);
+  assert.ok(frozenTop.filter((n) => n.rank === 2).every((n) => whole(top, n)), JSON.stringify(top));
+});
+
+test("readableBox: where every window cuts a node, it narrows (zooms in) to open on whole ones", () => {
+  // a frozen stage's folded modules along the top, wide boxes with narrow gaps between them
+  // (the ResNet whose 'layer1.0.bn1' box was cut at the right edge), a column of layers below
+  const base = { x: 0, y: 0, w: 2900, h: 950 };
+  const nodes = [];
+  for (let i = 0; i < 8; i++) nodes.push(node(480 + 240 * i, 70, 2, 220));
+  for (let i = 0; i < 10; i++) nodes.push(node(40 + 20 * (i % 3), 150 + 60 * i, 0, 200));
+  const centres = nodes.map(centreOf);
+  const plain = readableBox(base, 26, 848, 522, centres);
+  assert.ok(cutAtSide(plain, nodes).length > 0, "the old window cut a node");
+  const box = readableBox(base, 26, 848, 522, centres, [], nodes);
+  assert.deepEqual(cutAtSide(box, nodes), [], JSON.stringify(box));
+  assert.ok(box.w >= 0.75 * 848 - 1e-9 && box.w <= 848, "zoomed in by a third at most");
+  assert.ok(Math.abs(box.w / box.h - 848 / 522) < 1e-9, "the viewport's shape");
+  const shown = nodes.filter((n) => n.rank === 2 && whole(box, n)).length;
+  assert.ok(shown >= 3, `the frozen boxes in view: ${shown}`);
+});
+
+test("wholeNodesBox: a graph narrower than the window, or with no boxes, keeps the window", () => {
+  const box = { x: -100, y: -5, w: 800, h: 400 };
+  assert.deepEqual(wholeNodesBox(box, { x: -5, y: -5, w: 300, h: 900 }, []), box);
+  const nodes = [node(0, 0), node(0, 800, 5)];
+  const moved = wholeNodesBox(box, { x: -5, y: -5, w: 300, h: 900 }, nodes);
+  assert.equal(moved.x, box.x); // across: nothing to cut
+  assert.ok(whole(moved, nodes[1]), JSON.stringify(moved)); // down to the NaN node
 });

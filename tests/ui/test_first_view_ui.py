@@ -234,3 +234,69 @@ def test_first_view_deep_chain_opens_whole(sized_lab: tuple[str, LabPage]) -> No
     assert places["inside"] == places["nodes"], places  # the whole graph, none cut
     assert places["on_screen"] == places["nodes"], places  # none below the window's edge
     assert not places["hint"], places  # not 'zoomed to readable labels'
+
+
+STATUSES = (
+    SETUP
+    + """class Statuses(nn.Module):
+    # one layer per gradient status: healthy, zero, vanishing, exploding, NaN, never called, frozen
+    def __init__(self):
+        super().__init__()
+        self.healthy = nn.Linear(4, 4)
+        self.zero_gate = nn.Linear(4, 4)
+        nn.init.zeros_(self.zero_gate.weight); nn.init.constant_(self.zero_gate.bias, -1.0)
+        self.vanish = nn.Linear(4, 4)
+        self.explode = nn.Linear(4, 4)
+        self.nanp = nn.Linear(4, 1)
+        self.never = nn.Linear(4, 4)
+        self.frozen = nn.Linear(4, 4); self.frozen.requires_grad_(False)
+    def forward(self, x):
+        h = self.frozen(self.healthy(x))
+        z = torch.relu(self.zero_gate(h))
+        v = self.vanish(x) * 1e-12
+        e = self.explode(x) * 1e8
+        n = torch.sqrt(self.nanp(x) - 100.0)  # negative: NaN
+        return h.sum() + z.sum() + v.sum() + e.sum() + n.sum()
+ex = GradExplorer(Statuses(), torch.randn(3, 4))
+w = ex.show()"""
+)
+
+# nodes against the viewport: whole inside, cut at its left or right edge, the NaN ones shown
+EDGES = """(root) => {
+  const vp = root.querySelector('.gvw-viewport');
+  const v = vp.getBoundingClientRect();
+  const svg = vp.querySelector(':scope > svg');
+  const scale = svg.getBoundingClientRect().width / svg.width.baseVal.value;
+  const all = [...svg.querySelectorAll('g.node')];
+  const box = (n) => n.getBoundingClientRect();
+  const inside = (b) => b.left >= v.left - 1 && b.right <= v.right + 1 && b.top >= v.top - 1
+    && b.bottom <= v.bottom + 1;
+  const rows = (b) => b.bottom > v.top + 1 && b.top < v.bottom - 1;
+  const cut = all.filter(n => { const b = box(n); return rows(b)
+    && ((b.left < v.left - 1 && b.right > v.left + 1) || (b.left < v.right - 1 && b.right > v.right + 1)); });
+  const nan = all.filter(n => n.classList.contains('gvw-status-nonfinite'));
+  const sizes = [...svg.querySelectorAll('g.node text')].map(t => parseFloat(getComputedStyle(t).fontSize));
+  return {nodes: all.length, inside: all.filter(n => inside(box(n))).length,
+          cut: cut.map(n => n.textContent.trim().slice(0, 40)),
+          nan: nan.length, nan_inside: nan.filter(n => inside(box(n))).length,
+          min_label_px: Math.min(...sizes) * scale,
+          hint: !vp.parentElement.querySelector('.gvw-hint')?.hidden};
+}"""
+
+
+@pytest.mark.ui
+def test_first_view_shows_the_worst_findings_on_whole_nodes(sized_lab: tuple[str, LabPage]) -> None:
+    """A 7-layer model with one layer per status (40 nodes: never folded for the screen) is
+    wider than its pane at readable labels. Its first view showed the top row (frozen, healthy,
+    never called) with the NaN and exploding layers out of view, and nodes cut in half at the
+    pane's left edge ("ckward0 6e-12"); it opens on the NaN nodes, no node cut at either side."""
+    size, lab = sized_lab
+    draw(lab, f"first_view_statuses_{size}.ipynb", [STATUSES, "w"])
+    settled_facts(lab)
+    facts = lab.page.locator(".gv-explorer").first.evaluate(EDGES)
+    record(f"statuses_{size}", facts)
+    lab.screenshot(f"first_view_statuses_{size}")
+    assert facts["nan"] > 0, facts
+    assert facts["nan_inside"] > 0, facts  # the worst finding is in view, whole
+    assert facts["cut"] == [], facts  # no node cut at the pane's left or right edge
+    assert facts["min_label_px"] >= 9.95, facts  # still readable
