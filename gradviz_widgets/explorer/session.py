@@ -108,22 +108,28 @@ class GradExplorer:
             raise GradExplorerError("this explorer was closed; create a new GradExplorer")
         return self._model
 
-    def run(self, device: str | torch.device | None = None) -> GradReport:
+    def run(
+        self, device: str | torch.device | None = None, *, ranks: bool | None = None
+    ) -> GradReport:
         """One forward + backward with the hooks that are on; returns (and keeps) the report.
 
         `device` switches the device for this and later runs ("cpu", "cuda", "cuda:1", "mps").
+        `ranks` gathers every rank's statuses for this run (one all_gather: every rank must
+        run it) or not; None: as the explorer was made (`GradExplorer(ranks=)`; by default for a
+        DDP model in a group of several ranks). The widget's runs never gather: it is shown on
+        one rank, where a collective would wait for the others for good.
         """
         self._check_open()
         previous = self.device
         if device is not None:
             self.device = str(resolve_device(device, self.model))
         try:
-            return self._run()
+            return self._run(self._ranks if ranks is None else ranks)
         except BaseException:
             self.device = previous  # a failed switch leaves the explorer where it was
             raise
 
-    def _run(self) -> GradReport:
+    def _run(self, ranks: bool | None) -> GradReport:
         settings = self._run_settings()
         plan = self._plan
         baseline = run(self.model, self.sample_input, settings) if plan.modifiers else None
@@ -136,7 +142,7 @@ class GradExplorer:
             result = dataclasses.replace(
                 result, report=mark_modified(result.report, baseline.report, dict(plan.modifiers))
             )
-        if gathers_ranks(self.model, self._ranks):  # one all_gather: every rank runs this
+        if gathers_ranks(self.model, ranks):  # one all_gather: every rank runs this
             result = dataclasses.replace(result, report=with_ranks(result.report, self.model))
         if self._carried:
             findings = (*self._carried, *result.report.findings)

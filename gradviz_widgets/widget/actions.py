@@ -55,7 +55,7 @@ class SettingsActions:
                 change()
             running = run
             if run:
-                ex.run()
+                ex.run(ranks=False)  # shown on one rank: never a collective
         except Exception as e:  # noqa: BLE001 - any failure: undo and show it
             before.restore(ex)
             self._toolbar.show_settings(device_in_force(ex), ex.thresholds)
@@ -69,7 +69,9 @@ class SettingsActions:
 
     def set_device(self, device: str) -> None:
         """Run on `device`; if that fails, the device in force stays (and the menu shows it)."""
-        self.apply(lambda: self._explorer.run(device=device), f"switch to {device}", run=False)
+        self.apply(
+            lambda: self._explorer.run(device=device, ranks=False), f"switch to {device}", run=False
+        )
 
     def set_thresholds(self) -> None:
         """Classify with the thresholds the toolbar shows (a rejected pair reverts)."""

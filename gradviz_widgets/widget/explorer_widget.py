@@ -243,7 +243,7 @@ class ExplorerWidget(W.VBox):
         if not self.explorer.stale:
             return None
         try:
-            self.explorer.run()
+            self.explorer.run(ranks=False)  # shown on one rank: never a collective
         except Exception as e:  # noqa: BLE001 - shown in the status line
             self.last_exception = e
             return error_text(e)
