@@ -385,8 +385,12 @@ class ExplorerWidget(W.VBox):
         if self.settings.apply(toggle, f"{kind} hook at {where}"):
             verb = "on" if state["on"] else "off"
             ex = self.explorer
+            # the click's own hook leads; how many are on, when it is not the only one, follows
+            # at once (the list itself comes after the run's headline, often past the ellipsis)
+            others = f" ({len(ex.hooks)} hooks on)" if len(ex.hooks) > 1 else ""
             self._set_status(
-                f"{kind} hook {verb} at {where}; " + status_line(ex.report, ex.hooks, ex.modifiers),
+                f"{kind} hook {verb} at {where}{others}; "
+                + status_line(ex.report, ex.hooks, ex.modifiers),
                 "info",
             )
         else:

@@ -187,3 +187,12 @@ def test_a_failing_listener_warns_and_the_explorer_goes_on(dead_explorer):
     told.remove()
     dead_explorer.clear_hooks()
     assert seen == ["hooks", "run", "thresholds"]
+
+
+def test_a_click_says_how_many_hooks_are_on_when_it_is_not_the_only_one(dead_explorer):
+    w = dead_explorer.show()
+    w.click_node(GATE)
+    assert "backward hook on at gate;" in w.status_text
+    other = next(n.id for n in w.view.nodes if n.module == "main1")
+    w.click_node(other)
+    assert w.status_text.startswith("backward hook on at main1 (2 hooks on);")
