@@ -177,6 +177,18 @@ def worst(statuses: Iterable[str]) -> str:
     return _first_of(SEVERITY, statuses, None) or "none"
 
 
+def alarm_rank(*statuses: str | None) -> int:
+    """How alarming the worst of `statuses` is, as a number the page can compare without
+    knowing the statuses (the first view opens on the worst: js/pan_zoom.js): NaN/Inf highest,
+    then exploding, zero, None, vanishing; healthy and unknown 0.
+
+    Example:
+        >>> alarm_rank("healthy", "none"), alarm_rank("nonfinite"), alarm_rank(None)
+        (2, 5, 0)
+    """
+    return max((len(ALARMS) - ALARMS.index(s) for s in statuses if s in ALARMS), default=0)
+
+
 def worst_param(statuses: Iterable[str]) -> str:
     """The status a folded module's parameters show together (PARAM_SEVERITY).
 

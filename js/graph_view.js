@@ -32,7 +32,7 @@ export class GraphView {
     this.panZoom = new PanZoom(viewport);
     this.panZoom.rankOf = (g) => {
       const i = this.infoOf(this.idOf.get(g) ?? "");
-      return findingRank(i?.status, i?.param_status);
+      return findingRank(i);
     };
     this.tooltip = new Tooltip(viewport);
     this.placeholder = document.createElement("div");

@@ -11,7 +11,7 @@
  * the top band that holds the most nodes (never an empty corner), placed so that the module
  * (cluster) labels it shows are whole, not cut at its left edge, with a hint; `fitInfo` says
  * whether the whole graph fitted, so the widget can fold deeper instead. When that top shows
- * no node of the worst status the graph has (NaN, exploding, zero, no gradient, vanishing),
+ * no node of the worst status the graph has (ranked in Python: vocabulary.alarm_rank),
  * it opens where those nodes are instead; either way it opens on whole nodes, none cut at its
  * left or right edge (`wholeNodesBox`). The whole graph opens at the top of the viewport
  * (`fitBox`), never in the middle of a tall pane.
@@ -31,7 +31,6 @@ export const MIN_MEASURE_PX = 48; // a viewport smaller than this (either way) i
 // yet, hidden or detached (a cell scrolled away in a windowed notebook): nothing to fit to
 const SETTLE_MS = 180; // after the last move, drop will-change so the layer re-rasters crisp
 /** how bad a node's status is for the first view: the worst shown present decides where it opens */
-const FINDING_RANK = { vanishing: 1, none: 2, zero: 3, exploding: 4, nonfinite: 5 };
 const MAX_PLACED = 300; // nodes: a bigger graph (folded for the screen anyway) keeps its top band
 const MIN_SHRINK = 0.75; // of the readable window's width: narrowed (zoomed in) to open on whole
 // nodes, the labels grow by a third at most
@@ -188,14 +187,13 @@ function topBandBox(base, pad, w, h, centres, labels) {
 }
 
 /**
- * How bad a node's status is for the first view (0: nothing to find): its own status or, for a
- * folded module, its parameters' worst, whichever is worse.
- * @param {string} [status] @param {string} [paramStatus] @returns {number}
+ * How bad a node's status is for the first view (0: nothing to find): its node info's `alarm`,
+ * which Python ranks (vocabulary.alarm_rank: the page knows no status).
+ * @param {{alarm?: unknown} | undefined} [info] @returns {number}
  */
-export function findingRank(status, paramStatus) {
-  /** @param {string | undefined} s */
-  const rank = (s) => (s && Object.hasOwn(FINDING_RANK, s) ? FINDING_RANK[s] : 0);
-  return Math.max(rank(status), rank(paramStatus));
+export function findingRank(info) {
+  const alarm = info?.alarm;
+  return typeof alarm === "number" && Number.isFinite(alarm) ? alarm : 0;
 }
 
 /**

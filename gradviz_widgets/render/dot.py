@@ -23,6 +23,7 @@ from ..vocabulary import (
     LEGEND_ORDER,
     SELECTED_COLOR,
     STYLES,
+    alarm_rank,
     format_norm,
     norm_text,
     plain_text,
@@ -359,4 +360,7 @@ def node_info(n: GradNode, hooked: Sequence[str] = ()) -> dict[str, Any]:
         "param_status": n.param_status,
         "param_text": plain_text(n.param_text),
         "param_color": style(n.param_status).line if n.param_text else "",
+        # how alarming the node is, its own status or its parameters' (the first view opens on
+        # the worst: the page compares numbers, it knows no status)
+        "alarm": alarm_rank(n.status, n.param_status),
     }

@@ -132,13 +132,11 @@ const cutAtSide = (b, nodes) => nodes.filter((n) => n.y < b.y + b.h && n.y + n.h
   && ((n.x < b.x && n.x + n.w > b.x) || (n.x < b.x + b.w && n.x + n.w > b.x + b.w)));
 const whole = (b, n) => n.x >= b.x && n.x + n.w <= b.x + b.w && n.y >= b.y && n.y + n.h <= b.y + b.h;
 
-test("findingRank: NaN worst, then exploding, zero, no gradient, vanishing; a module's params count", () => {
-  const order = ["nonfinite", "exploding", "zero", "none", "vanishing"].map((s) => findingRank(s));
-  assert.deepEqual(order, [5, 4, 3, 2, 1]);
-  assert.equal(findingRank("healthy"), 0);
+test("findingRank: the node info's alarm (ranked in Python), 0 without one", () => {
+  assert.deepEqual([5, 1].map((alarm) => findingRank({ alarm })), [5, 1]);
+  assert.equal(findingRank({}), 0);
   assert.equal(findingRank(undefined), 0);
-  assert.equal(findingRank("constructor"), 0); // a name, not a key of the table's prototype
-  assert.equal(findingRank("healthy", "none"), 2); // a folded module with frozen parameters
+  assert.equal(findingRank({ alarm: "5" }), 0); // only a number counts
 });
 
 test("readableBox: the top band opens on whole nodes, none cut at the window's sides", () => {
