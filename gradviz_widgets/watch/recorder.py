@@ -89,8 +89,10 @@ class Recorder:
         # post-accumulate hook queues the end-of-backward reading (watch/params.py)
         self.watched = ParamSet(model, self._on_accumulated)
         self.params, self.names = self.watched.params, self.watched.names  # shared, in place
+        # FSDP2: each rank reads its own shards (no collective; the writer's one all_reduce
+        # makes them whole), at the end of backward too, so clipping keeps the pre-clip sums
         reader = stats_reader(self.ranks.world if fsdp else None)
-        self.timing = StepTiming(self.params, reader, scaler, eager=not fsdp)
+        self.timing = StepTiming(self.params, reader, scaler, compare=fsdp)
         self._publish(first=True)
 
     # ---- attaching ----------------------------------------------------------------------

@@ -15,6 +15,10 @@ changed it in place (gradient clipping, `GradScaler.unscale_`):
   when the two readings differ. Changed while not eager: the pre-change values are gone; the
   step keeps what the optimizer applied, `clipped` unknown (one warning), and reading turns
   eager.
+- FSDP2 (`compare=True`): torch's foreach in-place ops (`clip_grad_norm_`'s `_foreach_mul_`)
+  bump neither a DTensor gradient's `_version` nor its local shard's, so versions cannot tell.
+  Every backward is read (this rank's shards only: no collective) and at the read point the
+  two readings are compared; the writer's one all_reduce makes the kept partials whole.
 - `GradWatch(scaler=)`: the scaler's `update` is wrapped (restored on close); an optimizer the
   scaler processed (`scaler.step`) whose step never ran (Inf/NaN found) is recorded then, as a
   skipped step.
@@ -76,11 +80,12 @@ class StepTiming:
         params: list[torch.Tensor],
         stats_fn: Callable[[list[torch.Tensor]], Any],
         scaler: Any = None,
-        eager: bool = True,
+        compare: bool = False,
     ) -> None:
         self.params, self.stats_fn, self.scaler = params, stats_fn, scaler
-        self.eager = eager
-        self.can_be_eager = eager
+        self.eager = True
+        #: in-place changes are found by comparing readings, not versions (FSDP2)
+        self.compare = compare
         self._eob: _Backward | None = None
         self._warned: set[str] = set()
         self._update: Any = None
@@ -134,7 +139,7 @@ class StepTiming:
         if not grads or all(r is None for r in rows):
             return Reading(ids, _unfused(self.stats_fn(grads), fused), scale, False, skipped)
         eob: _Backward = self._eob  # type: ignore[assignment]
-        changed = [k for k, r in enumerate(rows) if r is not None and eob.changed(r, grads[k])]
+        changed = self._changed(rows, grads, eob)
         if not changed and None not in rows:
             was_eager, self.eager = self.eager, False
             if was_eager and eob.stats is not None:
@@ -144,7 +149,7 @@ class StepTiming:
         post = _unfused(self.stats_fn(grads), fused)
         if not changed:  # some gradients are not the last backward's: read as they are now
             return Reading(ids, post, scale, False, skipped)
-        self.eager = self.can_be_eager
+        self.eager = True
         if eob.stats is None:
             self._warn_once(
                 "late",
@@ -157,6 +162,15 @@ class StepTiming:
         pre = _divided(eob.stats, [rows[k] for k in changed], divisor)  # type: ignore[misc]
         clipped = _differ(pre, _rows(post, changed))
         return Reading(ids, _replaced(post, changed, pre), scale, clipped, skipped)
+
+    def _changed(
+        self, rows: list[int | None], grads: list[torch.Tensor], eob: _Backward
+    ) -> list[int]:
+        """Positions of the fresh gradients changed in place since the end of backward (when
+        comparing: every fresh one, the readings decide)."""
+        if self.compare:
+            return [k for k, r in enumerate(rows) if r is not None]
+        return [k for k, r in enumerate(rows) if r is not None and eob.changed(r, grads[k])]
 
     def _fresh_rows(self, ids: list[int], grads: list[torch.Tensor]) -> list[int | None]:
         """Per gradient, its row in the end-of-backward reading if a backward since the last
