@@ -42,7 +42,8 @@ class FlightRecord:
     `calls` how many times the step called the model with gradients (the record holds the
     last call; None: not counted, a record saved before the count existed); `frozen` the
     parameters that did not require grad at the step, which the replay freezes alike (None:
-    a record saved before they were kept)."""
+    a record saved before they were kept); `rank` the process's rank in its torchrun world
+    (None: a record saved before it was kept)."""
 
     step: int
     args: tuple
@@ -56,6 +57,7 @@ class FlightRecord:
     autocast: torch.dtype | None = None
     calls: int | None = None
     frozen: tuple[str, ...] | None = None
+    rank: int | None = None
 
     def save(self, directory: Path) -> Path:
         path = directory / f"flight-{self.step}.pt"
@@ -127,16 +129,24 @@ class Anomaly:
         """The recorded batch and pre-update state of this step, if one was kept."""
         return self._flight(self.step) if self._flight else None
 
-    def explore(self, model: nn.Module | None = None, **options: Any) -> Any:
+    def explore(
+        self, model: nn.Module | None = None, *, rank: int | None = None, **options: Any
+    ) -> Any:
         """A GradExplorer on this step's batch and pre-update model state (already run once:
         `.report.nonfinite_origin` names the graph node where NaN/Inf appeared).
 
         `model`: needed for a run opened from disk (a model of the same architecture; it is
-        copied, not changed). `options` go to GradExplorer (loss_fn, target, thresholds ...).
+        copied, not changed). `rank`: whose batch to replay, in a run of several ranks
+        (default: for NaN/Inf, the rank whose own batch shows them; else the first of
+        `ranks`). `options` go to GradExplorer (loss_fn, target, thresholds ...).
         """
         if self._explore is None:
             raise GradExplorerError("this anomaly has no flight record to explore")
-        return self._explore(self, model, **options)
+        if rank is None:
+            return self._explore(self, model, **options)
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise GradExplorerError(f"rank must be a rank number (0, 1, ...), got {rank!r}")
+        return self._explore(self, model, rank=rank, **options)
 
     def __repr__(self) -> str:
         shown = ", ".join(self.params[:3]) + (
@@ -264,34 +274,18 @@ def replay(
     model: nn.Module,
     loss_fn: Callable | None,
     recorder: object | None = None,
+    *,
+    from_disk: bool = False,
     **options: Any,
 ) -> Any:
     """Run a GradExplorer on a copy of `model` holding the recorded state, on the recorded
     batch, under the recorded RNG states and autocast (on the recorded device when it is
-    available)."""
+    available). `from_disk`: the record was read from disk (it holds no loss_fn)."""
     from ..explorer.session import GradExplorer
 
-    twin = twin_of(model, recorder)
-    missing = twin.load_state_dict(record.state, strict=False)
-    if missing.missing_keys:
-        raise GradExplorerError(
-            f"the model does not match the recorded state: missing {missing.missing_keys[:5]}"
-        )
-    if record.frozen is not None:  # a later unfreezing must not add gradients to the step's
-        for name, p in twin.named_parameters():
-            p.requires_grad_(name not in record.frozen)
-    if record.kwargs and record.args:
-        raise GradExplorerError(
-            "the recorded call mixes positional and keyword arguments (e.g. model(x, "
-            "labels=y)); GradExplorer takes one or the other, so this step cannot be replayed. "
-            "Call the model with keywords only (model(input_ids=x, labels=y)) or positionally "
-            "only, and the flight records of the next run replay"
-        )
-    sample: Any = (
-        dict(record.kwargs)
-        if record.kwargs
-        else (record.args[0] if len(record.args) == 1 else tuple(record.args))
-    )
+    _check_rank(record, options.pop("rank", None))
+    twin = _twin_in_state(record, model, recorder)
+    sample = _sample(record)
     options.setdefault("loss_fn", loss_fn)
     options.setdefault("seed", None)
     options.setdefault("autocast", record.autocast)
@@ -302,7 +296,7 @@ def replay(
             warnings.warn(
                 f"step {record.step} was recorded on {record.device} and is replayed on the "
                 "CPU: random operations (dropout) draw other numbers there",
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
     ex = GradExplorer(twin, sample, **options)
     if record.calls is not None and record.calls != 1:
@@ -311,8 +305,57 @@ def replay(
     with recorded_rng(record, ex.device):
         ex.run()
     if options["loss_fn"] is None and ex.report.loss_description.startswith("sum of"):
-        warnings.warn(replayed_sum(record.step, ex.report.loss_description), stacklevel=3)
+        said = replayed_sum(record.step, ex.report.loss_description, from_disk)
+        warnings.warn(said, stacklevel=user_stacklevel())
     return ex
+
+
+def replay_again(ex: Any, record: FlightRecord, finding: str) -> Any:
+    """`ex` (a replay of `record`) run once more under the recorded RNG states, `finding`
+    first among its report's findings (and every later run's)."""
+    ex.carry_finding(finding)
+    with recorded_rng(record, ex.device):
+        ex.run()
+    return ex
+
+
+def _check_rank(record: FlightRecord, rank: int | None) -> None:
+    """A live watch holds its own rank's records only: another rank's is read from disk."""
+    if rank is None or record.rank is None or rank == record.rank:
+        return
+    raise GradExplorerError(
+        f"rank={rank}: this watch holds the flight records of rank {record.rank}, the process "
+        "it runs in; to replay another rank's batch, open the run from disk: "
+        f"GradWatch.open(watch.run_path).anomalies[i].explore(model, rank={rank})"
+    )
+
+
+def _twin_in_state(record: FlightRecord, model: nn.Module, recorder: object | None) -> nn.Module:
+    """A hook-free copy of `model` holding the recorded state, frozen as at the step."""
+    twin = twin_of(model, recorder)
+    missing = twin.load_state_dict(record.state, strict=False)
+    if missing.missing_keys:
+        raise GradExplorerError(
+            f"the model does not match the recorded state: missing {missing.missing_keys[:5]}"
+        )
+    if record.frozen is not None:  # a later unfreezing must not add gradients to the step's
+        for name, p in twin.named_parameters():
+            p.requires_grad_(name not in record.frozen)
+    return twin
+
+
+def _sample(record: FlightRecord) -> Any:
+    """The recorded call as GradExplorer's sample input."""
+    if record.kwargs and record.args:
+        raise GradExplorerError(
+            "the recorded call mixes positional and keyword arguments (e.g. model(x, "
+            "labels=y)); GradExplorer takes one or the other, so this step cannot be replayed. "
+            "Call the model with keywords only (model(input_ids=x, labels=y)) or positionally "
+            "only, and the flight records of the next run replay"
+        )
+    if record.kwargs:
+        return dict(record.kwargs)
+    return record.args[0] if len(record.args) == 1 else tuple(record.args)
 
 
 def not_one_call(step: int, calls: int, short: bool = False) -> str:
@@ -343,18 +386,29 @@ def not_one_call(step: int, calls: int, short: bool = False) -> str:
     )
 
 
-def replayed_sum(step: int, how: str) -> str:
+def replayed_sum(step: int, how: str, from_disk: bool = False) -> str:
     """What a replay says when its loss is a sum of the model's output (no loss_fn given):
-    its gradients, NaN/Inf ones included, are that sum's, not the training loss's.
+    its gradients, NaN/Inf ones included, are that sum's, not the training loss's. A record
+    read from disk never holds the run's loss_fn (`from_disk`).
 
     Example:
         >>> replayed_sum(4, "sum of output")[:60]
         'step 4 is replayed with the sum of output as its loss (the w'
+        >>> replayed_sum(4, "sum of output", from_disk=True)[54:100]
+        '(a record read from disk does not hold the run'
     """
+    head = f"step {step} is replayed with the {how} as its loss"
+    tail = (
+        ": its gradients, and which of them are NaN/Inf, are that sum's, not the training loss's; "
+    )
+    if from_disk:
+        return (
+            f"{head} (a record read from disk does not hold the run's loss_fn, even when the "
+            f"run was given one){tail}pass loss_fn= (and target=) to explore()"
+        )
     return (
-        f"step {step} is replayed with the {how} as its loss (the watch was given no "
-        "loss_fn): its gradients, and which of them are NaN/Inf, are that sum's, not the "
-        "training loss's; pass explore(loss_fn=..., target=...) or GradWatch(..., loss_fn=...)"
+        f"{head} (the watch was given no loss_fn){tail}pass explore(loss_fn=..., target=...) "
+        "or GradWatch(..., loss_fn=...)"
     )
 
 

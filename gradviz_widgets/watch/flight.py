@@ -109,6 +109,7 @@ class Flights:
         self._autocast: torch.dtype | None = None
         first = next(model.parameters(), None)
         self._cuda = (first.device.index or 0) if first is not None and first.is_cuda else None
+        self._rank = _process_rank()
         keep(None, self.notes)
 
     def stop(self, why: str) -> None:
@@ -262,6 +263,7 @@ class Flights:
             autocast=self._autocast,
             calls=self._step_calls,
             frozen=tuple(n for n, p in self.model.named_parameters() if not p.requires_grad),
+            rank=self._rank,
         )
         self.used += size
         return record, ""
@@ -293,6 +295,12 @@ class Flights:
             "per step), so no step was recorded; GradWatch(..., sync_check=True) turns it on"
         )
         self.keep(None, self.notes)
+
+
+def _process_rank() -> int:
+    """This process's rank in its torchrun world (0 outside one), as its folder names it."""
+    dist = torch.distributed
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
 def _all_healthy(stats: np.ndarray, th: Thresholds) -> bool:

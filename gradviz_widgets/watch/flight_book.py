@@ -3,18 +3,23 @@
 Records are saved as `flight-<step>.pt` beside `watch.sqlite` and read back from disk when
 asked for (the training process keeps no copy once the file is written); a record that cannot
 be saved (a run kept in memory, an unpicklable argument) stays in memory. `flights.json` holds
-the recorder's notes: per anomaly kind, the step recorded or why it was not.
+the recorder's notes: per anomaly kind, the step recorded or why it was not. Under torchrun each
+rank keeps its own records (its own batch): `replay_rank` picks the rank to replay.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .anomalies import KINDS, Anomaly, FlightRecord
+import torch
+from torch.utils._pytree import tree_leaves
+
+from .anomalies import KINDS, Anomaly, FlightRecord, replay_again
 
 NOTES = "flights.json"
 
@@ -139,3 +144,106 @@ class FlightBook(Mapping[int, FlightRecord]):
             f"{head}: the step pre-hook did not see {anomaly.kind} at this step (recording "
             f"stopped before it, or the run was read while still writing){recorded}."
         )
+
+
+# ---- which rank's record to replay -------------------------------------------------------
+def replay_rank(
+    anomaly: Anomaly,
+    records: dict[int, FlightRecord],
+    rank: int | None,
+    replay_one: Callable[[FlightRecord], Any],
+) -> Any:
+    """The explorer of one rank's record of `anomaly`'s step (`records`: rank -> record).
+
+    `rank`, or by default: for NaN/Inf, the first rank whose own batch shows them (its
+    recorded input holds NaN/Inf, or else its replay has them: the all-reduce spread them
+    to every rank's record); for other kinds, the first of the anomaly's ranks. In a run of
+    several ranks, a replay that does not show the anomaly is run again with a finding that
+    says so and names the ranks to try."""
+    order = rank_order(anomaly, records)
+    if rank is not None:
+        order = [rank, *(r for r in order if r != rank)]
+    if len(records) == 1 and not anomaly.ranks:
+        return replay_one(records[order[0]])
+    searching = rank is None and anomaly.kind == "nonfinite"
+    first: tuple[int, Any] | None = None
+    tried: list[int] = []
+    for r in order if searching else order[:1]:
+        ex = replay_one(records[r])
+        if shows(ex.report, anomaly):
+            return ex
+        tried.append(r)
+        first = first if first is not None else (r, ex)
+    assert first is not None
+    others = [r for r in order if r not in tried]
+    said = not_shown(anomaly, first[0], tried[1:], others)
+    return replay_again(first[1], records[first[0]], said)
+
+
+def rank_order(anomaly: Anomaly, records: dict[int, FlightRecord]) -> list[int]:
+    """The ranks with a record, the anomaly's own first; for NaN/Inf, those whose recorded
+    input holds NaN/Inf before them."""
+    order = [r for r in anomaly.ranks if r in records]
+    order += sorted(r for r in records if r not in order)
+    if anomaly.kind == "nonfinite":
+        order.sort(key=lambda r: not nonfinite_input(records[r]))
+    return order
+
+
+def nonfinite_input(record: FlightRecord) -> bool:
+    """Whether the recorded call's floating-point tensors hold a NaN or an Inf."""
+    return any(
+        isinstance(t, torch.Tensor)
+        and (t.is_floating_point() or t.is_complex())
+        and not bool(torch.isfinite(t).all())
+        for t in tree_leaves((record.args, record.kwargs))
+    )
+
+
+def shows(report: Any, anomaly: Anomaly) -> bool:
+    """Whether a replay's report shows `anomaly`: NaN/Inf anywhere (loss, a gradient, an
+    origin), or for other kinds that status in one of its parameters (parameters the replay
+    does not name: not checked)."""
+    status = report.param_status
+    if anomaly.kind == "nonfinite":
+        return (
+            report.nonfinite_origin is not None
+            or not math.isfinite(report.loss)
+            or "nonfinite" in status.values()
+        )
+    named = [status[p] for p in anomaly.params if p in status]
+    return not named or anomaly.kind in named
+
+
+def not_shown(anomaly: Anomaly, rank: int, tried: list[int], others: list[int]) -> str:
+    """The finding of a replay of rank `rank` that does not show `anomaly`; `tried`: other
+    ranks replayed that did not either, `others`: ranks with a record to try.
+
+    Example:
+        >>> not_shown(Anomaly(2, "nonfinite", ["w"]), 0, [], [1])[:45]
+        "the replay of rank 0's batch has no NaN/Inf, "
+    """
+    step = anomaly.step
+    if anomaly.kind == "nonfinite":
+        head = f"the replay of rank {rank}'s batch has no NaN/Inf, which step {step}'s record has"
+        why = "they likely came from another rank's batch (the all-reduce spreads them)"
+    else:
+        shown = ", ".join(anomaly.params[:3]) + (" ..." if len(anomaly.params) > 3 else "")
+        head = (
+            f"the replay of rank {rank}'s batch shows no {anomaly.kind} gradient in {shown}, "
+            f"which step {step}'s record has"
+        )
+        why = "under DDP the record holds the ranks' averaged gradient, a replay one rank's own"
+    if others:
+        return f"{head}: {why}; other ranks: {_ranks(others)}; explore(rank={others[0]})"
+    if tried:
+        return (
+            f"{head}, nor have the replays of {_ranks(tried)}: it came from what a replay "
+            "does not repeat (the training loss_fn or target when none is passed to explore(), "
+            "numpy or Python random draws, a collective)"
+        )
+    return f"{head}; no other rank kept a flight record of step {step}"
+
+
+def _ranks(ranks: list[int]) -> str:
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"

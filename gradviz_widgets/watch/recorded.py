@@ -14,7 +14,7 @@ from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
 from .anomalies import SPIKE, Anomaly, FlightRecord, replay
 from .events import Event
-from .flight_book import FlightBook
+from .flight_book import FlightBook, replay_rank
 from .history import Overview, history_frame
 from .runs import RunInfo, choose, rank_folders, run_name
 from .spikes import Spike, open_spike
@@ -171,7 +171,8 @@ class RecordedRun(HistoryViews):
         watch = WATCHED.get(model) if model is not None else None
         options.setdefault("thresholds", self.thresholds)
         recorder = watch._recorder if watch is not None else None
-        return open_spike(how, spike, self._book(), model, None, recorder, options)
+        book = self._book(spike.rank if spike.rank in self.folders else None)
+        return open_spike(how, spike, book, model, None, recorder, options, from_disk=True)
 
     def _all_events(self) -> list[Event]:
         seen: dict[Event, None] = {}
@@ -183,36 +184,66 @@ class RecordedRun(HistoryViews):
     def _events(store: SQLiteStore) -> list[Event]:
         return [Event(*row) for row in store.event_rows]
 
-    def _book(self) -> FlightBook:
-        """Read afresh: a run still recording may have added records."""
-        return FlightBook.read(list(self.folders.values()))
+    def _book(self, rank: int | None = None) -> FlightBook:
+        """Read afresh (a run still recording may have added records): every rank's folder
+        (rank 0's record of a step first), or one rank's."""
+        folders = self.folders.values() if rank is None else [self.folders[rank]]
+        return FlightBook.read(list(folders))
 
     def _flight(self, step: int) -> FlightRecord | None:
         return self._book().get(step)
 
-    def _explore(self, anomaly: Anomaly, model: nn.Module | None, **options: Any) -> Any:
+    def _explore(
+        self, anomaly: Anomaly, model: nn.Module | None, rank: int | None = None, **options: Any
+    ) -> Any:
+        if rank is not None and rank not in self.folders:
+            raise GradExplorerError(
+                f"rank={rank}: this run has ranks {', '.join(map(str, self.ranks))} on disk"
+            )
         if anomaly.kind == SPIKE:
-            spike = next((s for s in self._spike_list() if s.step == anomaly.step), None)
+            spike = self._spike_of(anomaly, rank)
             if spike is not None:
                 return spike.explore(model, **options)
-        book = self._book()
-        record = book.get(anomaly.step)
-        if record is None:
-            raise GradExplorerError(book.explain(anomaly))
+        records = self._records(anomaly, rank)
         if model is None:
             raise GradExplorerError(
                 "a run opened from disk has no model: pass one of the same "
                 "architecture, anomaly.explore(model); it is copied, not changed"
             )
         watch = WATCHED.get(model)
+        recorder = watch._recorder if watch is not None else None
         options.setdefault("thresholds", self.thresholds)
-        return replay(
-            record,
-            model,
-            options.pop("loss_fn", None),
-            watch._recorder if watch is not None else None,
-            **options,
-        )
+        loss_fn = options.pop("loss_fn", None)
+
+        def replay_one(record: FlightRecord) -> Any:
+            return replay(record, model, loss_fn, recorder, from_disk=True, **dict(options))
+
+        return replay_rank(anomaly, records, rank, replay_one)
+
+    def _records(self, anomaly: Anomaly, rank: int | None) -> dict[int, FlightRecord]:
+        """rank -> its flight record of the anomaly's step, every rank's that has one (an
+        error saying why when none has, or `rank` has none)."""
+        found = {}
+        for r in self.folders:
+            record = self._book(r).get(anomaly.step)
+            if record is not None:
+                found[r] = record
+        if rank is None and not found:
+            raise GradExplorerError(self._book().explain(anomaly))
+        if rank is not None and rank not in found:
+            also = f"; ranks with one: {', '.join(map(str, found))}" if found else ""
+            raise GradExplorerError(f"rank {rank}: {self._book(rank).explain(anomaly)}{also}")
+        return found
+
+    def _spike_of(self, anomaly: Anomaly, rank: int | None) -> Spike | None:
+        """The spike event of a `spike` anomaly: `rank`'s, or the first of its ranks'."""
+        ranks = [rank] if rank is not None else [*anomaly.ranks, *self.ranks]
+        spikes = [s for s in self._spike_list() if s.step == anomaly.step]
+        for r in ranks:
+            for s in spikes:
+                if s.rank == r:
+                    return s
+        return spikes[0] if spikes and rank is None else None
 
     def overview(self, n_buckets: int = 400, rank: int | None = None) -> Overview:
         """Buckets of steps for the heat map, of one rank (default: the first)."""

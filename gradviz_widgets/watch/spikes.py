@@ -485,8 +485,11 @@ def open_spike(
     loss_fn: Any,
     recorder: Any,
     options: dict[str, Any],
+    *,
+    from_disk: bool = False,
 ) -> Any:
-    """`spike.explore()` (how="explore") or `spike.compare()` on the flight records of `book`."""
+    """`spike.explore()` (how="explore") or `spike.compare()` on the flight records of `book`
+    (`from_disk`: a run read from disk, one rank's records)."""
     from .anomalies import replay
 
     step = record_step(book, spike)
@@ -498,8 +501,8 @@ def open_spike(
         )
     loss_fn = options.pop("loss_fn", loss_fn)
     if how == "explore":
-        return replay(book[step], model, loss_fn, recorder, **options)
+        return replay(book[step], model, loss_fn, recorder, from_disk=from_disk, **options)
     calm = calm_step(book, spike, step)
-    a = replay(book[calm], model, loss_fn, recorder, **dict(options))
-    b = replay(book[step], model, loss_fn, recorder, **options)
+    a = replay(book[calm], model, loss_fn, recorder, from_disk=from_disk, **dict(options))
+    b = replay(book[step], model, loss_fn, recorder, from_disk=from_disk, **options)
     return b.compare(a)
