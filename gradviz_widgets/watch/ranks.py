@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,8 @@ class RankSetup:
     mode: str = "local"
     group: Any = None
     timeout_s: float = 60.0
+    #: why there is no side group (with `group` None and a world above 1)
+    why: str = ""
 
     def directory(self, path: Path) -> Path:
         """`path` for one process; `path/rank{r}` for each rank of a world larger than 1.
@@ -70,9 +73,8 @@ class RankSetup:
 def rank_setup(
     model: nn.Module, ranks: bool | None, timeout_s: float
 ) -> tuple[nn.Module, RankSetup]:
-    """The user's module (DDP / compile unwrapped) and the setup. Creating the side group is a
-    collective: every rank of the default group must create its GradWatch (as every rank runs
-    the same training script)."""
+    """The user's module (DDP / compile unwrapped) and the setup. The side group is created only
+    once every rank of the default group has come to create its GradWatch (`handshake`)."""
     inner, kind = unwrap(model)
     on = dist.is_available() and dist.is_initialized()
     rank, world = (dist.get_rank(), dist.get_world_size()) if on else (0, 1)
@@ -80,18 +82,85 @@ def rank_setup(
         hasattr(p, "placements") for p in inner.parameters()
     )  # DTensor parameters: FSDP2 on the root or on some submodules only
     mode = "fsdp" if sharded else ("ddp" if world > 1 else "local")
-    group = None
+    group, why = None, "ranks=False: no collective"
     if on and world > 1 and ranks is not False:
-        try:
+        group, why = _side_group(rank, world, timeout_s)
+    return inner, RankSetup(rank, world, mode, group, timeout_s, why)
+
+
+def _side_group(rank: int, world: int, timeout_s: float) -> tuple[Any, str]:
+    """The watch's gloo group, or None and why (warned): a rank did not come, or a failure."""
+    try:  # torch has no public accessor of the store init_process_group made
+        came = handshake(dist.distributed_c10d._get_default_store(), rank, world, timeout_s)
+        if came == world:
             timeout = datetime.timedelta(seconds=timeout_s)
-            group = dist.new_group(backend="gloo", timeout=timeout)
-        except Exception as e:  # e.g. only some ranks created a GradWatch: they time out
-            warnings.warn(
-                f"GradWatch: no cross-rank check ({type(e).__name__}: {str(e)[:200]}); this "
-                "rank records its own gradients. Create the GradWatch on every rank.",
-                stacklevel=4,
-            )
-    return inner, RankSetup(rank, world, mode, group, timeout_s)
+            return dist.new_group(backend="gloo", timeout=timeout), ""
+        why = f"{came} of {world} ranks created a GradWatch within rank_timeout_s={timeout_s:g} s"
+    except Exception as e:  # a store without add / check, or a rank died meanwhile
+        why = f"{type(e).__name__}: {str(e)[:200]}"
+    warnings.warn(
+        f"GradWatch: no cross-rank check ({why}); this rank records its own gradients. "
+        "Create the GradWatch on every rank.",
+        stacklevel=5,
+    )
+    return None, why
+
+
+def handshake(store: Any, rank: int, world: int, timeout_s: float) -> int:
+    """How many ranks come to create a GradWatch now, learnt through the default group's store
+    (no collective): `world` when every rank came (each rank then calls `new_group`), fewer
+    when some did not within `timeout_s` (then no rank calls it).
+
+    Why not a torch facility: `new_group` is a collective of every rank of the default group,
+    and a rank calling it alone moves its group counter (the names of every later group) away
+    from the other ranks'; `new_group(use_local_synchronization=True)` leaves the counter
+    alone (the name hashes the ranks and `len(pg_names)`), but a lone rank's try leaves its gloo
+    address in the store under the name the next group of the same ranks gets (torch 2.13:
+    that group then failed to connect in 1 of 4 tries); `torch.distributed.elastic.utils.store`
+    barriers need a key prefix the ranks already agree on, which is what is to be found here.
+
+    Rank 0 opens round n (a counter in the store) and waits for the others' joins; it then
+    closes the round with one atomic `add`, so a rank joining late sees the round closed, and
+    says whether everyone came. A rank joins the latest round it has not joined yet (its own
+    per-rank key: a second watch never joins the same round twice) and waits for the verdict.
+    """
+    if rank == 0:
+        return _lead(store, world, timeout_s)
+    return _join(store, rank, timeout_s)
+
+
+_KEY = "gradviz_widgets/gradwatch"
+#: added by rank 0 to close a round: a join after it returns more than this
+_CLOSED = 1 << 40
+_POLL_S = 0.05
+
+
+def _lead(store: Any, world: int, timeout_s: float) -> int:
+    n = store.add(f"{_KEY}/round", 1)
+    joins = f"{_KEY}/{n}/in"
+    store.add(joins, 0)  # exists before the round is announced
+    store.set(f"{_KEY}/open", str(n))
+    deadline = time.monotonic() + timeout_s
+    while int(store.get(joins)) < world - 1 and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+    came = 1 + store.add(joins, _CLOSED) - _CLOSED
+    store.set(f"{_KEY}/{n}/came", str(came))
+    return came
+
+
+def _join(store: Any, rank: int, timeout_s: float) -> int:
+    deadline, tried = time.monotonic() + timeout_s, set()
+    while time.monotonic() < deadline:
+        n = int(store.get(f"{_KEY}/open")) if store.check([f"{_KEY}/open"]) else 0
+        # round n not joined by this rank yet (nor by an earlier watch of it), and still open
+        mine = n and n not in tried and store.add(f"{_KEY}/{n}/rank{rank}", 1) == 1
+        if mine and store.add(f"{_KEY}/{n}/in", 1) < _CLOSED:
+            verdict = f"{_KEY}/{n}/came"
+            store.wait([verdict], datetime.timedelta(seconds=timeout_s + 30))
+            return int(store.get(verdict))
+        tried.add(n)
+        time.sleep(_POLL_S)
+    return 1
 
 
 def release(setup: RankSetup, writer_done: bool) -> None:

@@ -74,20 +74,20 @@ def new_run_id(now: float | None = None) -> str:
 
 def start_run(path: Path, setup: RankSetup) -> str:
     """The id of a new run into `path`, the same on every rank; rank 0 says once what `path`
-    already holds."""
-    box: list[Any] = [None]
+    already holds, a rank whose `path` is not rank 0's says so."""
+    box: list[Any] = [None, None]
     if setup.rank == 0:
-        box[0] = _pick(path)
+        box = [_pick(path), str(path.resolve())]
     if setup.world == 1:
         return str(box[0])
+    why = setup.why or "ranks=False: no collective"
     if setup.group is not None:
         try:
             dist.broadcast_object_list(box, src=0, group=setup.group)
+            _same_path(path, box[1], setup.rank)
             return str(box[0])
         except Exception as e:  # a rank missing: fall through to an id of our own
             why = f"{type(e).__name__}: {str(e)[:200]}"
-    else:
-        why = "ranks=False: no collective"
     elastic = os.environ.get("TORCHELASTIC_RUN_ID", "none")
     if elastic != "none":
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
@@ -100,6 +100,18 @@ def start_run(path: Path, setup: RankSetup) -> str:
         stacklevel=4,
     )
     return str(own)
+
+
+def _same_path(path: Path, first: str, rank: int) -> None:
+    """Warn where this rank's `path` is not rank 0's: the run's ranks lie in two folders."""
+    if str(path.resolve()) == first:
+        return
+    warnings.warn(
+        f"GradWatch: rank {rank} records into {path}, rank 0 into {first}; GradWatch.open() "
+        "of either folder reads only the ranks that recorded there: pass the same path= on "
+        "every rank",
+        stacklevel=5,
+    )
 
 
 def runs_root(path: Path, say: bool = True) -> Path:
