@@ -31,6 +31,25 @@ _CODES = np.array([STATUSES.index(k) for k in KINDS])
 _NONE = KINDS.index("none")
 
 
+def in_order(anomalies: list[Anomaly]) -> list[Anomaly]:
+    """Anomalies by step, then kind (KINDS' order, then WATCH_KINDS'), then parameters: the
+    live watch and a run opened from disk list them alike, whatever order they were found in
+    (a spike is found steps after its own; `anomalies[0]` differed between the two).
+
+    Example:
+        >>> found = [Anomaly(3, SPIKE, []), Anomaly(3, "zero", ["w"]), Anomaly(1, "none", ["b"])]
+        >>> [(a.step, a.kind) for a in in_order(found)]
+        [(1, 'none'), (3, 'zero'), (3, 'spike')]
+    """
+    kinds = (*KINDS, *WATCH_KINDS)
+
+    def key(a: Anomaly) -> tuple:
+        rank = kinds.index(a.kind) if a.kind in kinds else len(kinds)
+        return (a.step, rank, a.kind, tuple(a.params))
+
+    return sorted(anomalies, key=key)
+
+
 @dataclasses.dataclass
 class FlightRecord:
     """What `anomaly.explore()` needs to replay step `step` (all on the CPU).

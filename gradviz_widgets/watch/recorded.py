@@ -12,7 +12,7 @@ from torch import nn
 
 from ..errors import GradExplorerError
 from ..vocabulary import Thresholds
-from .anomalies import SPIKE, Anomaly, FlightRecord, replay
+from .anomalies import SPIKE, Anomaly, FlightRecord, in_order, replay
 from .events import Event
 from .flight_book import FlightBook, replay_rank
 from .history import Overview, history_frame
@@ -157,7 +157,7 @@ class RecordedRun(HistoryViews):
             a.ranks = tuple(ranks) if len(self.ranks) > 1 else ()
             a.detail = " | ".join(details)
             out.append(a)
-        return sorted(out, key=lambda a: a.step)
+        return in_order(out)
 
     def _spike_list(self) -> list[Spike]:
         out = [

@@ -18,7 +18,7 @@ from torch import nn
 
 from ..errors import GradExplorerError, user_stacklevel
 from ..vocabulary import Thresholds
-from .anomalies import SPIKE, Anomaly, replay
+from .anomalies import SPIKE, Anomaly, in_order, replay
 from .arguments import check_arguments, warn_idle_optimizers
 from .baselines import SpikeRule, check_spikes
 from .flight import Flights
@@ -304,7 +304,7 @@ class GradWatch(HistoryViews):
         or differed across ranks ("rank_divergence")."""
         self._writer.sync()
         _, rows, _ = self._writer.snapshot()
-        return [Anomaly.from_row(row, self._flights.get, self._explore) for row in rows]
+        return in_order([Anomaly.from_row(row, self._flights.get, self._explore) for row in rows])
 
     def _all_events(self) -> list:
         return self._writer.synced_events()

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from small_models import tiny_gpt2_config
+from torch import nn
 
 from gradviz_widgets import GradWatch
 from gradviz_widgets.errors import GradExplorerError
@@ -261,3 +262,28 @@ def test_corrupted_batch_is_found_and_led_by_the_first_layer(tmp_path: Path) -> 
     (spike,) = watch.spikes
     assert spike.step == 30 and spike.params[0] == "0.weight", spike
     watch.close()
+
+
+def test_live_and_reopened_anomalies_are_listed_alike(tmp_path: Path) -> None:
+    """A spike is found steps after its own step, so the live list had it after later
+    anomalies while the disk's had it by step: `anomalies[0]` opened different ones."""
+    from gradviz_widgets.watch.anomalies import in_order
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    watch = GradWatch(net, optimizer=opt, path=tmp_path)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    for step in range(40):
+        for group in opt.param_groups:
+            group["lr"] = 50.0 if step == 25 else 0.01
+        opt.zero_grad()
+        loss = ((net(x) - y) ** 2).mean()
+        loss.backward()
+        watch.log_loss(loss)
+        opt.step()
+    live = [(a.step, a.kind, tuple(a.params)) for a in watch.anomalies]
+    watch.close()
+    disk = [(a.step, a.kind, tuple(a.params)) for a in GradWatch.open(tmp_path).anomalies]
+    assert live == disk and len(live) > 1
+    assert live == [(a.step, a.kind, tuple(a.params)) for a in in_order(watch.anomalies)]
