@@ -395,7 +395,8 @@ def _sentence(event: dict[str, Any], table: list[dict], peaks: np.ndarray, rule:
     leaders = [r for r in movers if r["first_step"] == first][:2]
     where = " and ".join(r["name"] for r in leaders)
     what = "update ratio" if leaders[0]["signal"] == "update_ratio" else "gradient norm"
-    text = f"{head}started in {where} ({what}, {leaders[0]['rise']:.3g}x its baseline)"
+    # the rise is the series' peak over the event, not its value at the first step
+    text = f"{head}started in {where} ({what}, up to {leaders[0]['rise']:.3g}x its baseline)"
     if loss_step is not None:
         lead = loss_step - first
         text += (

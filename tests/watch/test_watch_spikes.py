@@ -131,6 +131,9 @@ def test_learning_rate_jump_found_at_its_step_with_the_loss_after(tmp_path: Path
     assert spike.loss_step == PLANT + 1  # the loss shows it at the next forward
     assert losses[PLANT + 1] > 1.5 * losses[PLANT]
     assert "before the loss" in spike.sentence
+    # the rise quoted is the first moving module's peak over the event, and says so
+    leader = next(r for r in spike.rows if r["kind"] == "module")
+    assert f"up to {leader['rise']:.3g}x its baseline" in spike.sentence
     # the update ratio is found after the step; the gradients spike at the next one, whose
     # pre-update state is the one kept
     ex = spike.explore(loss_fn=lambda out: out.loss)
