@@ -11,7 +11,10 @@ spaces redraws so the view takes at most `SHARE` of the kernel's time.
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
+from copy import deepcopy
 from typing import Any
 
 import numpy as np
@@ -47,6 +50,35 @@ class Throttle:
         self.cost_s = cpu_s
         self.spent_s += cpu_s
         self.next_at = started + max(self.min_s, cpu_s / self.share)
+
+
+def live_figure(lock: threading.RLock) -> Any:
+    """A Plotly FigureWidget whose full state (what a newly attached front end gets: a reloaded
+    page) is the figure as it is now; `lock` is held while a redraw changes it."""
+    fig = _live_figure_class()()
+    fig._live_lock = lock
+    return fig
+
+
+@functools.cache
+def _live_figure_class() -> type:
+    import plotly.graph_objects as go
+
+    class LiveFigure(go.FigureWidget):  # type: ignore[misc]
+        """Plotly sets `_widget_data`/`_widget_layout` (the synced state) only when a figure is
+        displayed by itself and sends every later change as a message the page applies once:
+        a page reloaded while the kernel runs got the state of the display, an empty figure."""
+
+        def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict:
+            lock = getattr(self, "_live_lock", None)
+            if key is not None or lock is None:  # an update's keys, or still being built
+                return super().get_state(key, drop_defaults)
+            with lock:  # the whole state: fresh copies, not a sync (no message to the others)
+                self._trait_values["_widget_data"] = deepcopy(self._data)
+                self._trait_values["_widget_layout"] = deepcopy(self._layout_obj._props)
+                return super().get_state(key, drop_defaults)
+
+    return LiveFigure
 
 
 class FigureSync:

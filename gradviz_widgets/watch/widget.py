@@ -22,7 +22,7 @@ from .figures import (
     module_order,
     z_range,
 )
-from .live import FigureSync, Throttle
+from .live import FigureSync, Throttle, live_figure
 from .store import ParamInfo
 
 __all__ = [
@@ -45,7 +45,6 @@ class WatchWidget:
     ) -> None:
         import ipywidgets as w
         import pandas  # noqa: F401  plotly imports it lazily: never first from the writer thread
-        import plotly.graph_objects as go
 
         self.source = source
         self.refresh_s = max(refresh_s, 0.25)  # at most ~4 updates a second
@@ -53,22 +52,21 @@ class WatchWidget:
         self._dirty = False
         self.throttle = Throttle(self.refresh_s)
         self._lock = threading.Lock()
-        self._draw = threading.Lock()  # a redraw (writer thread) vs a display (the kernel's)
+        # one redraw at a time, from reading the numbers to the header (writer thread, a pick,
+        # a display, a new page's state): one that read older numbers never lands after a newer
+        self._draw = threading.RLock()
+        self._setting_picker: int | None = None
         self._overview = source.overview()
         params = self._params()
         self.selected = selected or default_selection(self._overview, params)
         # until the user picks, the lines follow the most alarming parameters (a view opened
         # before the first flush has no parameters yet to choose from)
         self._picked = bool(selected)
-        self.heatmap = go.FigureWidget()
-        self.lines = go.FigureWidget()
+        self.heatmap = live_figure(self._draw)
+        self.lines = live_figure(self._draw)
         self._sync = (FigureSync(self.heatmap), FigureSync(self.lines))
-        self.picker = w.SelectMultiple(
-            options=[p.name for p in params],
-            value=tuple(s for s in self.selected if s in {p.name for p in params}),
-            rows=6,
-            description="lines",
-        )
+        self.picker = w.SelectMultiple(rows=6, description="lines")
+        self._sync_picker(params)
         self.picker.observe(self._on_pick, names="value")
         self.status = w.HTML()
         ranks = getattr(source, "ranks", None)
@@ -110,13 +108,32 @@ class WatchWidget:
         self.refresh(force=True)
 
     def _on_pick(self, change: dict) -> None:
+        if self._setting_picker == threading.get_ident():
+            return  # the view itself updating the list, not the user picking
         self.selected = list(change["new"])
         self._picked = True
         self.refresh(force=True)
 
     def _on_flush(self, writer: Any, chunk: Any) -> None:
-        if chunk is not None or self._dirty:
-            self._dirty = not self.refresh()
+        # closing: the last flushes come now, the throttle must not leave the view behind
+        closing = bool(getattr(self.source, "closed", False))
+        if chunk is not None or self._dirty or closing:
+            self._dirty = not self.refresh(force=closing)
+
+    def _sync_picker(self, params: list[ParamInfo]) -> None:
+        """The list offers every parameter recorded so far (a view opened before the writer
+        had them offered none, ever) and shows the lines drawn."""
+        names = tuple(p.name for p in params)
+        value = tuple(s for s in self.selected if s in set(names))
+        if self.picker.options == names and self.picker.value == value:
+            return
+        self._setting_picker = threading.get_ident()
+        try:
+            if self.picker.options != names:
+                self.picker.options = names  # resets the value
+            self.picker.value = value
+        finally:
+            self._setting_picker = None
 
     def figures(self) -> tuple[dict, dict]:
         """The two figure dicts as they are now (what the widget shows)."""
@@ -139,10 +156,17 @@ class WatchWidget:
         if not force and not self.throttle.due(now):
             return False
         cpu = time.thread_time()
-        heat, lines = self.figures()
         with self._draw:
+            heat, lines = self.figures()
             self._sync[0].sync(heat, dx=self._overview.width)
             self._sync[1].sync(lines)
+            self._sync_picker(self._params())
+            self.status.value = self._header()
+            self.updates += 1
+        self.throttle.done(now, time.thread_time() - cpu, forced=force)
+        return True
+
+    def _header(self) -> str:
         writer = getattr(self.source, "_writer", None)
         steps = (
             writer.last_step
@@ -150,15 +174,12 @@ class WatchWidget:
             else (int(self._overview.bucket_steps()[-1]) if self._overview.used else -1)
         )
         rank = f" rank {self.rank_menu.value}" if self.rank_menu.options else ""
-        self.status.value = (
+        return (
             f"<b>GradWatch</b> {html.escape(str(getattr(self.source, 'name', self.source.path)))}"
             f"{rank}: up to step {steps}, "
             f"{len(self._params())} parameters, "
             f"{len(self._anomalies())} anomalies"
         )
-        self.updates += 1
-        self.throttle.done(now, time.thread_time() - cpu, forced=force)
-        return True
 
     def _ipython_display_(self) -> None:
         from copy import deepcopy
