@@ -61,13 +61,19 @@ w = ex.show()""",
 }
 SIZES = {"1280x800": (1280, 800), "1920x1080": (1920, 1080)}
 
-# facts of the first view, measured in the page
-FACTS = """(root) => {
+# the graph's viewport, its svg and the svg's scale, as both measurements below start
+VIEWPORT = """
   const vp = root.querySelector('.gvw-viewport');
   const v = vp.getBoundingClientRect();
   const svg = vp.querySelector(':scope > svg');
   const scale = svg.getBoundingClientRect().width / svg.width.baseVal.value;
-  const nodes = [...svg.querySelectorAll('g.node')];
+"""
+
+# facts of the first view, measured in the page
+FACTS = (
+    "(root) => {"
+    + VIEWPORT
+    + """  const nodes = [...svg.querySelectorAll('g.node')];
   const inside = nodes.filter(n => { const b = n.getBoundingClientRect();
     return b.left >= v.left - 1 && b.right <= v.right + 1 && b.top >= v.top - 1 && b.bottom <= v.bottom + 1; });
   const sizes = [...svg.querySelectorAll('g.node text')].map(t => parseFloat(getComputedStyle(t).fontSize));
@@ -98,6 +104,7 @@ FACTS = """(root) => {
           status: root.querySelector('.gvw-status').textContent,
           badges: [...svg.querySelectorAll('.gvw-param-badge')].map(b => b.textContent)};
 }"""
+)
 
 
 @pytest.fixture(params=list(SIZES))
@@ -262,12 +269,10 @@ w = ex.show()"""
 )
 
 # nodes against the viewport: whole inside, cut at its left or right edge, the NaN ones shown
-EDGES = """(root) => {
-  const vp = root.querySelector('.gvw-viewport');
-  const v = vp.getBoundingClientRect();
-  const svg = vp.querySelector(':scope > svg');
-  const scale = svg.getBoundingClientRect().width / svg.width.baseVal.value;
-  const all = [...svg.querySelectorAll('g.node')];
+EDGES = (
+    "(root) => {"
+    + VIEWPORT
+    + """  const all = [...svg.querySelectorAll('g.node')];
   const box = (n) => n.getBoundingClientRect();
   const inside = (b) => b.left >= v.left - 1 && b.right <= v.right + 1 && b.top >= v.top - 1
     && b.bottom <= v.bottom + 1;
@@ -282,6 +287,7 @@ EDGES = """(root) => {
           min_label_px: Math.min(...sizes) * scale,
           hint: !vp.parentElement.querySelector('.gvw-hint')?.hidden};
 }"""
+)
 
 
 @pytest.mark.ui
