@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GradExplorerError
+from .reduce import WIDE
 
 #: a series' value has left its baseline from this score on (half the factor, in log terms)
 LEFT = 0.5
@@ -141,10 +142,6 @@ def module_groups(names: list[str]) -> tuple[np.ndarray, list[str]]:
     return np.asarray(index, dtype=np.int64), list(modules)
 
 
-#: norms beyond which (or, above 0, below whose inverse) squares may overflow or lose bits
-_WIDE = 2.0**480
-
-
 def module_norms(norms: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
     """sqrt of the summed squares of each module's measured norms (NaN: none measured).
 
@@ -156,7 +153,7 @@ def module_norms(norms: np.ndarray, groups: np.ndarray, n_groups: int) -> np.nda
     have = np.isfinite(norms)
     values = np.where(have, norms, 0.0)
     seen = np.bincount(groups, weights=have.astype(np.float64), minlength=n_groups)
-    if len(values) and (values.max() > _WIDE or ((values > 0) & (values < 1 / _WIDE)).any()):
+    if len(values) and (values.max() > WIDE or ((values > 0) & (values < 1 / WIDE)).any()):
         # squares would overflow or underflow: each module's norms divided by a power of two
         # near its largest first (only the exponents change)
         top = np.zeros(n_groups)

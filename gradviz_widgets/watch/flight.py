@@ -82,6 +82,7 @@ class Flights:
         budget_mb: float | None,
         keep: Callable[[FlightRecord | None, dict], None],
         spikes: SpikeRule | None = None,
+        rank: int = 0,
     ) -> None:
         self.model, self.trigger, self.thresholds = model, trigger, thresholds
         self.sync_check = bool(sync_check)
@@ -109,7 +110,7 @@ class Flights:
         self._autocast: torch.dtype | None = None
         first = next(model.parameters(), None)
         self._cuda = (first.device.index or 0) if first is not None and first.is_cuda else None
-        self._rank = _process_rank()
+        self._rank = rank  # this process's rank, as its folder names it (watch/ranks.py)
         keep(None, self.notes)
 
     def stop(self, why: str) -> None:
@@ -295,12 +296,6 @@ class Flights:
             "per step), so no step was recorded; GradWatch(..., sync_check=True) turns it on"
         )
         self.keep(None, self.notes)
-
-
-def _process_rank() -> int:
-    """This process's rank in its torchrun world (0 outside one), as its folder names it."""
-    dist = torch.distributed
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
 def _all_healthy(stats: np.ndarray, th: Thresholds) -> bool:

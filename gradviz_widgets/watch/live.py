@@ -69,13 +69,18 @@ def _live_figure_class() -> type:
         displayed by itself and sends every later change as a message the page applies once:
         a page reloaded while the kernel runs got the state of the display, an empty figure."""
 
+        def current_state(self) -> tuple[list, dict]:
+            """Copies of the traces and layout as they are now (the synced state's values)."""
+            return deepcopy(self._data), deepcopy(self._layout_obj._props)
+
         def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict:
             lock = getattr(self, "_live_lock", None)
             if key is not None or lock is None:  # an update's keys, or still being built
                 return super().get_state(key, drop_defaults)
             with lock:  # the whole state: fresh copies, not a sync (no message to the others)
-                self._trait_values["_widget_data"] = deepcopy(self._data)
-                self._trait_values["_widget_layout"] = deepcopy(self._layout_obj._props)
+                data, layout = self.current_state()
+                self._trait_values["_widget_data"] = data
+                self._trait_values["_widget_layout"] = layout
                 return super().get_state(key, drop_defaults)
 
     return LiveFigure

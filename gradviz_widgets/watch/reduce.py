@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from ..stats.norms import accumulation_dtype
-from ..stats.reduce import Scratch, counted_squares, norms_and_maxes, squares_fit
+from ..stats.reduce import Scratch, counted_squares, magnitudes, norms_and_maxes, squares_fit
 
 #: total elements below which CPU tensors are reduced together in numpy
 SMALL = 1 << 20
@@ -239,7 +239,7 @@ def _fused_numpy_stats(tensors: Sequence[torch.Tensor], sizes: tuple[int, ...]) 
 
 #: float64 max |g| beyond which (or, above 0, below whose inverse) squares may overflow a
 #: sum of up to 2^40 of them, or turn subnormal and lose bits
-_WIDE = 2.0**480
+WIDE = 2.0**480
 
 
 def _rescale_rows(out: np.ndarray, wide: np.ndarray, sizes: Sequence[int]) -> None:
@@ -248,7 +248,7 @@ def _rescale_rows(out: np.ndarray, wide: np.ndarray, sizes: Sequence[int]) -> No
     exponent changes), in `out[:, 0]`. One comparison per tensor when none is."""
     top = out[:, 1]
     with np.errstate(invalid="ignore"):
-        odd = np.flatnonzero(((top > _WIDE) & (top < math.inf)) | ((top > 0) & (top < 1 / _WIDE)))
+        odd = np.flatnonzero(((top > WIDE) & (top < math.inf)) | ((top > 0) & (top < 1 / WIDE)))
     if not len(odd):
         return
     ends = np.cumsum(sizes)
@@ -295,7 +295,7 @@ def _wide_stats(xs: Sequence[torch.Tensor]) -> torch.Tensor:
         >>> norm / 2.0**700, top / 2.0**700, nonzero
         (5.0, 4.0, 2.0)
     """
-    mags = [_magnitudes(x) if x.is_complex() else x for x in xs]
+    mags = [magnitudes(x) if x.is_complex() else x for x in xs]
     rows = _scaled_pairs(mags, maxes=True)
     counts = torch.stack([torch.count_nonzero(m) for m in mags]).to(torch.float64)
     return torch.cat([torch.stack(rows), counts[:, None]], 1)
@@ -309,11 +309,6 @@ def _scaled_pairs(xs: Sequence[torch.Tensor], maxes: bool) -> list[torch.Tensor]
         for m, row in zip(members, pairs.view(-1, 2).unbind(0)):
             rows[m] = row
     return rows
-
-
-def _magnitudes(z: torch.Tensor) -> torch.Tensor:
-    """|z| of a complex tensor, in float64."""
-    return (z if z.dtype == torch.complex128 else z.to(torch.complex128)).abs()
 
 
 def _with_sparse(tensors: Sequence[torch.Tensor]) -> np.ndarray | torch.Tensor:

@@ -233,6 +233,7 @@ class GradWatch(HistoryViews):
             budget_mb=budget_mb,
             keep=self._flights.keep,
             spikes=self.spike_rule,
+            rank=self.rank,
         )
 
     def _open_store(self) -> Any:

@@ -124,7 +124,8 @@ class WatchWidget:
         """The list offers every parameter recorded so far (a view opened before the writer
         had them offered none, ever) and shows the lines drawn."""
         names = tuple(p.name for p in params)
-        value = tuple(s for s in self.selected if s in set(names))
+        known = set(names)
+        value = tuple(s for s in self.selected if s in known)
         if self.picker.options == names and self.picker.value == value:
             return
         self._setting_picker = threading.get_ident()
@@ -182,8 +183,6 @@ class WatchWidget:
         )
 
     def _ipython_display_(self) -> None:
-        from copy import deepcopy
-
         from IPython.display import display
 
         # Plotly puts a FigureWidget's traces into its synced state only when the figure itself
@@ -191,6 +190,7 @@ class WatchWidget:
         # later updates would name traces it never had (a blank live view in JupyterLab)
         with self._draw:
             for fig in (self.heatmap, self.lines):
-                fig._widget_layout = deepcopy(fig._layout_obj._props)
-                fig._widget_data = deepcopy(fig._data)
+                data, layout = fig.current_state()
+                fig._widget_layout = layout  # synced traits: sent to the page, layout first
+                fig._widget_data = data
         display(self.box)
