@@ -118,6 +118,9 @@ class StandIns:
     #: weights of `nn.Embedding(max_norm=...)` / EmbeddingBag, which renormalise the rows they
     #: look up in place during forward: their stand-in is a copy
     renormed: list[str] = dataclasses.field(default_factory=list)
+    #: parameters, buffers and submodules the forward registered on the model (a lazy init on
+    #: the first call), removed again when the run ends (set when the run ends)
+    registered: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def real_params(self) -> dict[str, torch.Tensor]:
@@ -150,6 +153,7 @@ def make_stand_ins(
             else p.detach().to(device, copy=True)
         )
         alias.requires_grad_(p.requires_grad)
+        _carry_tensor_hooks(p, alias)
         if type(p) is not nn.Parameter or vars(p):  # more than data: class, attributes
             alias, carried = dressed(p, alias)
             if carried:
@@ -159,6 +163,17 @@ def make_stand_ins(
     buffers = {id(b): b.detach().to(device, copy=True) for b in index.buffers()}
     kept = [name for name, p in index.params if id(p) in renormed]
     return StandIns(params, real, buffers, dressed=dressed_names, renormed=kept)
+
+
+def _carry_tensor_hooks(p: torch.Tensor, alias: torch.Tensor) -> None:
+    """The parameter's own tensor hooks (`p.register_hook(clip)`) on its stand-in, in their
+    order: `.backward()` applies them before a gradient reaches `.grad`, so the run's numbers
+    must too. Post-accumulate hooks are not carried: they act on `.grad` (an optimizer stepped
+    in backward), which a run never writes."""
+    hooks = p._backward_hooks
+    if hooks and alias.requires_grad:
+        for hook in list(hooks.values()):
+            alias.register_hook(hook)
 
 
 def aliased_storages(stand_ins: StandIns) -> dict[int, str]:
@@ -201,6 +216,8 @@ class _Saved:
     cache: dict
     #: (module dict, key, object) of attributes the run sees a copy of (run/attr_views.py)
     viewed: list[tuple[dict, str, Any]]
+    #: (module path, `_parameters` / `_buffers` / `_modules`, the keys it held)
+    keys: list[tuple[str, dict, frozenset[str]]]
 
 
 @contextlib.contextmanager
@@ -225,7 +242,7 @@ def swapped(
         parametrize._cache.clear()
         yield
     finally:
-        _restore(saved)
+        stand_ins.registered = _restore(saved)
         stand_ins.written = [
             name for key, (name, p) in stand_ins.real.items() if p._version != versions[key]
         ]
@@ -236,11 +253,17 @@ def _save(index: ModelIndex) -> _Saved:
     attrs = []
     generators: list[Callable[[], None]] = []
     seen: list[tuple[dict, str, Any]] = []
-    for _, module in index.modules:  # each module object once, whatever its names
+    keys: list[tuple[str, dict, frozenset[str]]] = []
+    for path, module in index.modules:  # each module object once, whatever its names
         for d in (module._parameters, module._buffers):
             slots += [(d, k, v) for k, v in d.items() if v is not None]
+        keys += [(path, d, frozenset(d)) for d in _registries(module)]
         attrs.append((module, _attributes(vars(module), generators, seen)))
-    return _Saved(slots, attrs, generators, dict(parametrize._cache), seen)
+    return _Saved(slots, attrs, generators, dict(parametrize._cache), seen, keys)
+
+
+def _registries(module: nn.Module) -> tuple[dict, dict, dict]:
+    return module._parameters, module._buffers, module._modules
 
 
 def _attributes(
@@ -267,7 +290,9 @@ def _attributes(
     return kept
 
 
-def _restore(saved: _Saved) -> None:
+def _restore(saved: _Saved) -> list[str]:
+    """Everything put back; the names of parameters, buffers and submodules the run registered
+    (now removed)."""
     for d, key, original in saved.slots:
         d[key] = original
     for state, key, original in saved.viewed:
@@ -286,6 +311,17 @@ def _restore(saved: _Saved) -> None:
         put_back()
     parametrize._cache.clear()
     parametrize._cache.update(saved.cache)
+    return _unregister(saved.keys)
+
+
+def _unregister(keys: list[tuple[str, dict, frozenset[str]]]) -> list[str]:
+    """Entries the run added to a module's registries, removed; their qualified names."""
+    added = []
+    for path, d, held in keys:
+        for k in [k for k in d if k not in held]:
+            del d[k]
+            added.append(f"{path}.{k}" if path else k)
+    return added
 
 
 @contextlib.contextmanager

@@ -189,6 +189,15 @@ def release(state: RunState) -> None:
         state.raw.release()
 
 
+def _registered_finding(names: list[str]) -> str:
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return (
+        f"the forward registered {shown} on the model (a lazy init on its first call); the run "
+        "removed them again, so the model is as before, but this report has no entry for them. "
+        "Call the model once yourself (model(sample_input)) so they exist, then run again"
+    )
+
+
 def report(state: RunState) -> Capture:
     """The frozen graph and the report (the whole run's time, the analysis included)."""
     graph = freeze_graph(state)
@@ -199,6 +208,8 @@ def report(state: RunState) -> Capture:
             f"{', '.join(written[:4])} in place, so their values changed as in a "
             "plain forward; the explorer could not prevent it (an in-place op on a weight)"
         )
+    if state.stand_ins.registered:
+        state.findings.append(_registered_finding(state.stand_ins.registered))
     if state.cut_off:
         state.findings.append(
             "a torch.utils.checkpoint(use_reentrant=True) got no input that "
