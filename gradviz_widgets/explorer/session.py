@@ -89,7 +89,6 @@ class GradExplorer:
         self.thresholds = check_thresholds(thresholds)
         self.track_flow = check_flag("track_flow", track_flow)
         self.autocast = check_autocast(autocast)
-        self._paths = frozenset(p for p, _ in self._inner.named_modules())
         # what the user turned on (replaced, never changed, by the hook methods below) and
         # what runs learned about the modules (which backward hooks need the fallback)
         self._plan = HookPlan(keep_tensors=check_flag("keep_tensors", keep_tensors))
@@ -255,7 +254,8 @@ class GradExplorer:
         kind = kind or _default_kind(target)
         self._check_node(target, kind)
         on = (target, kind) not in self._plan.on
-        check_hook(self._paths, target, kind)
+        if on:  # a hook on a module deleted since can still be turned off
+            check_hook(self._paths(), target, kind)
         self._plan = self._plan.with_hook(target, kind, on)
         self._changed("hooks")
         return on
@@ -266,10 +266,18 @@ class GradExplorer:
         kind = kind or _default_kind(target)
         if on:
             self._check_node(target, kind)
-        check_hook(self._paths, target, kind)
+        if on or (target, kind) not in self._plan.on:
+            check_hook(self._paths(), target, kind)
         self._plan = self._plan.with_hook(target, kind, on)
         self._changed("hooks")
         return on
+
+    def _paths(self) -> frozenset[str]:
+        """The model's module paths now (modules added or deleted since the explorer was made
+        count)."""
+        self._check_open()
+        assert self._inner is not None  # open
+        return frozenset(p for p, _ in self._inner.named_modules())
 
     def _check_node(self, target: str, kind: str) -> None:
         """A tensor hook's node must be an op node of the newest graph (when one exists)."""
@@ -310,7 +318,8 @@ class GradExplorer:
             modifier = Modifier(*next(iter(given.items()))) if given else None
         except ValueError as e:
             raise GradExplorerError(str(e)) from e
-        check_hook(self._paths, target, modifier_kind(target))
+        if modifier is not None:  # one on a module deleted since can still be removed
+            check_hook(self._paths(), target, modifier_kind(target))
         self._plan = self._plan.with_modifier(target, modifier)
         self._changed("hooks")
 

@@ -83,6 +83,7 @@ class HookRun:
         """Register the module hooks that are on; remove every one of them on exit."""
         self.rec = Recorder(self.plan, batch)
         modules = dict(model.named_modules())
+        _check_present(modules, [t for t, kind in self.plan.wanted() if kind != "tensor"])
         # register_full_backward_hook sets module._is_full_backward_hook = True for good; restored
         # below, or the user could no longer call register_backward_hook on that module
         full_flags: dict[nn.Module, Any] = {}
@@ -233,3 +234,15 @@ class HookRun:
             return self.rec.modified(p, "grad_output", grad_outputs, modifier)
 
         return self.rec.guarded(target, "tensor", body)
+
+
+def _check_present(modules: dict[str, nn.Module], targets: list[str]) -> None:
+    """Every hooked module path is still in the model (one deleted or renamed since the hook
+    went on would fail the run with a bare KeyError)."""
+    gone = sorted({t for t in targets if t not in modules})
+    if gone:
+        raise GradExplorerError(
+            f"hooks are on module(s) {', '.join(map(repr, gone))}, no longer in the model "
+            "(deleted or renamed since); turn them off with ex.set_hook(path, on=False) "
+            "or ex.clear_hooks(), then run again"
+        )
