@@ -59,7 +59,13 @@ class Snapshot:
 
     def measure(self, params: Sequence[torch.Tensor]) -> tuple[Any, Any]:
         if self._new is not None:
-            new = np.concatenate(self._views or [_flat(p) for p in params], out=self._new)
+            views = self._views
+            if views is not None and tuple(p.data_ptr() for p in params) != self._key[1]:
+                # the step gave a parameter new storage (`p.data = p.data - lr * g`, SAM's
+                # `p.data = old_p`): the views read the storage from before the step
+                views = self._views = None
+                self._key = None
+            new = np.concatenate(views or [_flat(p) for p in params], out=self._new)
             pnorm = segment_norms(self._old, self._sizes)
             np.subtract(new, self._old, out=new)
             return segment_norms(new, self._sizes), pnorm

@@ -15,6 +15,11 @@ changed it in place (gradient clipping, `GradScaler.unscale_`):
   when the two readings differ. Changed while not eager: the pre-change values are gone; the
   step keeps what the optimizer applied, `clipped` unknown (one warning), and reading turns
   eager.
+- An in-place op through `.data` (`p.grad.data.clamp_(-1, 1)`, the old DQN tutorial's clip)
+  bumps no `_version`. So the first step, and every PROBE_EVERY-th after it, is read at both
+  points whatever the versions say and the two readings are compared (no host sync: a device
+  result is polled through an event at later steps). A difference turns comparing on for the
+  rest of the run (as under FSDP2) with one warning naming the steps read since the last probe.
 - FSDP2 (`compare=True`): torch's foreach in-place ops (`clip_grad_norm_`'s `_foreach_mul_`)
   bump neither a DTensor gradient's `_version` nor its local shard's, so versions cannot tell.
   Every backward is read (this rank's shards only: no collective) and at the read point the
@@ -44,6 +49,10 @@ try:
     from torch.amp.grad_scaler import OptState
 except ImportError:  # pragma: no cover - very old torch
     OptState = None  # type: ignore[assignment,misc]
+
+
+#: a step read at both points whatever the versions say, every this many reads (the first too)
+PROBE_EVERY = 100
 
 
 @dataclasses.dataclass
@@ -90,13 +99,17 @@ class StepTiming:
         self._warned: set[str] = set()
         self._update: Any = None
         self._had_update = False
+        #: reads so far; the next one is a probe (module doc); a probe's device result waiting
+        self._reads, self._probe_due = 0, True
+        self._last_probe: int | None = None
+        self._pending: tuple[Any, Any, int, int | None] | None = None
 
     # ---- end of backward ----------------------------------------------------------------
     def end_backward(self) -> None:
         grads = [p.grad for p in self.params]
         ids = [i for i, g in enumerate(grads) if g is not None]
         present = [g for g in grads if g is not None]
-        stats = self.stats_fn(present) if self.eager and present else None
+        stats = self.stats_fn(present) if (self.eager or self._probe_due) and present else None
         # weak references: the identity of each gradient without keeping it alive (an id can be
         # reused by a tensor assigned later, `p.grad = g`)
         refs = list(map(weakref.ref, present))
@@ -135,6 +148,7 @@ class StepTiming:
         scale = _scale_of(stepping)
         scaler = stepping if self.scaler is not None or self.eager else None
         divisor = fused if scaler is None and fused is not None else _loss_scale(scaler)
+        probe = self._next_read()
         rows = self._fresh_rows(ids, grads)
         if not grads or all(r is None for r in rows):
             return Reading(ids, _unfused(self.stats_fn(grads), fused), scale, False, skipped)
@@ -142,6 +156,12 @@ class StepTiming:
         changed = self._changed(rows, grads, eob)
         if not changed and None not in rows:
             was_eager, self.eager = self.eager, False
+            if probe and eob.stats is not None:
+                # as on an eager step: divided by the scale of the scaler calling this step
+                both = fused if stepping is None and fused is not None else _loss_scale(stepping)
+                pre = _divided(eob.stats, rows, both)  # type: ignore[arg-type]
+                clipped = self._probed(pre, _unfused(self.stats_fn(grads), fused), step)
+                return Reading(ids, pre, scale, clipped, skipped)
             if was_eager and eob.stats is not None:
                 found: list[int] = rows  # type: ignore[assignment]
                 return Reading(ids, _divided(eob.stats, found, divisor), scale, False, skipped)
@@ -162,6 +182,52 @@ class StepTiming:
         pre = _divided(eob.stats, [rows[k] for k in changed], divisor)  # type: ignore[misc]
         clipped = _differ(pre, _rows(post, changed))
         return Reading(ids, _replaced(post, changed, pre), scale, clipped, skipped)
+
+    def _next_read(self) -> bool:
+        """Count this read; whether it is a probe (and schedule the next one)."""
+        self._poll_probe()
+        probe = self._probe_due and not self.compare
+        self._reads += 1
+        self._probe_due = self._reads % PROBE_EVERY == 0
+        return probe
+
+    def _probed(self, pre: Any, post: Any, step: int) -> Any:
+        """Whether the gradients differ from the end-of-backward reading though no version
+        moved; a difference turns comparing on (now on the CPU, later for a device result)."""
+        differ = _differ(pre, post)
+        previous, self._last_probe = self._last_probe, step
+        if isinstance(differ, torch.Tensor) and differ.device.type != "cpu":
+            event = torch.Event(device=differ.device)
+            event.record()
+            self._pending = (differ.to("cpu", non_blocking=True), event, step, previous)
+        elif bool(differ):
+            self._start_comparing(step, previous)
+        return differ
+
+    def _poll_probe(self) -> None:
+        """A device probe's result, read once its event is done (never waited for)."""
+        if self._pending is None or not self._pending[1].query():
+            return
+        found, _, step, previous = self._pending
+        self._pending = None
+        if bool(found):
+            self._start_comparing(step, previous)
+
+    def _start_comparing(self, step: int, previous: int | None) -> None:
+        since = ""
+        if previous is not None and step > previous + 1:
+            since = (
+                f"; steps {previous + 1}-{step - 1} may hold the changed numbers (clipped unknown)"
+            )
+        self.compare = self.eager = True
+        self._warn_once(
+            "data",
+            f"GradWatch: the gradients changed between backward and optimizer.step at step "
+            f"{step} without a version bump (an in-place op through `.data`, e.g. "
+            "p.grad.data.clamp_(...)); from now on every step is read at both points and "
+            f"its norms are those before the change{since}. Clip through the gradient "
+            "itself (p.grad.clamp_(...), clip_grad_norm_) to avoid the second reading.",
+        )
 
     def _changed(
         self, rows: list[int | None], grads: list[torch.Tensor], eob: _Backward
