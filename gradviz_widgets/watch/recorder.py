@@ -285,7 +285,8 @@ class Recorder:
         names = [self.names[i] for i, p in enumerate(self.params) if any(p is h for h in held)]
         warnings.warn(
             f"GradWatch: an optimizer it does not watch ({type(opt).__name__}) steps "
-            f"{len(names)} watched parameter(s) ({listed(names)}) after step {self.step - 1}; "
+            f"{len(names)} watched parameter(s) ({listed(names)}) "
+            f"{f'after step {self.step - 1}' if self.step > 0 else 'before any recorded step'}; "
             "its steps are NOT recorded (GradWatch records the optimizer(s) it was given). "
             "To record them: watch.close(), then GradWatch(model, optimizer=<this optimizer>, "
             f"path=<the same folder>, start_step={self.step}).",

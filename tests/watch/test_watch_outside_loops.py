@@ -54,6 +54,20 @@ def test_a_new_optimizer_for_a_second_phase_is_said_once(tmp_path: Path) -> None
     assert watch.steps == 3  # the steps of the watched optimizer only, as said
 
 
+def test_an_unwatched_optimizer_stepping_first_is_said_plainly(tmp_path: Path) -> None:
+    """A wrapper (SAM) watched while its base optimizer steps: no "after step -1"."""
+    model = _model()
+    watched = torch.optim.SGD(model.parameters(), lr=1e-3)
+    other = torch.optim.SGD(model.parameters(), lr=1e-3)
+    watch = GradWatch(model, optimizer=watched, path=tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _steps(model, other, 2)
+    watch.close()
+    said = [m for m in _messages(caught) if "does not watch" in m]
+    assert len(said) == 1 and "before any recorded step" in said[0], said
+
+
 def test_another_models_optimizer_is_not_our_business(tmp_path: Path) -> None:
     """A GAN's other half: an optimizer over parameters we do not watch steps silently."""
     model, other = _model(), _model()
