@@ -19,7 +19,7 @@ const minify = !process.argv.includes("--dev");
 const common = { bundle: true, format: "esm", platform: "browser", target: "es2020", minify, charset: "utf8", legalComments: "inline", logLevel: "warning" };
 
 /** the other bundles: one ES module each, in static/ under the same name */
-const PAGES = ["watch_page", "marimo_mirror"];
+const PAGES = ["watch_page", "marimo_mirror", "watch_live"];
 /** stylesheets the Python side reads from static/ (copied unchanged) */
 const STATIC_CSS = ["watch_page.css", "marimo_mirror.css", "explorer_page.css"];
 
@@ -50,7 +50,8 @@ await writeFile(outfile, main.outputFiles[0].contents);
 await copyFile(join(here, "page_host.js"), join(dirname(outfile), "page_host.js"));
 // the pane's CSS, which GraphPane passes to anywidget as `_css` (the bundle carries it too)
 await copyFile(join(here, "graph_pane.css"), join(dirname(outfile), "graph_pane.css"));
-// the offline watch page (watch/page.py inlines it) and the marimo mirror (Mirror._esm)
+// the offline watch page (watch/page.py inlines it), the marimo mirror (Mirror._esm) and the
+// live watch view's sizer (watch/live.py, LiveSizer._esm)
 const pages = await esbuild.build({ ...common, charset: "ascii", entryPoints: PAGES.map((name) => join(here, `${name}.js`)), outdir: dirname(outfile), write: false });
 for (const file of pages.outputFiles) await writeFile(file.path, file.contents);
 for (const name of STATIC_CSS) await copyFile(join(here, name), join(dirname(outfile), name));

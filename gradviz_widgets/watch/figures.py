@@ -115,7 +115,7 @@ def heatmap_figure(
         "height": max(300, 16 * len(names) + 120),
         "margin": {"l": 10, "r": 10, "t": 40},
         "legend": {"orientation": "h", "y": -0.12, "x": 0},
-        **_anomaly_marks(anomalies or []),
+        **_anomaly_marks(anomalies or [], _axis_span(overview)),
     }
     rows = {params[i].name: r for r, i in enumerate(order)}
     layout["shapes"] = layout["shapes"] + _spike_leads(spikes or [], rows, overview.width)
@@ -224,7 +224,7 @@ def lines_figure(
         "margin": {"l": 60, "r": 10, "t": 40},
         "showlegend": True,
     }
-    marks = _anomaly_marks(anomalies or [])
+    marks = _anomaly_marks(anomalies or [], _axis_span(overview))
     layout["shapes"] = marks["shapes"] + [_hline(v, k) for k, v in th.lines().items()]
     layout["annotations"] = marks["annotations"]
     return {"data": data, "layout": layout}
@@ -273,39 +273,95 @@ def _blamed(anomalies: Sequence[Any], known: set[str]) -> list[str]:
 SPIKE_COLOR = "#d62728"
 
 
-def _anomaly_marks(anomalies: list, limit: int = 40) -> dict:
-    shapes, notes = [], []
-    for a in anomalies[:limit]:
-        colour = SPIKE_COLOR if a.kind == "spike" else style(a.kind).line
-        shapes.append(
-            {
-                "type": "line",
-                "xref": "x",
-                "yref": "paper",
-                "x0": a.step,
-                "x1": a.step,
-                "y0": 0,
-                "y1": 1,
-                "line": {"color": colour, "dash": "dot", "width": 1},
-            }
-        )
-        notes.append(
-            {
-                "xref": "x",
-                "yref": "paper",
-                "x": a.step,
-                "y": 1.0,
-                "showarrow": False,
-                "text": a.kind,
-                "hovertext": anomaly_text(a),
-                # inside the plot, along its line: above it the label ran into the title
-                "textangle": -90,
-                "yanchor": "top",
-                "xanchor": "left",
-                "font": {"size": 9, "color": colour},
-            }
-        )
+#: anomalies less than this share of the step axis after a label's first one share its label
+#: (their own labels, ~12 px wide each, overlapped: an axis 380 px wide gives 19 px a share)
+LABEL_GAP = 1 / 20
+#: the most anomaly lines drawn (each label still counts and lists every anomaly it stands for)
+MAX_ANOMALY_LINES = 200
+#: anomalies a merged label's hover spells out; the rest are counted
+HOVER_ANOMALIES = 12
+
+
+def _axis_span(overview: Overview) -> float:
+    """How many steps the figures' step axis spans (buckets of `width` steps)."""
+    x = overview.bucket_steps()
+    return float(x[-1] - x[0] + overview.width) if len(x) else 1.0
+
+
+def anomaly_groups(anomalies: Sequence[Any], span: float) -> list[list]:
+    """Anomalies in step order, cut into groups of those less than `span` x LABEL_GAP steps
+    after the group's first one: one label each, so labels stand at least that far apart.
+
+    Example:
+        >>> from gradviz_widgets.watch.anomalies import Anomaly
+        >>> ks = [Anomaly(s, "zero", ["w"]) for s in (40, 42, 44, 200)]
+        >>> [[a.step for a in g] for g in anomaly_groups(ks, 300)]
+        [[40, 42, 44], [200]]
+    """
+    gap = span * LABEL_GAP
+    groups: list[list] = []
+    for a in sorted(anomalies, key=lambda a: a.step):
+        if groups and a.step - groups[-1][0].step < gap:
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    return groups
+
+
+def _severity(kind: str) -> int:
+    """A status's severity (vocabulary order); other kinds (spikes, ranks) rank above them."""
+    from .history import SEVERITY_RANK
+
+    return int(SEVERITY_RANK[STATUSES.index(kind)]) if kind in STATUSES else len(STATUSES)
+
+
+def _colour(kind: str) -> str:
+    return SPIKE_COLOR if kind == "spike" else style(kind).line
+
+
+def _anomaly_marks(anomalies: list, span: float = 1.0) -> dict:
+    """A dotted line at each anomaly's step and one label per group of nearby ones: its kind,
+    or "3 anomalies, steps 40-44" (hover: each one's step, kind, parameters and detail)."""
+    shapes = [
+        {
+            "type": "line",
+            "xref": "x",
+            "yref": "paper",
+            "x0": a.step,
+            "x1": a.step,
+            "y0": 0,
+            "y1": 1,
+            "line": {"color": _colour(a.kind), "dash": "dot", "width": 1},
+        }
+        for a in anomalies[:MAX_ANOMALY_LINES]
+    ]
+    notes = [_group_label(g) for g in anomaly_groups(anomalies, span)]
     return {"shapes": shapes, "annotations": notes}
+
+
+def _group_label(group: list) -> dict:
+    """The label of a group of anomalies (see `_anomaly_marks`)."""
+    kind = max(group, key=lambda a: _severity(a.kind)).kind  # the worst one colours the label
+    first, last = group[0].step, group[-1].step
+    steps = f"step {first}" if first == last else f"steps {first}-{last}"
+    text = plotly_text(kind) if len(group) == 1 else f"{len(group)} anomalies, {steps}"
+    hover = [anomaly_text(a) for a in group[:HOVER_ANOMALIES]]
+    if len(group) > HOVER_ANOMALIES:
+        hover.append(f"and {len(group) - HOVER_ANOMALIES} more (watch.anomalies lists them)")
+    return {
+        "xref": "x",
+        "yref": "paper",
+        "x": first,
+        "y": 1.0,
+        "showarrow": False,
+        "text": text,
+        "hovertext": "<br>".join(hover),
+        # inside the plot, along its line: above it the label ran into the title
+        "textangle": -90,
+        "yanchor": "top",
+        "xanchor": "left",
+        "font": {"size": 9, "color": _colour(kind)},
+    }
 
 
 def anomaly_text(a: Any) -> str:

@@ -15,6 +15,7 @@ import functools
 import threading
 import time
 from copy import deepcopy
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -57,7 +58,32 @@ def live_figure(lock: threading.RLock) -> Any:
     page) is the figure as it is now; `lock` is held while a redraw changes it."""
     fig = _live_figure_class()()
     fig._live_lock = lock
+    # Plotly's resize handler (`gd._responsiveChartHandler`), which the sizer calls once the view
+    # is in the page (drawn before, a figure is 700 px wide, whatever the cell's width)
+    fig._config = {**fig._config, "responsive": True}
     return fig
+
+
+def live_sizer() -> Any | None:
+    """An invisible widget that fits the view's Plotly figures to its box once the box is in
+    the page, and whenever its width changes (js/watch_live.js); None without its bundle
+    (a source checkout never built: the figures then keep Plotly's first width)."""
+    from ..frontend import static_path
+
+    path = static_path("watch_live.js")
+    return None if path is None else _sizer_class(path)()
+
+
+@functools.cache
+def _sizer_class(path: Path) -> type:
+    import anywidget
+
+    class LiveSizer(anywidget.AnyWidget):  # type: ignore[misc]
+        """Fits the live view's figures to their box (no state: the script does it all)."""
+
+        _esm = path
+
+    return LiveSizer
 
 
 @functools.cache

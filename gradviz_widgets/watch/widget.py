@@ -22,7 +22,7 @@ from .figures import (
     module_order,
     z_range,
 )
-from .live import FigureSync, Throttle, live_figure
+from .live import FigureSync, Throttle, live_figure, live_sizer
 from .store import ParamInfo
 
 __all__ = [
@@ -76,8 +76,12 @@ class WatchWidget:
             layout={"display": "" if isinstance(ranks, list) and len(ranks) > 1 else "none"},
         )
         self.rank_menu.observe(self._on_rank, names="value")
-        row = w.HBox([self.picker, self.rank_menu])
-        self.box = w.VBox([self.status, self.heatmap, row, self.lines])
+        row = w.HBox([self.picker, self.rank_menu], layout={"width": "100%"})
+        #: fits the figures to the box once it is in the page (None without its script)
+        self.sizer = live_sizer()
+        parts = [self.status, self.heatmap, row, self.lines]
+        self.box = w.VBox(parts + ([self.sizer] if self.sizer is not None else []))
+        self.box.add_class("gvw-watch-live")  # what the sizer looks for (js/watch_live.js)
         self.refresh(force=True)
         writer = getattr(source, "_writer", None)
         if writer is not None and not source.closed:
@@ -132,6 +136,7 @@ class WatchWidget:
         try:
             if self.picker.options != names:
                 self.picker.options = names  # resets the value
+                self.picker.layout.width = picker_width(names)
             self.picker.value = value
         finally:
             self._setting_picker = None
@@ -194,3 +199,20 @@ class WatchWidget:
                 fig._widget_layout = layout  # synced traits: sent to the page, layout first
                 fig._widget_data = data
         display(self.box)
+
+
+#: the picker's label (ipywidgets' --jp-widgets-inline-label-width) and its list's padding,
+#: border and scroll bar, in px
+PICKER_LABEL_PX, PICKER_CHROME_PX = 80, 40
+
+
+def picker_width(names: tuple[str, ...] | list[str]) -> str:
+    """The lines list's CSS width: as wide as its longest name (ipywidgets' default, ~160 px of
+    list, cut GPT-2's `transformer.h.0.attn.c_attn.weight`), never wider than its row.
+
+    Example:
+        >>> picker_width(["transformer.h.0.attn.c_attn.weight"])
+        'min(100%, calc(120px + 36ch))'
+    """
+    chars = max((len(n) for n in names), default=0)
+    return f"min(100%, calc({PICKER_LABEL_PX + PICKER_CHROME_PX}px + {max(chars, 16) + 2}ch))"
