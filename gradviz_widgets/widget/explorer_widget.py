@@ -120,8 +120,7 @@ class ExplorerWidget(W.VBox):
         self._wire()
         body = self._wire_pane()
         super().__init__([self.toolbar, self.notes, body, self.readout])
-        self.add_class("gv-explorer")
-        self.toolbar.add_class("gv-toolbar")
+        self.add_class("gv-explorer")  # the toolbar is "gv-toolbar" (controls.Toolbar)
         if first_error is None:
             self.guard.call(self.refresh)
         else:
