@@ -6,7 +6,14 @@ value counts `score` = log(value / baseline) / log(factor): 1 is `factor` times 
 A step is a spike of a series when score >= 1 and the value is also `z` standard deviations
 (of the log) above the mean, after `warmup` values. The update is winsorised (a deviation
 counts at most max(3 sd, log(factor) / 4)), so a spike barely moves its own baseline and a
-lasting change of level is followed within ~`window` steps.
+lasting change of level is followed within ~`window` steps. A series that falls all along (the
+loss, `follow_down`) is followed down unclipped: only rises are outliers there, and a clipped
+fall left its baseline ~3x above a fast-falling loss, where a real 3x spike went unseen.
+
+A series *left* its baseline at a step when it is half the way to a spike on both counts:
+score >= LEFT and LEFT x `z` standard deviations above the mean (`departed`); without the
+second, a noisy series (a bias whose norm moves 2x from step to step) "left" on a quarter of
+all steps and was named the first mover of spikes it had no part in.
 
 The same arithmetic runs on the training thread (the flight recorder's probe, deciding which
 step to keep) and on the writer thread (the spikes found): fed the same numbers in the same
@@ -81,8 +88,9 @@ def check_spikes(value: Any) -> SpikeRule | None:
 class Baselines:
     """One robust EWM baseline per series; `step(values)` scores a step, then learns from it."""
 
-    def __init__(self, rule: SpikeRule) -> None:
+    def __init__(self, rule: SpikeRule, follow_down: bool = False) -> None:
         self.rule = rule
+        self.follow_down = follow_down
         self.mean = np.zeros(0)
         self.var = np.zeros(0)
         self.last = np.zeros(0)
@@ -98,8 +106,9 @@ class Baselines:
             self.last = np.concatenate([self.last, np.full(extra, np.nan)])
             self.count = np.concatenate([self.count, np.zeros(extra, dtype=np.int64)])
 
-    def step(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(score, spike) of one step's values (NaN, Inf, 0: no score, not learnt)."""
+    def step(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(score, spike, z) of one step's values: z is the deviation in standard deviations
+        of the log (NaN, Inf, 0: no score, not learnt)."""
         self.grow(len(values))
         n, rule = len(values), self.rule
         mean, var, count, last = self.mean[:n], self.var[:n], self.count[:n], self.last[:n]
@@ -111,12 +120,13 @@ class Baselines:
             grown = count >= rule.warmup
             score = np.where(grown & ok, dev / self._log_f, np.nan)
             spike = (score >= 1.0) & (dev >= rule.z * sd)
+            z = np.where(grown & ok, np.where(sd > 0, dev / sd, np.sign(dev) * np.inf), np.nan)
             # learning: a plain running mean until warm, then winsorised EWM; the spread is
             # that of step-to-step changes (a trend, as in early training, is not noise)
             alpha = np.where(grown, self._alpha, 1.0 / (count + 1.0))
             clip = np.where(grown, np.maximum(3 * sd, self._log_f / 4), np.inf)
             jump = np.clip(x - last, -clip, clip)  # NaN on the first value: no spread yet
-            d = np.clip(dev, -clip, clip)
+            d = np.minimum(dev, clip) if self.follow_down else np.clip(dev, -clip, clip)
         if ok.all():
             mean += alpha * d
             b = np.maximum(alpha, self._alpha)
@@ -131,7 +141,29 @@ class Baselines:
             var[upd] = ((1 - b) * var + b * jump * jump / 2)[upd]
             last[ok] = x[ok]
             count[ok] += 1
-        return score, spike
+        return score, spike, z
+
+
+def departed(score: np.ndarray, z: np.ndarray, rule: SpikeRule) -> np.ndarray:
+    """Where a series had left its baseline: half the way to a spike on both counts (module
+    doc). NaN scores (no baseline yet, no value) never count.
+
+    Example:
+        >>> departed(np.array([0.6, 0.6, 0.2]), np.array([3.0, 1.0, 9.0]), SpikeRule())
+        array([ True, False, False])
+    """
+    with np.errstate(invalid="ignore"):
+        return (np.nan_to_num(score, nan=-np.inf) >= LEFT) & (
+            np.nan_to_num(z, nan=-np.inf) >= LEFT * rule.z
+        )
+
+
+def reached(score: np.ndarray, z: np.ndarray, rule: SpikeRule) -> np.ndarray:
+    """Where a series spiked: the spike rule (score >= 1 and `z` standard deviations)."""
+    with np.errstate(invalid="ignore"):
+        return (np.nan_to_num(score, nan=-np.inf) >= 1.0) & (
+            np.nan_to_num(z, nan=-np.inf) >= rule.z
+        )
 
 
 def module_groups(names: list[str]) -> tuple[np.ndarray, list[str]]:
@@ -175,8 +207,10 @@ class NormSeries:
         self.groups = np.zeros(0, dtype=np.int64)
         self.modules: list[str] = []
 
-    def step(self, norms: np.ndarray, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(score, spike) of [parameters..., modules...] for one step's full norm vector."""
+    def step(
+        self, norms: np.ndarray, names: list[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(score, spike, z) of [parameters..., modules...] for one step's full norm vector."""
         if len(self.groups) != len(names):  # names only grow; a replaced one keeps its place
             self.groups, self.modules = module_groups(names)
         mods = module_norms(norms[: len(self.groups)], self.groups, len(self.modules))
@@ -195,7 +229,7 @@ class SpikeProbe:
 
     def check(self, step: int, norms: np.ndarray, names: list[str]) -> tuple[bool, bool]:
         """(starts a spike, calm step wanted for comparison) at `step`."""
-        score, spike = self.series.step(norms, names)
+        score, spike, _ = self.series.step(norms, names)
         spiking = bool(spike.any())
         starts = spiking and step - self.last_spike > self.rule.gap
         if spiking:

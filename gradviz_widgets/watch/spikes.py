@@ -5,8 +5,8 @@ The writer thread feeds every step's gradient norms and update ratios (per param
 module: the module's norm is the root of its parameters' summed squares) and the losses given
 to `watch.log_loss`. A step where some series spikes opens an event (after `gap` calm steps);
 it ends after `gap` calm steps or `span` steps. Then every series that left its baseline
-(score >= 0.5, i.e. sqrt(factor) x) in the `lead` steps before it or during it is ranked: the
-earliest first, then the furthest. The event is one `Spike`, one `spike` anomaly and one row
+(score >= 0.5, i.e. sqrt(factor) x, and z / 2 standard deviations: `baselines.departed`) in the
+`lead` steps before it or during it is ranked: the earliest first, then the furthest. The event is one `Spike`, one `spike` anomaly and one row
 of the record's `spikes` table, so a recorded run reads back exactly what the live run found.
 """
 
@@ -23,7 +23,15 @@ import numpy as np
 
 from ..errors import GradExplorerError
 from .anomalies import SPIKE
-from .baselines import LEFT, Baselines, NormSeries, SpikeRule, module_groups, module_norms
+from .baselines import (
+    Baselines,
+    NormSeries,
+    SpikeRule,
+    departed,
+    module_groups,
+    module_norms,
+    reached,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -98,12 +106,13 @@ class SpikeFinder:
         self.ratios = Baselines(rule)
         # the loss falls steadily for most of a run: a shorter window lags it less
         fast = dataclasses.replace(rule, factor=rule.loss_factor, window=max(2, rule.window // 5))
-        self.loss = Baselines(fast)
+        self.loss = Baselines(fast, follow_down=True)
         self._recent: collections.deque = collections.deque(maxlen=self._keep(1))
         #: steps between update-ratio measurements (`update_ratio=N`: N), seen in the data
         self._every, self._ratio_at = 1, -1
         self._intervals: collections.deque = collections.deque(maxlen=8)
-        self._loss_scores: dict[int, float] = {}
+        #: step -> (score, z) of the loss
+        self._loss_scores: dict[int, tuple[float, float]] = {}
         self._losses: dict[int, list[float]] = {}
         self._event: dict[str, Any] | None = None
         self._last_spike = -(1 << 40)
@@ -127,11 +136,11 @@ class SpikeFinder:
         self.names = names
         done: list[Spike] = []
         for r, step in enumerate(steps.tolist()):
-            score, spike = self.norms.step(norms[r], names)
+            score, spike, z = self.norms.step(norms[r], names)
             ratios = self._ratios(dnorm[r], pnorm[r])
             self._measured_ratios(step, ratios)
-            rscore, rspike = self.ratios.step(ratios)
-            self._recent.append((step, score, rscore))
+            rscore, rspike, rz = self.ratios.step(ratios)
+            self._recent.append((step, score, rscore, z, rz))
             self._last_step = step
             # a spike seen only in update ratios measured every N steps: its calm gap and
             # span count measurements (one excursion over 60 steps was 6 events)
@@ -188,8 +197,8 @@ class SpikeFinder:
         done: list[Spike] = []
         for step in sorted(s for s in self._losses if due(s)):
             values = self._losses.pop(step)
-            score, spike = self.loss.step(np.array([sum(values) / len(values)]))
-            self._loss_scores[step] = float(score[0])
+            score, spike, z = self.loss.step(np.array([sum(values) / len(values)]))
+            self._loss_scores[step] = (float(score[0]), float(z[0]))
             if bool(spike[0]):
                 event = self._event
                 if event is not None and event["loss_step"] is None:
@@ -199,10 +208,22 @@ class SpikeFinder:
                     self._event = {"start": step, "last": step, "loss_step": step, "every": 1}
                     self.opened.append((step, ["loss"]))
                 self._last_spike = max(self._last_spike, step)
-        if len(self._loss_scores) > 4 * self.rule.span + self.rule.lead:
-            for s in sorted(self._loss_scores)[: -2 * self.rule.span]:
-                del self._loss_scores[s]
+        self._forget_losses()
         return done
+
+    def _forget_losses(self) -> None:
+        """Loss scores no event can need again: older than the open event's lead window (an
+        event measured every N steps spans up to N x span steps) and than the last 2 x span."""
+        if len(self._loss_scores) <= 4 * self.rule.span + self.rule.lead:
+            return
+        steps = sorted(self._loss_scores)
+        keep = steps[-2 * self.rule.span]
+        if self._event is not None:
+            keep = min(keep, self._event["start"] - self.rule.lead)
+        for s in steps:
+            if s >= keep:
+                break
+            del self._loss_scores[s]
 
     # ---- events --------------------------------------------------------------------------
     def _mark(self, step: int, spiked: np.ndarray, every: int = 1) -> None:
@@ -217,8 +238,9 @@ class SpikeFinder:
                 (step, [labels[i] for i in np.nonzero(spiked)[0] if i < len(labels)])
             )
         elif self._event is not None:
+            # the event keeps the pace it opened with: update ratios measured every 10 steps
+            # made an event of gradient norms wait 30 steps to end and last up to 160
             self._event["last"] = step
-            self._event["every"] = max(self._event["every"], every)
         self._last_spike = step
 
     def _maybe_end(self, step: int) -> list[Spike]:
@@ -249,7 +271,7 @@ class SpikeFinder:
 
     def _window(self, event: dict[str, Any]) -> dict[str, Any]:
         lo, hi = event["start"] - self.rule.lead, max(event["last"], event["start"])
-        rows = [(s, a, b) for s, a, b in self._recent if lo <= s <= hi]
+        rows = [row for row in self._recent if lo <= row[0] <= hi]
         loss = {s: v for s, v in self._loss_scores.items() if lo <= s <= hi}
         return {"rows": rows, "loss": loss}
 
@@ -258,11 +280,13 @@ def _before(limit: int, step: int) -> bool:
     return step < limit
 
 
-def _firsts(steps: np.ndarray, scores: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
+def _firsts(
+    steps: np.ndarray, scores: np.ndarray, zs: np.ndarray, start: int, rule: SpikeRule
+) -> tuple[np.ndarray, np.ndarray]:
     """Per series (columns): where it left its baseline for this event (the start of the run
-    of departed steps, score >= LEFT, that reaches the event; big: it did not) and its peak.
-    A blip that came back before the event does not count as leaving."""
-    left = np.nan_to_num(scores, nan=-np.inf) >= LEFT
+    of departed steps, `baselines.departed`, that reaches the event; big: it did not) and its
+    peak score. A blip that came back before the event does not count as leaving."""
+    left = departed(scores, zs, rule)
     run = np.zeros(left.shape, dtype=np.int64)  # where each departed run began
     for t in range(len(steps)):
         run[t] = np.where(left[t] & (t > 0) & left[t - 1], run[t - 1], t) if t else 0
@@ -272,17 +296,18 @@ def _firsts(steps: np.ndarray, scores: np.ndarray, start: int) -> tuple[np.ndarr
     # departed all through the lead window: a drifting baseline, not a mover; it counts from
     # the step it reached the spike level (if it did)
     drift = left[0] & (began == 0) & (steps[0] < start)
-    spiked = np.nan_to_num(scores, nan=-np.inf) >= 1.0
-    at = np.argmax(spiked & (steps >= start)[:, None], axis=0)
-    reached = (spiked & (steps >= start)[:, None]).any(axis=0)
+    spiked = reached(scores, zs, rule) & (steps >= start)[:, None]
+    at = np.argmax(spiked, axis=0)
     first = np.where(hit.any(axis=0), steps[began], 1 << 40)
-    first = np.where(drift, np.where(reached, steps[at], 1 << 40), first)
+    first = np.where(drift, np.where(spiked.any(axis=0), steps[at], 1 << 40), first)
     with np.errstate(all="ignore"):
         peak = np.nanmax(np.where(np.isfinite(scores), scores, -np.inf), axis=0)
     return first, peak
 
 
-def _loss_first(loss: dict[int, float], ref: int) -> tuple[int, float] | None:
+def _loss_first(
+    loss: dict[int, tuple[float, float]], ref: int, rule: SpikeRule
+) -> tuple[int, float] | None:
     """The loss's first step and peak by the gradients' rule (`_firsts`): the run of departed
     steps that reaches `ref`, its own spike step when it spiked (so that run always exists),
     else the event's start; a noisy loss that came back before it does not count as leaving.
@@ -290,8 +315,9 @@ def _loss_first(loss: dict[int, float], ref: int) -> tuple[int, float] | None:
     if not loss:
         return None
     steps = np.array(sorted(loss), dtype=np.int64)
-    scores = np.array([[loss[s]] for s in steps.tolist()], dtype=np.float64)
-    first, peak = _firsts(steps, scores, ref)
+    scores = np.array([[loss[s][0]] for s in steps.tolist()], dtype=np.float64)
+    zs = np.array([[loss[s][1]] for s in steps.tolist()], dtype=np.float64)
+    first, peak = _firsts(steps, scores, zs, ref, rule)
     return (int(first[0]), float(peak[0])) if first[0] <= steps[-1] else None
 
 
@@ -307,15 +333,14 @@ def describe(
     start, ref = event["start"], event["loss_step"]
     ref = start if ref is None else ref
     n, width = len(names), len(names) + len(modules)
-    if rows:
-        steps = np.array([s for s, _, _ in rows])
-        norm = np.stack([_fit(a, width) for _, a, _ in rows])
-        ratio = np.stack([_fit(b, width) for _, _, b in rows])
-    else:
-        steps, norm, ratio = np.zeros(0, int), np.zeros((0, width)), np.zeros((0, width))
+    steps = np.array([row[0] for row in rows], dtype=np.int64)
+    norm, ratio, nz, rz = (
+        np.stack([_fit(row[k], width) for row in rows]) if rows else np.zeros((0, width))
+        for k in (1, 2, 3, 4)
+    )
     none = (np.full(width, 1 << 40), np.full(width, -np.inf))
-    nf, npk = _firsts(steps, norm, start) if rows else none
-    rf, rpk = _firsts(steps, ratio, start) if rows else none
+    nf, npk = _firsts(steps, norm, nz, start, rule) if rows else none
+    rf, rpk = _firsts(steps, ratio, rz, start, rule) if rows else none
     use_ratio = (rf < nf) | ((rf == nf) & (rpk > npk))
     first, peak = np.where(use_ratio, rf, nf), np.maximum(npk, rpk)
     table = []
@@ -335,7 +360,7 @@ def describe(
                 rule.factor,
             )
         )
-    moved = _loss_first(window["loss"], ref)
+    moved = _loss_first(window["loss"], ref, rule)
     if moved is not None:
         left_at, worst = moved
         table.append(_row("loss", "loss", "loss", n, left_at, ref, worst, rule.loss_factor))

@@ -178,7 +178,7 @@ def test_baselines_follow_a_trend_and_flag_a_jump() -> None:
     for t in range(200):
         value = np.exp(-t / 60 + 0.1 * rng.standard_normal())
         value *= 10 if t == 150 else 1
-        _, spike = base.step(np.array([value]))
+        _, spike, _ = base.step(np.array([value]))
         flagged += [t] if spike[0] else []
     assert flagged == [150]
 
