@@ -285,14 +285,22 @@ def _firsts(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per series (columns): where it left its baseline for this event (the start of the run
     of departed steps, `baselines.departed`, that reaches the event; big: it did not) and its
-    peak score. A blip that came back before the event does not count as leaving."""
+    peak score. A blip that came back before the event does not count as leaving, nor does a
+    run before the event whose deviations add up to less than `z` spreads."""
     left = departed(scores, zs, rule)
     run = np.zeros(left.shape, dtype=np.int64)  # where each departed run began
     for t in range(len(steps)):
         run[t] = np.where(left[t] & (t > 0) & left[t - 1], run[t - 1], t) if t else 0
     hit = left & (steps >= start)[:, None]
     k = np.argmax(hit, axis=0)
-    began = run[k, np.arange(left.shape[1])]
+    cols = np.arange(left.shape[1])
+    began = run[k, cols]
+    # a lead must be evidence, not one of many series' noise: the departed steps before the
+    # event need `z` spreads in all (one step 2.5 spreads out, of 60 series, is chance)
+    with np.errstate(invalid="ignore"):
+        zc = np.nan_to_num(np.where(left, zs, 0.0), nan=0.0, posinf=rule.z, neginf=0.0)
+    total = np.vstack([np.zeros((1, left.shape[1])), np.cumsum(zc, axis=0)])
+    began = np.where(total[k, cols] - total[began, cols] >= rule.z, began, k)
     # departed all through the lead window: a drifting baseline, not a mover; it counts from
     # the step it reached the spike level (if it did)
     drift = left[0] & (began == 0) & (steps[0] < start)
