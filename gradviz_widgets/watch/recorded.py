@@ -108,6 +108,9 @@ class RecordedRun(HistoryViews):
         vanishing, exploding = json.loads(self.meta.get("thresholds", "[1e-7, 1e4]"))
         self.thresholds = Thresholds(vanishing, exploding)
         self.closed = True
+        #: whether the run's watch closed (False: still running, or killed, crashed, its disk
+        #: lost: the record ends where it stopped); None: a record too old to say
+        self.ended = info.closed
 
     def history(
         self,
@@ -118,21 +121,24 @@ class RecordedRun(HistoryViews):
     ) -> pd.DataFrame:
         """One row per (step, rank, parameter), ranks side by side within each step;
         `ranks` picks some. Pivot to compare: `h.pivot_table("norm", ["step", "param"], "rank")`."""
-        frames = [
-            history_frame(
-                s.params,
-                s.chunks(),
-                s.exact(),
-                params,
-                start,
-                stop,
-                r,
-                s.step_rows(),
-                self._events(s),
-            )
-            for r, s in self.stores.items()
-            if ranks is None or r in ranks
-        ]
+        frames = []
+        for r, s in self.stores.items():
+            if ranks is not None and r not in ranks:
+                continue
+            with s.snapshot():  # one moment of a record still being written
+                frames.append(
+                    history_frame(
+                        s.params,
+                        s.chunks(),
+                        s.exact(),
+                        params,
+                        start,
+                        stop,
+                        r,
+                        s.step_rows(),
+                        self._events(s),
+                    )
+                )
         if len(frames) == 1:
             return frames[0]
         import pandas as pd
@@ -249,10 +255,11 @@ class RecordedRun(HistoryViews):
         """Buckets of steps for the heat map, of one rank (default: the first)."""
         store = self.stores[self.rank if rank is None else rank]
         ov = Overview(n_buckets)
-        params = store.params
-        starts = [p.first_step for p in params]  # no record before a parameter existed
-        for chunk in store.chunks():
-            ov.add_chunk(chunk.widened(len(params)), starts)
+        with store.snapshot():  # one moment of a record still being written
+            params = store.params
+            starts = [p.first_step for p in params]  # no record before a parameter existed
+            for chunk in store.chunks():
+                ov.add_chunk(chunk.widened(len(params)), starts)
         return ov
 
     def step_rows(self, rank: int | None = None) -> list[StepRow]:

@@ -55,12 +55,20 @@ class RunInfo:
     ranks: tuple[int, ...]
     first_step: int = -1
     last_step: int = -1
+    #: the watch closed (True), did not (False: still running, or killed, crashed, its disk
+    #: lost), or the record is too old to say (None)
+    closed: bool | None = None
 
     def __repr__(self) -> str:
         when = f"started {self.started:%Y-%m-%d %H:%M:%S} UTC" if self.started else "start unknown"
         ranks = f", ranks {list(self.ranks)}" if len(self.ranks) > 1 else ""
         span = f" ({self.first_step}-{self.last_step})" if self.first_step > 0 else ""
-        return f"<run {self.id}: {when}, {self.steps} steps{span}{ranks}>"
+        end = (
+            ", not closed (still running, or stopped without close())"
+            if self.closed is False
+            else ""
+        )
+        return f"<run {self.id}: {when}, {self.steps} steps{span}{ranks}{end}>"
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -225,16 +233,31 @@ def _info(folder: Path) -> RunInfo:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a mixed folder warns when it is opened, not listed
         ranks = rank_folders(folder)
-    started, span = None, (0, -1, -1)
+    started, span, ends = None, (0, -1, -1), []
     for d in ranks.values():
         store = SQLiteStore(d, readonly=True)
         try:
-            stamp = store.meta.get("started")
+            meta = store.meta
             span = max(span, store.step_span())  # the rank with the most steps
         except sqlite3.OperationalError:  # another process is creating this record right now
-            stamp = None  # (two ranks with ranks=False, two notebooks): listed, not started yet
+            meta = {}  # (two ranks with ranks=False, two notebooks): listed, not started yet
         finally:
             store.close()
+        stamp = meta.get("started")
         if stamp and started is None:
             started = datetime.datetime.fromtimestamp(float(stamp), tz=datetime.timezone.utc)
-    return RunInfo(folder.name, folder, started, span[0], tuple(ranks), span[1], span[2])
+        ends.append(ended(meta))
+    closed = None if None in ends or not ends else all(ends)
+    return RunInfo(folder.name, folder, started, span[0], tuple(ranks), span[1], span[2], closed)
+
+
+def ended(meta: dict[str, str]) -> bool | None:
+    """Whether the record's watch closed (its meta "ended"); None: a record too old to say.
+
+    Example:
+        >>> ended({"end_marked": "1"}), ended({"end_marked": "1", "ended": "1.0"}), ended({})
+        (False, True, None)
+    """
+    if "ended" in meta:
+        return True
+    return False if "end_marked" in meta else None

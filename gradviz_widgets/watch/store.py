@@ -16,6 +16,7 @@ writer leaves WAL mode, so reading a finished record adds no files to its folder
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sqlite3
@@ -207,6 +208,10 @@ class MemoryStore:
     def exact(self) -> list[tuple[int, int, int, float]]:
         return list(self._exact)
 
+    def snapshot(self) -> contextlib.AbstractContextManager[None]:
+        """Reads as of one moment (in memory: the writer's lock is the caller's)."""
+        return contextlib.nullcontext()
+
     def close(self) -> None:
         pass
 
@@ -274,20 +279,38 @@ class SQLiteStore:
             )
 
     def close(self) -> None:
-        """Close; the writer leaves WAL mode first, so the finished record is one plain file
-        that readers open without creating any (a WAL reader makes `-wal` and `-shm` files
-        beside it). While another process still reads it, it stays in WAL mode."""
-        try:
-            if not self.readonly:
-                self._db.execute("PRAGMA journal_mode=DELETE")
-        except sqlite3.Error:
-            pass
+        """Close; the writer moves everything into the main file and leaves WAL mode, so the
+        finished record is one plain file that readers open without creating any (a WAL reader
+        makes `-wal` and `-shm` files beside it). While another process still reads it, it
+        stays in WAL mode, but with the WAL checkpointed: the main file alone holds the record
+        (a notebook reading the run as it ended had left it all in `watch.sqlite-wal`, and a
+        copy of `watch.sqlite` opened as an empty file)."""
+        if not self.readonly:
+            for pragma in ("wal_checkpoint(TRUNCATE)", "journal_mode=DELETE"):
+                try:
+                    self._db.execute(f"PRAGMA {pragma}")
+                except sqlite3.Error:
+                    pass
         try:
             self._db.close()
         except sqlite3.Error:
             pass
 
     # ---- reading ----
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read inside sees the record as of one moment (one read transaction): the
+        parameters, the chunks and the values float32 cannot hold, read one by one while the
+        writer went on, had mixed two moments (a new chunk's tiny norms read 0.0)."""
+        if self._db.in_transaction:
+            yield
+            return
+        self._db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._db.execute("COMMIT")
+
     @property
     def meta(self) -> dict[str, str]:
         return dict(self._db.execute("SELECT key, value FROM meta"))

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GradExplorerError
+from ..vocabulary import STATUSES
 
 
 class TensorBoardSink:
@@ -33,10 +34,15 @@ class TensorBoardSink:
         if chunk is None:
             return
         names = [p.name for p in writer.params]
+        bad = STATUSES.index("nonfinite")
         for i, step in enumerate(chunk.steps.tolist()):
             norms = chunk.norm[i]
+            # a NaN/Inf gradient is written as it is (TensorBoard marks it); a missing one
+            # (no gradient, not recorded) is not a point: leaving the NaN step out drew the
+            # line straight across it
+            shown = np.isfinite(norms) | (chunk.status[i] == bad)
             for j, value in enumerate(norms.tolist()):
-                if np.isfinite(value):
+                if shown[j]:
                     self.tb.add_scalar(f"grad_norm/{names[j]}", value, step)
             positive = norms[np.isfinite(norms) & (norms > 0)]
             if positive.size:

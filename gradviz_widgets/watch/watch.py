@@ -215,6 +215,9 @@ class GradWatch(HistoryViews):
             "thresholds": json.dumps([self.thresholds.vanishing, self.thresholds.exploding]),
             "model": type(inner).__name__,
             "started": str(time.time()),
+            # the writer adds "ended" when the watch closes: a record without it did not close
+            # (still running, or the process was killed, crashed or lost its disk)
+            "end_marked": "1",
             "optimizer": ", ".join(type(o).__name__ for o in self._optimizers),
         }
 
@@ -264,11 +267,10 @@ class GradWatch(HistoryViews):
 
     @property
     def store_error(self) -> str | None:
-        return (
-            self._writer.store_error
-            if hasattr(self, "_writer")
-            else getattr(self, "_store_error", None)
-        )
+        """Why the record is not (or no longer) on disk: the folder could not be written at the
+        start, or the writer's store failed later (None: it is on disk)."""
+        later = self._writer.store_error if hasattr(self, "_writer") else None
+        return later or getattr(self, "_store_error", None)
 
     @store_error.setter
     def store_error(self, value: str | None) -> None:

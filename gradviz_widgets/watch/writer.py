@@ -26,7 +26,7 @@ from .holders import Held, held_detail
 from .ranks import Exchange
 from .spikes import Spike, SpikeFinder
 from .steps import StepRecord, step_info
-from .store import Chunk, MemoryStore, ParamInfo
+from .store import Chunk, MemoryStore, ParamInfo, SQLiteStore
 
 _NONE = STATUSES.index("none")
 
@@ -124,6 +124,8 @@ class Writer(threading.Thread):
             for done in waiting:
                 done.set()
             if stop:
+                if isinstance(self.store, SQLiteStore) and self.store_error is None:
+                    self._store_call(self.store.set_meta, {"ended": str(time.time())})
                 self.store.close()
                 return
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import pytest
@@ -139,3 +140,41 @@ def test_tensorboard_output_is_optional(tmp_path):
     assert "grad_norm/fc1.weight" in events.Tags()["scalars"]
     assert [e.step for e in events.Scalars("grad_norm/fc1.weight")] == [0, 1, 2]
     assert "log10_grad_norm" in events.Tags()["histograms"]
+
+
+def test_tensorboard_keeps_a_nonfinite_step(tmp_path):
+    """A NaN gradient is a point of its own in TensorBoard (TensorBoard marks it); leaving it out
+    drew the line straight across it. A step without a gradient stays out."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", tensorboard=True)
+    x = torch.randn(4, model.fc1.in_features)
+    for step in range(4):
+        opt.zero_grad()
+        model(x).sum().backward()
+        if step == 2:
+            model.fc1.weight.grad[0, 0] = float("nan")
+        if step == 3:
+            model.fc1.weight.grad = None
+        opt.step()
+    watch.close()
+    events = EventAccumulator(str(watch.rank_path / "tb")).Reload()
+    points = {e.step: e.value for e in events.Scalars("grad_norm/fc1.weight")}
+    assert sorted(points) == [0, 1, 2]
+    assert math.isnan(points[2])
+
+
+def test_an_unwritable_folder_is_named_by_store_error(tmp_path):
+    """The start's failure stays in `store_error` once the writer runs (it read None)."""
+    (tmp_path / "file").write_text("not a folder")
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.warns(UserWarning, match="cannot write"):
+        watch = GradWatch(model, optimizer=opt, path=tmp_path / "file" / "run")
+    train(model, opt, 2)
+    assert watch.store_error and "Error" in watch.store_error
+    assert watch.history().step.nunique() == 2  # kept in memory
+    watch.close()
