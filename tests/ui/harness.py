@@ -8,6 +8,7 @@ written into the temporary JUPYTER_DATA_DIR. The browser may only reach loopback
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -18,7 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlparse
@@ -250,7 +251,15 @@ class LabPage:
 
     def open_notebook(self, name: str, timeout: float = 60) -> None:
         """Open ``name`` in the lab and wait until its kernel is idle."""
-        url = f"{self.server.url}/lab/tree/{name}?token={self.server.token}&reset"
+        self._open(
+            f"{self.server.url}/lab/tree/{name}?token={self.server.token}&reset", name, timeout
+        )
+
+    def open_notebook7(self, name: str, timeout: float = 120) -> None:
+        """Open ``name`` in Notebook 7's notebook page and wait until its kernel is idle."""
+        self._open(f"{self.server.url}/notebooks/{name}?token={self.server.token}", name, timeout)
+
+    def _open(self, url: str, name: str, timeout: float) -> None:
         self.page.goto(url, wait_until="domcontentloaded", timeout=timeout * 1000)
         self.page.wait_for_function(
             """(name) => {
@@ -311,3 +320,18 @@ class LabPage:
         text += "\n\n## blocked requests\n" + "\n".join(self.blocked)
         text += "\n\n## server log (tail)\n" + self.server.log_tail()
         (ARTIFACTS / f"{name}.log").write_text(text, encoding="utf-8")
+
+
+@contextlib.contextmanager
+def sized_page(
+    server: JupyterLabServer, browser: Any, size: tuple[int, int], test: str
+) -> Iterator[LabPage]:
+    """A fresh page of `size` (width, height) on `server`; its logs saved under `test`'s name."""
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    context.set_default_timeout(30_000)
+    page = LabPage(server, context.new_page())
+    try:
+        yield page
+    finally:
+        page.save_logs(test)
+        context.close()

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from harness import LabPage, wait_until
+from harness import LabPage, sized_page, wait_until
 
 SETUP = """
 import torch
@@ -86,15 +86,8 @@ def _overlaps(notes: list[dict]) -> list[tuple[str, str]]:
 
 @pytest.fixture(params=[(1280, 800), (1920, 1080)], ids=["1280x800", "1920x1080"])
 def sized_lab(lab_server, browser, request) -> Iterator[LabPage]:  # noqa: ANN001
-    width, height = request.param
-    context = browser.new_context(viewport={"width": width, "height": height})
-    context.set_default_timeout(30_000)
-    lab_page = LabPage(lab_server, context.new_page())
-    try:
+    with sized_page(lab_server, browser, request.param, request.node.name) as lab_page:
         yield lab_page
-    finally:
-        lab_page.save_logs(request.node.name)
-        context.close()
 
 
 @pytest.mark.ui

@@ -163,18 +163,7 @@ def gate_node(nb: LabPage) -> Any:
 def test_notebook7_graph_chart_and_gate_click(nb: LabPage) -> None:
     name = "notebook7_ui.ipynb"
     nb.notebook(name, CELLS)
-    url = f"{nb.server.url}/notebooks/{name}?token={nb.server.token}"
-    nb.page.goto(url, wait_until="domcontentloaded", timeout=90_000)
-    nb.page.wait_for_function(
-        """(name) => {
-            const w = window.jupyterapp?.shell?.currentWidget;
-            return w?.context?.path === name &&
-                   w.sessionContext?.session?.kernel?.status === 'idle';
-        }""",
-        arg=name,
-        timeout=120_000,
-        polling=300,
-    )
+    nb.open_notebook7(name)
     nb.page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
 
     # the graph is laid out in the browser (SVG nodes), the chart draws bars, the hook cell ran

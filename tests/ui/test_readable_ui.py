@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness import ARTIFACTS, JupyterLabServer, LabPage
+from harness import ARTIFACTS, JupyterLabServer, LabPage, sized_page
 
 SETUP = """import json
 import torch
@@ -108,14 +108,8 @@ def small_lab(
     lab_server: JupyterLabServer, browser: Any, request: pytest.FixtureRequest
 ) -> Iterator[LabPage]:
     """A 1280x800 page on the lab."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(30_000)
-    lab = LabPage(lab_server, context.new_page())
-    try:
+    with sized_page(lab_server, browser, (1280, 800), request.node.name) as lab:
         yield lab
-    finally:
-        lab.save_logs(request.node.name)
-        context.close()
 
 
 def py(lab: LabPage, expr: str) -> Any:

@@ -10,12 +10,13 @@ Rows are counted from the page: the distinct tops of the controls' bounding boxe
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness import ARTIFACTS, JupyterLabServer, LabPage, wait_until
+from harness import ARTIFACTS, JupyterLabServer, LabPage, sized_page, wait_until
 
 QUICKSTART = """import json
 from torch import nn
@@ -122,23 +123,14 @@ def sized(
     lab_server: JupyterLabServer, browser: Any, request: pytest.FixtureRequest
 ) -> Iterator[Any]:
     """make(width, height): a page of that size on the lab."""
-    contexts: list[Any] = []
-    pages: list[LabPage] = []
+    with contextlib.ExitStack() as pages:
 
-    def make(width: int, height: int) -> LabPage:
-        context = browser.new_context(viewport={"width": width, "height": height})
-        context.set_default_timeout(30_000)
-        contexts.append(context)
-        pages.append(LabPage(lab_server, context.new_page()))
-        return pages[-1]
+        def make(width: int, height: int) -> LabPage:
+            return pages.enter_context(
+                sized_page(lab_server, browser, (width, height), request.node.name)
+            )
 
-    try:
         yield make
-    finally:
-        for lab in pages:
-            lab.save_logs(request.node.name)
-        for context in contexts:
-            context.close()
 
 
 def run_notebook(lab: LabPage, name: str) -> None:
@@ -187,27 +179,11 @@ def nb7_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLabS
 def test_toolbar_takes_two_rows_at_1280_in_notebook7(
     nb7_server: JupyterLabServer, browser: Any, request: pytest.FixtureRequest
 ) -> None:
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(30_000)
-    nb = LabPage(nb7_server, context.new_page())
-    try:
+    with sized_page(nb7_server, browser, (1280, 800), request.node.name) as nb:
         name = "toolbar_rows_nb7.ipynb"
         nb.notebook(name, [QUICKSTART, GPT2])
-        nb.page.goto(f"{nb.server.url}/notebooks/{name}?token={nb.server.token}")
-        nb.page.wait_for_function(
-            """(name) => {
-                const w = window.jupyterapp?.shell?.currentWidget;
-                return w?.context?.path === name &&
-                       w.sessionContext?.session?.kernel?.status === 'idle';
-            }""",
-            arg=name,
-            timeout=120_000,
-            polling=300,
-        )
+        nb.open_notebook7(name)
         nb.run_all()
         both_drawn(nb)
         record("notebook7_1280", check_rows(nb, 2, "Notebook 7 1280x800"))
         nb.screenshot("toolbar_rows_notebook7_1280")
-    finally:
-        nb.save_logs(request.node.name)
-        context.close()
