@@ -287,3 +287,22 @@ const SUPERSCRIPT = { "-": "⁻", 0: "⁰", 1: "¹", 2: "²", 3: "³", 4: "⁴",
 export function decade(e) {
   return `10${Array.from(String(e), (c) => /** @type {Record<string, string>} */ (SUPERSCRIPT)[c] ?? c).join("")}`;
 }
+
+/**
+ * Tops (px) of labels `size` px tall for `rows` (ascending) of `rowH` px in a column `height`
+ * px tall: each centred on its row where it fits, pushed down past the label above it, and the
+ * last ones pushed back up to stay inside (adjacent leading rows had their labels overlap).
+ * @param {number[]} rows @param {number} rowH @param {number} height @param {number} size
+ * @returns {number[]}
+ */
+export function sparseTops(rows, rowH, height, size) {
+  const tops = [];
+  for (const r of rows) {
+    const want = Math.max(0, r * rowH + rowH / 2 - size / 2);
+    tops.push(tops.length ? Math.max(want, tops[tops.length - 1] + size) : want);
+  }
+  for (let i = tops.length - 1, limit = height - size; i >= 0; i--, limit -= size) {
+    tops[i] = Math.max(0, Math.min(tops[i], limit));
+  }
+  return tops;
+}

@@ -7,7 +7,7 @@
  */
 import {
   breaks, cellText, cellValue, colorAt, colorStops, count, decade, lineSlots, loadView, plainRuns, rgb, series, skipColumns,
-  skipText, summaryText, ticks, withRow,
+  skipText, summaryText, ticks, withRow, sparseTops,
 } from "./watch_data.js";
 
 const SVGNS = "http://www.w3.org/2000/svg";
@@ -42,6 +42,11 @@ function hatchPattern(svg, D, id) {
   const defs = el("defs", {}); defs.append(p); svg.append(defs);
   return `url(#${id})`;
 }
+
+/** rows this tall (px) or taller get every label; on shorter ones, the spikes' leading rows */
+const LABEL_MIN_ROW = 8;
+/** a leading row's label on short rows: its height (px, js/watch_page.css) */
+const SPARSE_LABEL_PX = 12;
 
 /** The page: its data `D`, the drawn view `V`, the lines selected and their colours. */
 class WatchPage {
@@ -87,19 +92,33 @@ class WatchPage {
     ctx.putImageData(img, 0, 0);
     this.drawSkips(skip);
     const lead = this.spikeLeads(ctx, k);
-    const labels = $("heat-labels");
-    labels.replaceChildren();
-    labels.hidden = rowH < 10;  // too many rows to label: the hover names them
-    if (rowH >= 10) D.names.forEach((/** @type {string} */ name, /** @type {number} */ r) => {
-      const d = document.createElement("div");
-      d.textContent = name; d.title = lead.has(r) ? `${name}\n${lead.get(r)}` : name;
-      d.style.height = d.style.lineHeight = `${rowH}px`;
-      if (lead.has(r)) d.className = "spike-lead";
-      labels.append(d);
-    });
+    this.drawLabels(rowH, lead);
     V.rowH = rowH;
     this.drawLegend(S);
     this.drawAxis();
+  }
+
+  /** The heat map's row labels: every row's while rows are 8 px or taller (the font follows
+   * the row); on shorter rows only the rows leading a spike, each at its row (a GPT-2's 52
+   * parameters had no label at all, and the red leading rows went unnamed).
+   * @param {number} rowH @param {Map<number, string>} lead */
+  drawLabels(rowH, lead) {
+    const { D, P } = this, labels = $("heat-labels"), every = rowH >= LABEL_MIN_ROW;
+    labels.replaceChildren();
+    labels.classList.toggle("sparse", !every);
+    labels.style.height = every ? "" : `${rowH * P}px`;
+    labels.style.fontSize = every ? `${Math.min(11, rowH)}px` : "";
+    labels.hidden = !every && !lead.size;  // no room and nothing to point at: the hover names rows
+    const rows = every ? D.names.map((/** @type {string} */ _, /** @type {number} */ r) => r) : [...lead.keys()].sort((a, b) => a - b);
+    const tops = every ? [] : sparseTops(rows, rowH, rowH * P, SPARSE_LABEL_PX);
+    rows.forEach((r, i) => {
+      const name = D.names[r], d = document.createElement("div");
+      d.textContent = name; d.title = lead.has(r) ? `${name}\n${lead.get(r)}` : name;
+      if (every) d.style.height = d.style.lineHeight = `${rowH}px`;
+      else d.style.top = `${tops[i]}px`;
+      if (lead.has(r)) d.className = "spike-lead";
+      labels.append(d);
+    });
   }
 
   /** Hatch the columns of the steps the GradScaler skipped (over the canvas, in CSS pixels:

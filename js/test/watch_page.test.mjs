@@ -207,3 +207,16 @@ test("the built page script is one module without imports, requests or a copy of
   assert.doesNotMatch(built, /\bimport\b|\bexport\b|fetch\(|https?:\/\/(?!www\.w3\.org)/);
   assert.doesNotMatch(built, /"vanishing gradient"|"NaN \/ Inf"|"exactly 0\.0"/);
 });
+
+test("sparse row labels sit at their rows, never overlap, never leave the column", async () => {
+  const { sparseTops } = await import("../watch_data.js");
+  // rows 0 (would start above the column), 164 and 165 (adjacent), rowH 3, 12 px labels
+  const tops = sparseTops([0, 164, 165], 3, 510, 12);
+  assert.equal(tops[0], 0);
+  assert.ok(Math.abs(tops[1] - (164 * 3 + 1.5 - 6)) <= 12, String(tops)); // near its row
+  assert.ok(tops[2] - tops[1] >= 12, String(tops)); // below its neighbour, not over it
+  assert.ok(tops.every((t) => t >= 0 && t <= 510 - 12), String(tops));
+  // the last rows of the column: pushed back up inside it
+  const end = sparseTops([128, 129], 3, 390, 12);
+  assert.ok(end[1] <= 390 - 12 && end[0] <= end[1] - 12, String(end));
+});

@@ -305,3 +305,62 @@ def test_anomaly_table_headers_do_not_wrap_at_1280(browser, tmp_path: Path) -> N
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
     assert problems == []
     page.close()
+
+
+def _deep_spike_run(path: Path, layers: int) -> object:
+    """`layers` Linear(8, 8) + Tanh (2 parameters each), the batch of step 30 scaled x30."""
+    import warnings
+
+    import torch
+
+    from gradviz_widgets import GradWatch
+
+    torch.manual_seed(0)
+    parts: list = []
+    for _ in range(layers):
+        parts += [torch.nn.Linear(8, 8), torch.nn.Tanh()]
+    net = torch.nn.Sequential(*parts)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    watch = GradWatch(net, optimizer=opt, path=path)
+    g = torch.Generator().manual_seed(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for step in range(40):
+            x = torch.randn(32, 8, generator=g) * (30.0 if step == 30 else 1.0)
+            loss = (net(x) - x.sin()).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return watch
+
+
+@pytest.mark.ui
+@pytest.mark.parametrize("layers", [26, 65], ids=["52 rows", "130 rows"])
+def test_rows_too_short_to_label_still_name_a_spikes_leaders(
+    browser, tmp_path: Path, layers: int
+) -> None:
+    """52 parameters (a GPT-2's) had no row labels at all, so the red leading rows went unnamed;
+    now every row is labelled down to 8 px rows, and below that the leading rows are."""
+    watch = _deep_spike_run(tmp_path / "run", layers)
+    spikes = watch.spikes
+    assert spikes, "the corrupted batch makes a spike"
+    path = export_watch_html(watch, tmp_path / "run.html")
+    watch.close()
+    page, problems = _open(browser, path)
+    lead = page.locator("#heat-labels div.spike-lead")
+    assert page.locator("#heat-labels").is_visible()
+    assert spikes[0].params[0] in lead.all_text_contents()
+    labels = page.locator("#heat-labels div").count()
+    assert labels == (2 * layers if layers <= 30 else lead.count())
+    # each label sits at its row: its middle within a label's height of the row's middle (a
+    # label is pushed off its row only by an adjacent leading row's)
+    rows = page.locator("#heat").bounding_box()
+    row_h = rows["height"] / (2 * layers)
+    names = page.evaluate("JSON.parse(document.getElementById('watch-data').textContent).names")
+    for i in range(lead.count()):
+        box = lead.nth(i).bounding_box()
+        text = lead.nth(i).text_content()
+        r = names.index(text)
+        middle = rows["y"] + (r + 0.5) * row_h
+        assert abs(box["y"] + box["height"] / 2 - middle) <= box["height"] + row_h, text
+    assert not problems
