@@ -295,11 +295,13 @@ def replay(
     recorder: object | None = None,
     *,
     from_disk: bool = False,
+    finding: str | None = None,
     **options: Any,
 ) -> Any:
     """Run a GradExplorer on a copy of `model` holding the recorded state, on the recorded
     batch, under the recorded RNG states and autocast (on the recorded device when it is
-    available). `from_disk`: the record was read from disk (it holds no loss_fn)."""
+    available). `from_disk`: the record was read from disk (it holds no loss_fn); `finding`:
+    one its reports carry first (which step this is, when not the one asked for)."""
     from ..explorer.session import GradExplorer
 
     _check_rank(record, options.pop("rank", None))
@@ -318,6 +320,8 @@ def replay(
                 stacklevel=user_stacklevel(),
             )
     ex = GradExplorer(twin, sample, **options)
+    if finding is not None:
+        ex.carry_finding(finding)
     if record.calls is not None and record.calls != 1:
         warnings.warn(not_one_call(record.step, record.calls), stacklevel=user_stacklevel())
         ex.carry_finding(not_one_call(record.step, record.calls, short=True))

@@ -494,6 +494,18 @@ def record_step(book: Any, spike: Spike) -> int:
     )
 
 
+def _later_step(spike: Spike, step: int) -> str | None:
+    """What a replay says when it is not the spike's own step (None: it is)."""
+    if step == spike.step:
+        return None
+    signal = spike.rows[0]["signal"].replace("_", " ") if spike.rows else "loss"
+    return (
+        f"this replays step {step}, the first step of the spike of step {spike.step} with a "
+        f"flight record: at step {spike.step} the spike was seen in the {signal}, found after "
+        "the step, when its pre-update weights were gone"
+    )
+
+
 def calm_step(book: Any, spike: Spike, before: int) -> int:
     """The latest calm step recorded before `before` (the spike's record), for compare()."""
     kept = [s for s, e in _decided(book.notes, CALM) if s < before and e.get("kept") and s in book]
@@ -535,7 +547,10 @@ def open_spike(
         )
     loss_fn = options.pop("loss_fn", loss_fn)
     if how == "explore":
-        return replay(book[step], model, loss_fn, recorder, from_disk=from_disk, **options)
+        said = _later_step(spike, step)
+        return replay(
+            book[step], model, loss_fn, recorder, from_disk=from_disk, finding=said, **options
+        )
     calm = calm_step(book, spike, step)
     a = replay(book[calm], model, loss_fn, recorder, from_disk=from_disk, **dict(options))
     b = replay(book[step], model, loss_fn, recorder, from_disk=from_disk, **options)

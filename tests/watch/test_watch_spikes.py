@@ -137,7 +137,9 @@ def test_learning_rate_jump_found_at_its_step_with_the_loss_after(tmp_path: Path
     # the update ratio is found after the step; the gradients spike at the next one, whose
     # pre-update state is the one kept
     ex = spike.explore(loss_fn=lambda out: out.loss)
-    assert ex is not None
+    # and the replay says it is that next step, not the spike's own
+    said = f"this replays step {PLANT + 1}, the first step of the spike of step {PLANT}"
+    assert ex.report.findings[0].startswith(said), ex.report.findings
     watch.close()
 
 
