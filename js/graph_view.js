@@ -30,9 +30,12 @@ export class GraphView {
     this.callbacks = callbacks;
     this.layout = new LayoutClient({ timeoutMs: options.timeoutMs });
     this.panZoom = new PanZoom(viewport);
+    // a ghost (a parameter no gradient reached: frozen, never called) is no finding to open
+    // the first view on, nor where the gradient's graph is busiest
+    this.panZoom.ghostOf = (g) => this.infoOf(this.idOf.get(g) ?? "")?.kind === "ghost";
     this.panZoom.rankOf = (g) => {
       const i = this.infoOf(this.idOf.get(g) ?? "");
-      return findingRank(i);
+      return i?.kind === "ghost" ? 0 : findingRank(i);
     };
     this.tooltip = new Tooltip(viewport);
     this.placeholder = document.createElement("div");

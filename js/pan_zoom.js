@@ -82,17 +82,18 @@ function graphOffset(svg) {
 }
 
 /**
- * Centres of the node labels in SVG user units.
- * @param {SVGSVGElement} svg @returns {{x: number, y: number}[]}
+ * Centres of the node labels in SVG user units, each marked when `ghostOf` its node.
+ * @param {SVGSVGElement} svg @param {(g: Element) => boolean} [ghostOf]
+ * @returns {{x: number, y: number, ghost: boolean}[]}
  */
-export function nodeCentres(svg) {
+export function nodeCentres(svg, ghostOf = (/** @type {Element} */ _g) => false) {
   const { tx, ty } = graphOffset(svg);
   const out = [];
   for (const g of Array.from(svg.querySelectorAll("g.node"))) {
     const t = g.querySelector("text");
     const x = Number.parseFloat(t?.getAttribute("x") ?? "");
     const y = Number.parseFloat(t?.getAttribute("y") ?? "");
-    if (Number.isFinite(x) && Number.isFinite(y)) out.push({ x: x + tx, y: y + ty });
+    if (Number.isFinite(x) && Number.isFinite(y)) out.push({ x: x + tx, y: y + ty, ghost: ghostOf(g) });
   }
   return out;
 }
@@ -146,7 +147,7 @@ function windowScore(x, w, xs, labels) {
  * nodes' boxes, it then opens on whole nodes, and on the worst findings when the top shows
  * none of them (`wholeNodesBox`).
  * @param {Box} base the graph's box @param {number} pad @param {number} w @param {number} h
- * @param {{x: number, y: number}[]} centres node label centres
+ * @param {{x: number, y: number, ghost?: boolean}[]} centres node label centres (ghost: a parameter no gradient reached)
  * @param {Label[]} [labels] cluster labels (`clusterLabels`)
  * @param {NodeBox[]} [nodes] node boxes (`nodeBoxes`)
  * @returns {Box}
@@ -163,12 +164,16 @@ export function readableBox(base, pad, w, h, centres, labels = [], nodes = []) {
 /**
  * `readableBox` from the node centres and module labels alone (`pad` already bounded).
  * @param {Box} base @param {number} pad @param {number} w @param {number} h
- * @param {{x: number, y: number}[]} centres @param {Label[]} labels @returns {Box}
+ * @param {{x: number, y: number, ghost?: boolean}[]} centres @param {Label[]} labels @returns {Box}
  */
 function topBandBox(base, pad, w, h, centres, labels) {
   const y = base.y - pad;
   if (base.w + 2 * pad <= w) return { x: base.x + base.w / 2 - w / 2, y, w, h };
-  const band = centres.filter((c) => c.y <= y + h * 0.85);
+  const all = centres.filter((c) => c.y <= y + h * 0.85);
+  // the gradient's own nodes decide where the band is busiest, not a row of parameters that
+  // got none (lesson 02's five ghost modules took the window off its one live path)
+  const live = all.filter((c) => !c.ghost);
+  const band = live.length ? live : all;
   const xs = (band.length ? band : centres).map((c) => c.x).sort((a, b) => a - b);
   const [lo, hi] = topRowRange(base, pad, w, h, centres);
   const clamp = (/** @type {number} */ v) => Math.min(Math.max(v, lo), hi);
@@ -448,6 +453,8 @@ export class PanZoom {
     this.clamped = false;
     /** How bad a node's status is (`findingRank`): the first view opens on the worst. */
     this.rankOf = (/** @type {Element} */ _g) => 0;
+    /** whether a node is a ghost (a parameter no gradient reached): set by the graph view */
+    this.ghostOf = (/** @type {Element} */ _g) => false;
     /** Whether the user zoomed or panned since the last fit (a resize then keeps the view). */
     this.userMoved = false;
     /** The last fit: did the whole graph fit at a readable scale, in which viewport size. */
@@ -506,7 +513,7 @@ export class PanZoom {
     this.fitInfo = { fits: !(s > 0 && s < min), width: Math.round(r.width), height: Math.round(r.height), scale: s, readable: min };
     this.clamped = readable && s > 0 && s < min;
     this.box = this.clamped && this.svg
-      ? readableBox(this.base, pad, r.width / min, r.height / min, nodeCentres(this.svg),
+      ? readableBox(this.base, pad, r.width / min, r.height / min, nodeCentres(this.svg, this.ghostOf),
         clusterLabels(this.svg), nodeBoxes(this.svg, this.rankOf))
       : box;
     this.userMoved = false;

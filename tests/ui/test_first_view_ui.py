@@ -306,3 +306,48 @@ def test_first_view_shows_the_worst_findings_on_whole_nodes(sized_lab: tuple[str
     assert facts["nan_inside"] > 0, facts  # the worst finding is in view, whole
     assert facts["cut"] == [], facts  # no node cut at the pane's left or right edge
     assert facts["min_label_px"] >= 9.95, facts  # still readable
+
+
+GHOSTS = (
+    SETUP
+    + """from gradviz_widgets.examples import frozen_and_detached_example
+model, x, y = frozen_and_detached_example()
+ex = GradExplorer(model, x, loss_fn=nn.CrossEntropyLoss(), target=y)
+w = ex.show()"""
+)
+
+# the nodes a gradient reached (no ✂ reason in their label) and the ghosts; which live ones are
+# across the viewport's width (the path runs on below a pane shorter than the graph)
+LIVE = (
+    "(root) => {"
+    + VIEWPORT
+    + """  const inside = (n) => { const b = n.getBoundingClientRect();
+    return b.left >= v.left - 1 && b.right <= v.right + 1 && b.top >= v.top - 1 && b.bottom <= v.bottom + 1; };
+  const nodes = [...svg.querySelectorAll('g.node')];
+  const live = nodes.filter(n => !n.textContent.includes('\u2702'));
+  const across = (n) => { const b = n.getBoundingClientRect();
+    return b.left >= v.left - 1 && b.right <= v.right + 1; };
+  return {live: live.length, live_inside: live.filter(inside).length,
+          live_across: live.filter(across).length,
+          ghosts: nodes.length - live.length, min_label_px: Math.min(...[...svg.querySelectorAll(
+            'g.node text')].map(t => parseFloat(getComputedStyle(t).fontSize))) * scale};
+}"""
+)
+
+
+@pytest.mark.ui
+def test_first_view_keeps_the_live_path_in_view(sized_lab: tuple[str, LabPage]) -> None:
+    """Lesson 02's model: one live path and five modules whose parameters get no gradient, a
+    row of ghosts wider than the pane at readable labels. The first view opened on that row and
+    cut the live path off at the pane's left edge (the ghosts were the busiest part of the top
+    band, and the "worst status" to find); it opens on the live path, none of it cut off."""
+    size, lab = sized_lab
+    draw(lab, f"first_view_ghosts_{size}.ipynb", [GHOSTS, "w"])
+    settled_facts(lab)
+    facts = lab.page.locator(".gv-explorer").first.evaluate(LIVE)
+    record(f"ghosts_{size}", facts)
+    lab.screenshot(f"first_view_ghosts_{size}")
+    assert facts["ghosts"] == 10 and facts["live"] > 0, facts
+    assert facts["live_across"] == facts["live"], facts  # none off to the left or right
+    assert facts["live_inside"] >= facts["live"] - 2, facts  # the top of the path in view
+    assert facts["min_label_px"] >= 9.95, facts
