@@ -158,6 +158,17 @@ def draw(lab: LabPage, name: str, cells: list[str]) -> None:
     )
 
 
+def drawn_facts(sized: tuple[str, LabPage], name: str, cell: str, script: str) -> dict[str, Any]:
+    """`script`'s facts of the settled first view of `cell`'s widget, recorded and shot."""
+    size, lab = sized
+    draw(lab, f"first_view_{name}_{size}.ipynb", [cell, "w"])
+    settled_facts(lab)
+    facts: dict[str, Any] = lab.page.locator(".gv-explorer").first.evaluate(script)
+    record(f"{name}_{size}", facts)
+    lab.screenshot(f"first_view_{name}_{size}")
+    return facts
+
+
 @pytest.mark.ui
 @pytest.mark.parametrize("model", list(MODELS))
 def test_first_view(sized_lab: tuple[str, LabPage], model: str) -> None:
@@ -296,12 +307,7 @@ def test_first_view_shows_the_worst_findings_on_whole_nodes(sized_lab: tuple[str
     wider than its pane at readable labels. Its first view showed the top row (frozen, healthy,
     never called) with the NaN and exploding layers out of view, and nodes cut in half at the
     pane's left edge ("ckward0 6e-12"); it opens on the NaN nodes, no node cut at either side."""
-    size, lab = sized_lab
-    draw(lab, f"first_view_statuses_{size}.ipynb", [STATUSES, "w"])
-    settled_facts(lab)
-    facts = lab.page.locator(".gv-explorer").first.evaluate(EDGES)
-    record(f"statuses_{size}", facts)
-    lab.screenshot(f"first_view_statuses_{size}")
+    facts = drawn_facts(sized_lab, "statuses", STATUSES, EDGES)
     assert facts["nan"] > 0, facts
     assert facts["nan_inside"] > 0, facts  # the worst finding is in view, whole
     assert facts["cut"] == [], facts  # no node cut at the pane's left or right edge
@@ -341,12 +347,7 @@ def test_first_view_keeps_the_live_path_in_view(sized_lab: tuple[str, LabPage]) 
     row of ghosts wider than the pane at readable labels. The first view opened on that row and
     cut the live path off at the pane's left edge (the ghosts were the busiest part of the top
     band, and the "worst status" to find); it opens on the live path, none of it cut off."""
-    size, lab = sized_lab
-    draw(lab, f"first_view_ghosts_{size}.ipynb", [GHOSTS, "w"])
-    settled_facts(lab)
-    facts = lab.page.locator(".gv-explorer").first.evaluate(LIVE)
-    record(f"ghosts_{size}", facts)
-    lab.screenshot(f"first_view_ghosts_{size}")
+    facts = drawn_facts(sized_lab, "ghosts", GHOSTS, LIVE)
     assert facts["ghosts"] == 10 and facts["live"] > 0, facts
     assert facts["live_across"] == facts["live"], facts  # none off to the left or right
     assert facts["live_inside"] >= facts["live"] - 2, facts  # the top of the path in view
