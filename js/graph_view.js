@@ -30,7 +30,7 @@ export class GraphView {
     this.callbacks = callbacks;
     this.layout = new LayoutClient({ timeoutMs: options.timeoutMs });
     this.panZoom = new PanZoom(viewport);
-    // a ghost (a parameter no gradient reached: frozen, never called) is no finding to open
+    // a ghost (a parameter backward never reached: frozen, never called) is no finding to open
     // the first view on, nor where the gradient's graph is busiest
     this.panZoom.ghostOf = (g) => this.infoOf(this.idOf.get(g) ?? "")?.kind === "ghost";
     this.panZoom.rankOf = (g) => {

@@ -147,7 +147,7 @@ function windowScore(x, w, xs, labels) {
  * nodes' boxes, it then opens on whole nodes, and on the worst findings when the top shows
  * none of them (`wholeNodesBox`).
  * @param {Box} base the graph's box @param {number} pad @param {number} w @param {number} h
- * @param {{x: number, y: number, ghost?: boolean}[]} centres node label centres (ghost: a parameter no gradient reached)
+ * @param {{x: number, y: number, ghost?: boolean}[]} centres node label centres (ghost: a parameter backward never reached)
  * @param {Label[]} [labels] cluster labels (`clusterLabels`)
  * @param {NodeBox[]} [nodes] node boxes (`nodeBoxes`)
  * @returns {Box}
@@ -453,7 +453,7 @@ export class PanZoom {
     this.clamped = false;
     /** How bad a node's status is (`findingRank`): the first view opens on the worst. */
     this.rankOf = (/** @type {Element} */ _g) => 0;
-    /** whether a node is a ghost (a parameter no gradient reached): set by the graph view */
+    /** whether a node is a ghost (a parameter backward never reached): set by the graph view */
     this.ghostOf = (/** @type {Element} */ _g) => false;
     /** Whether the user zoomed or panned since the last fit (a resize then keeps the view). */
     this.userMoved = false;
