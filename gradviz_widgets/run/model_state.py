@@ -118,8 +118,9 @@ class StandIns:
     #: weights of `nn.Embedding(max_norm=...)` / EmbeddingBag, which renormalise the rows they
     #: look up in place during forward: their stand-in is a copy
     renormed: list[str] = dataclasses.field(default_factory=list)
-    #: parameters, buffers and submodules the forward registered on the model (a lazy init on
-    #: the first call), removed again when the run ends (set when the run ends)
+    #: parameters (and submodules holding some) the forward registered on the model (a lazy
+    #: init on the first call); they, and buffers it registered, are removed again when the
+    #: run ends (set when the run ends)
     registered: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -315,13 +316,22 @@ def _restore(saved: _Saved) -> list[str]:
 
 
 def _unregister(keys: list[tuple[str, dict, frozenset[str]]]) -> list[str]:
-    """Entries the run added to a module's registries, removed; their qualified names."""
+    """Entries the run added to a module's registries, removed; the qualified names of those
+    that hold parameters (a report lacks them; a buffer or cache a forward makes for itself,
+    a rotary table, is no parameter and not worth a finding on every run)."""
     added = []
     for path, d, held in keys:
         for k in [k for k in d if k not in held]:
-            del d[k]
-            added.append(f"{path}.{k}" if path else k)
+            if _holds_parameters(d.pop(k)):
+                added.append(f"{path}.{k}" if path else k)
     return added
+
+
+def _holds_parameters(value: Any) -> bool:
+    """A parameter, or a module holding one."""
+    if isinstance(value, nn.Parameter):
+        return True
+    return isinstance(value, nn.Module) and next(value.parameters(), None) is not None
 
 
 @contextlib.contextmanager

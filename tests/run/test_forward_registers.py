@@ -33,7 +33,29 @@ def test_the_model_is_as_before_and_the_report_says_what_it_lacks() -> None:
     assert not hasattr(model, "scale") and not hasattr(model, "mask")
     assert sorted(report.param_norms) == ["body.bias", "body.weight"]
     said = [f for f in report.findings if "registered" in f]
-    assert said and "scale" in said[0] and "mask" in said[0] and "body.extra" in said[0]
+    # the parameter is what the report lacks; a buffer or a module without parameters is not
+    assert len(said) == 1 and "scale" in said[0], report.findings
+    assert "mask" not in said[0] and "body.extra" not in said[0]
+
+
+class BufferCache(nn.Module):
+    """A cache a forward makes for itself (a rotary table): no finding, and not left behind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not hasattr(self, "table"):
+            self.register_buffer("table", torch.arange(8.0), persistent=False)
+        return self.body(x + self.table)
+
+
+def test_a_buffer_made_in_forward_is_removed_without_a_finding() -> None:
+    model = BufferCache()
+    report = GradExplorer(model, torch.randn(4, 8)).run()
+    assert not hasattr(model, "table")
+    assert not [f for f in report.findings if "registered" in f]
 
 
 def test_once_called_the_parameter_is_reported() -> None:
