@@ -146,8 +146,7 @@ class StepTiming:
         # step's; its divisor matters only while end-of-backward numbers, still scaled, are used)
         stepping = self.scaler if self.scaler is not None else self._scaler_from_stack()
         scale = _scale_of(stepping)
-        scaler = stepping if self.scaler is not None or self.eager else None
-        divisor = fused if scaler is None and fused is not None else _loss_scale(scaler)
+        divisor = _divisor(stepping if self.scaler is not None or self.eager else None, fused)
         probe = self._next_read()
         rows = self._fresh_rows(ids, grads)
         if not grads or all(r is None for r in rows):
@@ -158,8 +157,7 @@ class StepTiming:
             was_eager, self.eager = self.eager, False
             if probe and eob.stats is not None:
                 # as on an eager step: divided by the scale of the scaler calling this step
-                both = fused if stepping is None and fused is not None else _loss_scale(stepping)
-                pre = _divided(eob.stats, rows, both)  # type: ignore[arg-type]
+                pre = _divided(eob.stats, rows, _divisor(stepping, fused))  # type: ignore[arg-type]
                 clipped = self._probed(pre, _unfused(self.stats_fn(grads), fused), step)
                 return Reading(ids, pre, scale, clipped, skipped)
             if was_eager and eob.stats is not None:
@@ -368,6 +366,12 @@ def _loss_scale(scaler: Any) -> Any:
     """What the end-of-backward gradients are divided by: the scale the loss was scaled by."""
     s = _scale_of(scaler)
     return 1.0 if s is None else s
+
+
+def _divisor(scaler: Any, fused: Any) -> Any:
+    """What an end-of-backward reading is divided by: a fused optimizer's `grad_scale` when no
+    scaler counts (`scaler` None), else that scaler's loss scale (1.0: none)."""
+    return fused if scaler is None and fused is not None else _loss_scale(scaler)
 
 
 def _divided(stats: Any, rows: list[int], scale: Any) -> Any:
