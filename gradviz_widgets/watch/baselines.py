@@ -119,8 +119,8 @@ class Baselines:
             sd = np.sqrt(var)
             grown = count >= rule.warmup
             score = np.where(grown & ok, dev / self._log_f, np.nan)
-            spike = (score >= 1.0) & (dev >= rule.z * sd)
             z = np.where(grown & ok, np.where(sd > 0, dev / sd, np.sign(dev) * np.inf), np.nan)
+            spike = reached(score, z, rule)
             # learning: a plain running mean until warm, then winsorised EWM; the spread is
             # that of step-to-step changes (a trend, as in early training, is not noise)
             alpha = np.where(grown, self._alpha, 1.0 / (count + 1.0))
