@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_leaves
+
+from .nonfinite import all_finite, floating_leaves
 
 
 @dataclasses.dataclass
@@ -54,20 +55,8 @@ class FirstNonfinite(TorchFunctionMode):
         return out
 
     def _look(self, func: Any, out: Any) -> None:
-        tracked = [t for t in _floating(out) if t.grad_fn is not None]
-        bad = next((t for t in tracked if not _finite(t)), None)
+        tracked = [t for t in floating_leaves(out) if t.grad_fn is not None]
+        bad = next((t for t in tracked if not all_finite(t)), None)
         if bad is not None:
             name = getattr(func, "__name__", None) or str(func)
             self.found = FoundNonfinite(name, bad.grad_fn)
-
-
-def _floating(value: Any) -> list[torch.Tensor]:
-    return [
-        t
-        for t in tree_leaves(value)
-        if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
-    ]
-
-
-def _finite(t: torch.Tensor) -> bool:
-    return bool(torch.isfinite(t).all()) if t.numel() else True

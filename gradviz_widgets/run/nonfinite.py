@@ -5,14 +5,34 @@ from, not only the first graph node it reached. One extra host sync, in that cas
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
+from torch.utils._pytree import tree_leaves
 
 K = TypeVar("K")
 
 #: elements counted at once (bounds the temporary of `isfinite` on a large parameter)
 CHUNK = 1 << 24
+
+
+def floating_leaves(value: Any) -> list[torch.Tensor]:
+    """The floating-point (and complex) tensors among `value`'s leaves (lists, tuples, dicts).
+
+    Example:
+        >>> [t.dtype for t in floating_leaves((torch.ones(1), {"n": torch.ones(1, dtype=torch.int64)}))]
+        [torch.float32]
+    """
+    return [
+        t
+        for t in tree_leaves(value)
+        if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+    ]
+
+
+def all_finite(t: torch.Tensor) -> bool:
+    """Whether every element of `t` is finite (an empty tensor is; one host sync)."""
+    return bool(torch.isfinite(t).all()) if t.numel() else True
 
 
 def nonfinite_holders(named: Iterable[tuple[K, torch.Tensor]]) -> list[tuple[K, int, int]]:

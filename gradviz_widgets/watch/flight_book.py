@@ -16,9 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
-from torch.utils._pytree import tree_leaves
-
+from ..run.nonfinite import all_finite, floating_leaves
 from .anomalies import KINDS, Anomaly, FlightRecord, replay_again
 
 NOTES = "flights.json"
@@ -192,12 +190,7 @@ def rank_order(anomaly: Anomaly, records: dict[int, FlightRecord]) -> list[int]:
 
 def nonfinite_input(record: FlightRecord) -> bool:
     """Whether the recorded call's floating-point tensors hold a NaN or an Inf."""
-    return any(
-        isinstance(t, torch.Tensor)
-        and (t.is_floating_point() or t.is_complex())
-        and not bool(torch.isfinite(t).all())
-        for t in tree_leaves((record.args, record.kwargs))
-    )
+    return not all(all_finite(t) for t in floating_leaves((record.args, record.kwargs)))
 
 
 def shows(report: Any, anomaly: Anomaly) -> bool:
