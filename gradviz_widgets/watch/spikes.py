@@ -6,8 +6,10 @@ module: the module's norm is the root of its parameters' summed squares) and the
 to `watch.log_loss`. A step where some series spikes opens an event (after `gap` calm steps);
 it ends after `gap` calm steps or `span` steps. Then every series that left its baseline
 (score >= 0.5, i.e. sqrt(factor) x, and z / 2 standard deviations: `baselines.departed`) in the
-`lead` steps before it or during it is ranked: the earliest first, then the furthest. The event is one `Spike`, one `spike` anomaly and one row
-of the record's `spikes` table, so a recorded run reads back exactly what the live run found.
+`lead` steps before it or during it is ranked: the earliest first, then the furthest (a lead
+before the event needs its departed steps to add up to `z` standard deviations). The event is
+one `Spike`, one `spike` anomaly and one row of the record's `spikes` table, so a recorded run
+reads back exactly what the live run found.
 """
 
 from __future__ import annotations
