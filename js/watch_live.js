@@ -9,30 +9,13 @@
  * ResizeObserver (it fires once the box is in the page and has a width, and on every later
  * change of width: the window, the side panel) and asks each figure drawn at another width to
  * fit it, through the handler Plotly installs for `config.responsive` (the live figures set it).
- * Self-contained (no imports): anywidget loads this file as it is.
+ * Bundled by build.mjs into static/watch_live.js, which anywidget loads.
  */
+
+import { closestAcross } from "./dom.js";
 
 /** the class of the live view's box (WatchWidget.box) */
 export const BOX_CLASS = "gvw-watch-live";
-
-/**
- * The nearest ancestor of `el` matching `selector`, across shadow roots (a host that draws each
- * widget in a shadow root of its own).
- * @param {Element} el @param {string} selector @returns {Element | null}
- */
-export function closestAcross(el, selector) {
-  /** @type {Node | null} */
-  let node = el;
-  while (node) {
-    if (node instanceof Element) {
-      const hit = node.closest(selector);
-      if (hit) return hit;
-    }
-    const root = node.getRootNode();
-    node = root instanceof ShadowRoot ? root.host : null;
-  }
-  return null;
-}
 
 /**
  * The Plotly figures (graph divs) of `box` drawn at a width other than the one they have now.
