@@ -394,6 +394,17 @@ _PICTURES |= {
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def named_few(names: Sequence[str], shown: int) -> str:
+    """The first `shown` names, and how many more there are.
+
+    Example:
+        >>> named_few(["a", "b"], 3), named_few(list("abcde"), 3)
+        ('a, b', 'a, b, c and 2 more')
+    """
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def plain_text(text: object) -> str:
     """`text` with control, bidi-override and surrogate characters made visible; safe to show.
 

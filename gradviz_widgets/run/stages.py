@@ -19,6 +19,7 @@ from ..stats.norms import NormBatch
 from ..trace.arrivals import measure_on_arrival, measured_on_arrival
 from ..trace.attribution import ScopeTracker
 from ..trace.walk import HOOK_NODE_MARK, FlowFacts, instrument, leaf_names, note_lookups, walk
+from ..vocabulary import named_few
 from .backward import REENTRANT_CHECKPOINT, direct_use_note, gradients, summed, wanted_leaves
 from .forward_nan import FirstNonfinite
 from .freeze import build_report, freeze_graph
@@ -190,7 +191,7 @@ def release(state: RunState) -> None:
 
 
 def _registered_finding(names: list[str]) -> str:
-    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    shown = named_few(names, 4)
     return (
         f"the forward registered {shown} on the model (a lazy init on its first call); the run "
         "removed them again, so the model is as before, but this report has no entry for them. "

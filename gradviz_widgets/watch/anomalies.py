@@ -17,7 +17,7 @@ from torch import nn
 from torch.utils._pytree import tree_map
 
 from ..errors import GradExplorerError, user_stacklevel
-from ..vocabulary import ALARMS, STATUSES
+from ..vocabulary import ALARMS, STATUSES, named_few
 
 #: the statuses that are anomalies, most alarming first (vocabulary.ALARMS)
 KINDS = ALARMS
@@ -168,9 +168,7 @@ class Anomaly:
         return self._explore(self, model, rank=rank, **options)
 
     def __repr__(self) -> str:
-        shown = ", ".join(self.params[:3]) + (
-            f" and {len(self.params) - 3} more" if len(self.params) > 3 else ""
-        )
+        shown = named_few(self.params, 3)
         where = ""
         if self.ranks:
             where = (
@@ -178,8 +176,7 @@ class Anomaly:
             )
         held = ""
         if self.held:
-            more = f" and {len(self.held) - 3} more" if len(self.held) > 3 else ""
-            held = f"; NaN/Inf held in {', '.join(self.held[:3])}{more}"
+            held = f"; NaN/Inf held in {named_few(self.held, 3)}"
         return f"Anomaly(step {self.step}: {self.kind} in {shown}{where}{held})"
 
 

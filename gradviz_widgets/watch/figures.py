@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..render.chart import distinct, plotly_text
-from ..vocabulary import OFF_SCALE, STATUSES, STYLES, Thresholds, format_norm, style
+from ..vocabulary import OFF_SCALE, STATUSES, STYLES, Thresholds, format_norm, named_few, style
 from .history import Overview
 from .store import ParamInfo
 
@@ -374,7 +374,7 @@ def anomaly_text(a: Any) -> str:
         'step 3: nonfinite in a.weight, b.bias<br>b.bias holds NaN/Inf'
     """
     names = list(getattr(a, "params", []))
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    shown = named_few(names, 5)
     detail = str(getattr(a, "detail", "") or "")
     return plotly_text(f"step {a.step}: {a.kind} in {shown}") + (
         "<br>" + plotly_text(detail) if detail else ""

@@ -24,6 +24,7 @@ import torch
 from torch.nn.parameter import is_lazy
 
 from ..run.nonfinite import nonfinite_counts
+from ..vocabulary import named_few
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +133,7 @@ def held_detail(held: Held, skipped: bool = False) -> str:
             "NaN/Inf gradients start from its values, not from an op"
         )
     else:
-        shown = ", ".join(parts[:6]) + (f" and {len(parts) - 6} more" if len(parts) > 6 else "")
+        shown = named_few(parts, 6)
         said = (
             f"{len(parts)} parameters hold NaN/Inf before this step's update: {shown}: the "
             "NaN/Inf gradients start from their values"
