@@ -152,18 +152,14 @@ def departed(score: np.ndarray, z: np.ndarray, rule: SpikeRule) -> np.ndarray:
         >>> departed(np.array([0.6, 0.6, 0.2]), np.array([3.0, 1.0, 9.0]), SpikeRule())
         array([ True, False, False])
     """
-    with np.errstate(invalid="ignore"):
-        return (np.nan_to_num(score, nan=-np.inf) >= LEFT) & (
-            np.nan_to_num(z, nan=-np.inf) >= LEFT * rule.z
-        )
+    with np.errstate(invalid="ignore"):  # NaN compares False
+        return (score >= LEFT) & (z >= LEFT * rule.z)
 
 
 def reached(score: np.ndarray, z: np.ndarray, rule: SpikeRule) -> np.ndarray:
     """Where a series spiked: the spike rule (score >= 1 and `z` standard deviations)."""
-    with np.errstate(invalid="ignore"):
-        return (np.nan_to_num(score, nan=-np.inf) >= 1.0) & (
-            np.nan_to_num(z, nan=-np.inf) >= rule.z
-        )
+    with np.errstate(invalid="ignore"):  # NaN compares False
+        return (score >= 1.0) & (z >= rule.z)
 
 
 def module_groups(names: list[str]) -> tuple[np.ndarray, list[str]]:
