@@ -34,6 +34,7 @@ DEFAULT_WIDTH = 440  # px: the chart's width when the caller does not say (the w
 # narrowest beside the graph): labels chosen for it stay readable on any wider chart
 TICK_PX = 11  # font size of the name ticks
 VALUE_PX = 11  # value labels over the bars; plotly shrinks one to its bar, below
+HALO = "0 0 2px #fff, 0 0 2px #fff, 0 0 3px #fff"  # value labels stay legible over a threshold line
 VALUE_MIN_PX = 10  # this it is hidden (uniformtext "hide"): legible, or not drawn at all
 CHAR_EM = 0.62  # estimated width of a narrow character in em (wide CJK ones: 1 em)
 PLOT_SIDES = 100  # px of an upright chart's width outside its plot: norm axis, margins
@@ -332,7 +333,7 @@ def _norm_bar(
         "orientation": shape["orientation"],
         "text": text,
         "textposition": "outside",
-        "textfont": {"size": VALUE_PX},
+        "textfont": {"size": VALUE_PX, "shadow": HALO},
         "cliponaxis": False,
         "customdata": custom,
         "marker": {
@@ -421,8 +422,9 @@ def figure_layout(
     multi: bool = False,
 ) -> dict[str, Any]:
     """The layout of a chart of `shape` (chart_shape) whose norm axis spans `span` (log10):
-    axes, margins, title, threshold lines and their labels (drawn over the bars, on a pale
-    box: never hidden by a bar); also compare mode's base (render/chart_compare.py)."""
+    axes, margins, title, threshold lines (under the bars and their haloed value labels,
+    which they would cross) and their labels (over the bars, on a pale box: never hidden by a
+    bar); also compare mode's base (render/chart_compare.py)."""
     lines = report.thresholds.lines()  # a check turned off draws no line
     colours = {"vanishing": _VAN, "exploding": _EXP}
     signs = {"vanishing": "<", "exploding": ">"}
@@ -538,7 +540,7 @@ def _short(name: str, module: str) -> str:
 def _line(v: float, color: str, flat: bool) -> dict[str, Any]:
     """A threshold line across the plot: horizontal on upright bars, vertical on flat ones."""
     style = {"color": color, "dash": "dash", "width": 1}
-    line = {"type": "line", "layer": "above", "line": style}
+    line = {"type": "line", "layer": "between", "line": style}
     if flat:
         return {**line, "yref": "paper", "y0": 0, "y1": 1, "x0": v, "x1": v}
     return {**line, "xref": "paper", "x0": 0, "x1": 1, "y0": v, "y1": v}

@@ -73,9 +73,13 @@ def _bar(i: int, row: dict[str, Any], lo: float, hi: float, label_text: str) -> 
         f"{html.escape(label_text)}</text>"
         f'<rect x="{LABEL_W}" y="{y}" width="{width:.1f}" height="{ROW_H - 6}" fill="{fill}" '
         f'stroke="{border}"{pattern}/>'
-        f'<text x="{LABEL_W + width + 4:.1f}" y="{y + 12}" font-size="10" fill="#444">'
+        f'<text x="{LABEL_W + width + 4:.1f}" y="{y + 12}" font-size="10" fill="#444"{HALO}>'
         f"{html.escape(text)}</text></g>"
     )
+
+
+# a white outline under each value label: a threshold line through it leaves it legible
+HALO = ' stroke="#fff" stroke-width="3" stroke-linejoin="round" paint-order="stroke"'
 
 
 def _axis(lo: float, hi: float, height: float, thresholds: Thresholds) -> str:

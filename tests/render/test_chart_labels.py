@@ -123,9 +123,13 @@ def test_value_labels_legible_or_hidden():
 
 
 def test_threshold_labels_drawn_over_the_bars_on_a_box():
+    """The lines run under the bars and their value labels, which carry a white halo: a line
+    drawn over them crossed "None" and values ending near a threshold (a frozen layer's
+    "None" under the 1e-7 line on a flat chart)."""
     fig = figure_dict(make_report(SMALL), width=760)
     layout = fig["layout"]
-    assert {s["layer"] for s in layout["shapes"]} == {"above"}
+    assert {s["layer"] for s in layout["shapes"]} == {"between"}
+    assert "#fff" in fig["data"][0]["textfont"]["shadow"]
     labels = layout["annotations"]
     assert [a["text"] for a in labels] == ["vanishing < 1e-07", "exploding > 10000"]
     for a in labels:
