@@ -22,6 +22,7 @@ from ..ids import (
     parse_module_id,
 )
 from ..vocabulary import format_norm, worst, worst_param
+from .flows import Flows
 from .grad_graph import GradGraph
 from .nodes import GradEdge, GradNode, ModuleScope
 from .view import inflow, merge_edges, param_health
@@ -76,11 +77,13 @@ def group_runs(
             i = end if reps >= min_run else i + 1
     if not runs:
         return view
-    entering = _entering(view.edges, rep)
+    flows = Flows(view.by_id, view.edges)
+    entering = {g: flows.sums(e) for g, e in _entering(view.edges, rep).items()}
     lookup = (source or view).by_id
     new = tuple(_group_node(reps, members, entering, lookup) for reps, members in runs)
     nodes = tuple(n for n in view.nodes if rep[n.id] == n.id) + new
-    return GradGraph(nodes, tuple(merge_edges(view.edges, rep)), view.modules, view.collapsed)
+    edges = merge_edges(view.edges, rep, flows)
+    return GradGraph(nodes, tuple(edges), view.modules, view.collapsed)
 
 
 def _entering(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> dict[str, list[GradEdge]]:

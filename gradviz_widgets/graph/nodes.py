@@ -42,6 +42,9 @@ class GradNode:
     # and, when that is not healthy, what it says ("8 params: no gradient (frozen)")
     param_status: str = ""
     param_text: str = ""
+    # for kind == "module": the norm of what it passed to its inputs and parameters, when that
+    # gave its colour and the status of what entered it (`grad_norm`) differs (None otherwise)
+    grad_out: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,8 +6,9 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from ..ids import LEAF_KINDS, PARAMS_CALL, Scope, module_id
-from ..vocabulary import combine_norms, strongest_flow, style, worst_param
+from ..vocabulary import strongest_flow, style, worst_param
 from ..vocabulary import worst as _worst
+from .flows import Flows, combine_flow
 from .grad_graph import GradGraph
 from .nodes import GradEdge, GradNode, ModuleScope, drawn_count
 
@@ -44,7 +45,8 @@ def fold(
     for nid, gid in rep.items():
         if gid != nid:
             members[gid].append(nid)
-    edges = merge_edges(self.edges, rep)
+    flows = Flows(self.by_id, self.edges)
+    edges = merge_edges(self.edges, rep, flows)
     new_nodes = [n for n in self.nodes if rep[n.id] == n.id]
     entering, leaving = _boundary_flow(self.edges, rep, self.by_id, groups)
     for gid, (path, gcall, scope) in groups.items():
@@ -57,8 +59,8 @@ def fold(
                 scope,
                 self.modules.get(path),
                 inside,
-                entering.get(gid, []),
-                leaving.get(gid, []),
+                (entering.get(gid, []), leaving.get(gid, [])),
+                flows,
             )
         )
     return GradGraph(tuple(new_nodes), tuple(edges), self.modules, collapse)
@@ -71,11 +73,14 @@ def _module_node(
     scope: Scope,
     info: ModuleScope | None,
     inside: list[GradNode],
-    entering: list[GradEdge],
-    leaving: list[str],
+    crossing: tuple[list[GradEdge], list[GradEdge]],
+    flows: Flows,
 ) -> GradNode:
     """The node standing for one folded module call; its norm is what entered it from the loss
-    side (w.r.t. the module outputs), its status what crossed its boundary (`_status_of`)."""
+    side (w.r.t. the module outputs), its status what crossed its boundary (`_status_of`).
+    `crossing`: the edges entering it (from the loss side) and leaving it (to its inputs, and
+    its parameters' gradients)."""
+    entering, leaving = flows.sums(crossing[0]), flows.sums(crossing[1])
     mtype = info.type if info else path
     norm, gmax = inflow(entering, inside)
     count = drawn_count(inside)  # what unfolding draws: AccumulateGrad nodes are not drawn
@@ -84,6 +89,7 @@ def _module_node(
     # a module no gradient reached shows its cut
     cut = " · " + " ".join(cuts) if inside and all(m.kind == "ghost" for m in inside) else ""
     param_status, param_text = param_health(inside)
+    status = _status_of(inside, (e.status for e in leaving), (e.status for e in entering))
     return GradNode(
         id=gid,
         op=mtype,
@@ -93,19 +99,41 @@ def _module_node(
         scope=scope,
         grad_norm=norm,
         grad_max=gmax,
-        status=_status_of(inside, leaving, (e.status for e in entering)),
+        status=status,
         order=min((m.order for m in inside if m.order is not None), default=None),
         members=tuple(m.id for m in inside),
         param_status=param_status,
         param_text=param_text,
+        grad_out=outflow(status, entering, leaving),
     )
+
+
+def outflow(status: str, entering: list[GradEdge], leaving: list[GradEdge]) -> float | None:
+    """The norm of what a folded module passed to its inputs and parameters (`leaving`, each
+    producer's sum once), when that gave its `status` (its colour) and what entered it from
+    the loss side has another: its label then prints both, so an exploding inflow never sits
+    in a healthy box unexplained.
+
+    Example:
+        >>> into = [GradEdge("a", "b", 3e5, None, "exploding")]
+        >>> out = [GradEdge("c", "b", 3.0, None, "healthy"), GradEdge("w", "b", 4.0, None, "healthy")]
+        >>> outflow("healthy", into, out)
+        5.0
+        >>> outflow("exploding", into, [GradEdge("c", "b", 2e5, None, "exploding")]) is None
+        True
+    """
+    came_in = strongest_flow(e.status for e in entering)
+    if came_in is None or status == came_in or strongest_flow(e.status for e in leaving) != status:
+        return None
+    return combine_flow(leaving)[0]
 
 
 def inflow(
     entering: list[GradEdge], inside: Iterable[GradNode]
 ) -> tuple[float | None, float | None]:
     """(norm, max |g|) of what reaches a folded group from the loss side: its `entering` edges
-    together, else (nothing leaves it, e.g. it holds the loss) the largest norm inside."""
+    together (each producer's sum once: `Flows.sums`), else (nothing leaves it, e.g. it holds
+    the loss) the largest norm inside."""
     norm, gmax = combine_flow(entering) if entering else (None, None)
     if norm is not None:
         return norm, gmax
@@ -151,7 +179,9 @@ def param_tally(inside: Iterable[GradNode]) -> tuple[str, list[GradNode], int]:
     return status, [m for m in params if m.status == status], len(params)
 
 
-def merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> list[GradEdge]:
+def merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str], flows: Flows) -> list[GradEdge]:
+    """The edges between folded groups (`rep`: node -> its group), each group pair's edges
+    taken together (`flows`: each producer's sum once)."""
     merged: dict[tuple[str, str], list[GradEdge]] = {}
     for e in edges:
         s, d = rep[e.src], rep[e.dst]
@@ -162,6 +192,7 @@ def merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> list[GradE
         if len(group) == 1:
             out.append(dataclasses.replace(group[0], src=s, dst=d))
             continue
+        group = flows.sums(group)
         norm, gmax = combine_flow(group)
         status = _worst(e.status for e in group)
         out.append(GradEdge(s, d, norm, gmax, status))
@@ -173,33 +204,26 @@ def _boundary_flow(
     rep: Mapping[str, str],
     by_id: Mapping[str, GradNode],
     folded: Mapping[str, object],
-) -> tuple[dict[str, list[GradEdge]], dict[str, list[str]]]:
+) -> tuple[dict[str, list[GradEdge]], dict[str, list[GradEdge]]]:
     """Per folded group: the edges its outputs feed (what enters it from the loss side), and
-    the statuses of what leaves it toward its inputs (edges from producers outside, and the
-    gradients of the leaves inside: its parameters)."""
+    what leaves it toward its inputs: edges from producers outside, and the gradient of each
+    leaf inside, once (its parameters), as an edge from the leaf."""
     entering: dict[str, list[GradEdge]] = {}
-    leaving: dict[str, list[str]] = {}
+    leaving: dict[str, list[GradEdge]] = {}
+    leaves: set[str] = set()
     for e in edges:
         s, d = rep[e.src], rep[e.dst]
         if s != d and s in folded:
             entering.setdefault(s, []).append(e)
         if s != d and d in folded:
-            leaving.setdefault(d, []).append(e.status)
-        elif s == d and s in folded and by_id[e.src].kind in LEAF_KINDS:
-            leaving.setdefault(s, []).append(by_id[e.src].status)
+            leaving.setdefault(d, []).append(e)
+        elif s == d and s in folded and e.src not in leaves and by_id[e.src].kind in LEAF_KINDS:
+            leaves.add(e.src)
+            leaf = by_id[e.src]
+            leaving.setdefault(s, []).append(
+                GradEdge(leaf.id, s, leaf.grad_norm, leaf.grad_max, leaf.status)
+            )
     return entering, leaving
-
-
-def combine_flow(edges: list[GradEdge]) -> tuple[float | None, float | None]:
-    """(norm, max |g|) of several edges' flows together: the max only where every measured
-    edge has one (edges carry their norm only; 0.0 where nothing but zeros flowed)."""
-    norm = combine_norms([e.grad_norm for e in edges])
-    measured = [e for e in edges if e.grad_norm is not None]
-    if norm is None:
-        return None, None
-    if all(e.grad_max is not None for e in measured):
-        return norm, max((e.grad_max for e in measured), default=None)  # type: ignore[type-var]
-    return norm, (0.0 if norm == 0.0 else None)
 
 
 def _status_of(inside: list[GradNode], leaving: Iterable[str], entering: Iterable[str]) -> str:

@@ -75,14 +75,26 @@ def node_texts(n: GradNode) -> dict[str, str]:
     words = style(n.status).words
     if n.kind == "ghost" and "✂ " in n.label:  # why no gradient reached it (frozen, unused)
         words = f"{words} ({n.label.rpartition('✂ ')[2]})"
+    if n.grad_out is not None:
+        words = f"{words} (what it passed to its inputs and parameters)"
     return {"norm_text": _norm_of(n), "status_text": words}
 
 
 def _norm_of(n: GradNode) -> str:
     """The node's norm as text. A folded module's status is what crosses its boundary, not its
     norm (what reached it from the loss side): "exactly 0.0" leaving it must not print a
-    non-zero inflow as 0.0."""
-    return format_norm(n.grad_norm) if n.kind == "module" else norm_text(n.grad_norm, n.status)
+    non-zero inflow as 0.0; where the two differ in status, both are printed.
+
+    Example:
+        >>> m = GradNode("m", "Seq", "module", "m", "m", grad_norm=3e5, status="healthy")
+        >>> _norm_of(dataclasses.replace(m, grad_out=2.5))
+        'in 3e+05 · out 2.5'
+    """
+    if n.kind != "module":
+        return norm_text(n.grad_norm, n.status)
+    if n.grad_out is None:
+        return format_norm(n.grad_norm)
+    return f"in {format_norm(n.grad_norm)} · out {format_norm(n.grad_out)}"
 
 
 def to_dot(

@@ -1,0 +1,75 @@
+"""What flowed along several edges of a GradGraph, taken together.
+
+An edge carries the gradient one consumer passed back to one producer. A producer whose
+output fed several consumers got the sum of their pieces, whose norm is not their norms added
+in quadrature (two pieces of opposite sign cancel): where a set of edges holds every consumer
+edge of a producer, the producer's own norm (measured on the sum) stands for them.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Mapping
+
+from ..vocabulary import combine_norms
+from ..vocabulary import worst as _worst
+from .nodes import GradEdge, GradNode
+
+
+class Flows:
+    """The edges of one graph (`by_id`: its nodes) by producer, to take sets of them together.
+
+    Example:
+        >>> h = GradNode("h", "Tanh", "op", "", "Tanh", grad_norm=0.003, status="healthy")
+        >>> pieces = (GradEdge("h", "a", 9.8, None, "healthy"), GradEdge("h", "b", 9.8, None, "healthy"))
+        >>> Flows({"h": h}, pieces).together(list(pieces))
+        (0.003, None)
+    """
+
+    def __init__(self, by_id: Mapping[str, GradNode], edges: Iterable[GradEdge]) -> None:
+        self.by_id = by_id
+        self.consumers = collections.Counter(e.src for e in edges)
+
+    def together(self, edges: list[GradEdge]) -> tuple[float | None, float | None]:
+        """(norm, max |g|) of what flowed along `edges` together (`combine_flow` of their
+        producers' sums)."""
+        return combine_flow(self.sums(edges))
+
+    def status(self, edges: list[GradEdge]) -> str:
+        """The worst status among what flowed along `edges`, each producer's sum once."""
+        return _worst(e.status for e in self.sums(edges))
+
+    def sums(self, edges: list[GradEdge]) -> list[GradEdge]:
+        """`edges`, with the pieces of each producer that fed only consumers among them
+        replaced by one edge carrying the producer's own gradient."""
+        by_src: dict[str, list[GradEdge]] = {}
+        for e in edges:
+            by_src.setdefault(e.src, []).append(e)
+        if len(by_src) == len(edges):
+            return edges
+        out: list[GradEdge] = []
+        for src, pieces in by_src.items():
+            node = self.by_id.get(src)
+            whole = len(pieces) > 1 and self.consumers[src] == len(pieces)
+            if whole and node is not None and node.grad_norm is not None:
+                out.append(GradEdge(src, pieces[0].dst, node.grad_norm, node.grad_max, node.status))
+            else:
+                out.extend(pieces)
+        return out
+
+
+def combine_flow(edges: Iterable[GradEdge]) -> tuple[float | None, float | None]:
+    """(norm, max |g|) of several edges' flows together, as distinct tensors: the max only
+    where every measured edge has one (edges carry their norm only; 0.0 where nothing but
+    zeros flowed)."""
+    edges = list(edges)
+    norm = combine_norms([e.grad_norm for e in edges])
+    measured = [e for e in edges if e.grad_norm is not None]
+    if norm is None:
+        return None, None
+    if all(e.grad_max is not None for e in measured):
+        return norm, max((e.grad_max for e in measured), default=None)  # type: ignore[type-var]
+    return norm, (0.0 if norm == 0.0 else None)
+
+
+__all__ = ["Flows", "combine_flow"]
