@@ -106,6 +106,11 @@ class Baselines:
             self.last = np.concatenate([self.last, np.full(extra, np.nan)])
             self.count = np.concatenate([self.count, np.zeros(extra, dtype=np.int64)])
 
+    def reset(self, index: np.ndarray) -> None:
+        """Forget the series at `index`: their values changed meaning (a module that gained
+        a parameter), so they learn a new baseline from their next value."""
+        self.mean[index], self.var[index], self.last[index], self.count[index] = 0, 0, np.nan, 0
+
     def step(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(score, spike, z) of one step's values: z is the deviation in standard deviations
         of the log (NaN, Inf, 0: no score, not learnt)."""
@@ -195,22 +200,61 @@ def module_norms(norms: np.ndarray, groups: np.ndarray, n_groups: int) -> np.nda
         return np.where(seen > 0, np.sqrt(sq), np.nan)
 
 
+class Split:
+    """Baselines of [parameters..., modules...] kept as two parts that each grow at their own
+    end: in one array, a parameter added mid-run took over the first module's baseline (a
+    false spike at the step it appeared) and moved every module onto its neighbour's.
+
+    Example:
+        >>> split = Split(SpikeRule(warmup=2))
+        >>> for _ in range(3):
+        ...     _ = split.step(np.array([1e-3]), np.array([1.0]))
+        >>> score, spike, z = split.step(np.array([1e-3, 5.0]), np.array([1.0]))
+        >>> np.isnan(score[1]), bool(spike[1]), float(score[2])   # the new one: no baseline yet
+        (np.True_, False, 0.0)
+    """
+
+    def __init__(self, rule: SpikeRule) -> None:
+        self.params, self.modules = Baselines(rule), Baselines(rule)
+
+    def step(self, per: np.ndarray, mods: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(score, spike, z) of [parameters..., modules...]."""
+        a, b = self.params.step(per), self.modules.step(mods)
+        return (
+            np.concatenate([a[0], b[0]]),
+            np.concatenate([a[1], b[1]]),
+            np.concatenate([a[2], b[2]]),
+        )
+
+    def regroup(self, modules: int, changed: np.ndarray) -> None:
+        """`modules` modules now, and the `changed` ones (that gained parameters) start anew."""
+        self.modules.grow(modules)
+        self.modules.reset(changed)
+
+
 class NormSeries:
     """The gradient-norm series of a step: every parameter, then every module."""
 
     def __init__(self, rule: SpikeRule) -> None:
-        self.baselines = Baselines(rule)
+        self.baselines = Split(rule)
         self.groups = np.zeros(0, dtype=np.int64)
         self.modules: list[str] = []
+        #: the modules whose parameters changed at the last step (their baselines restarted)
+        self.regrouped = np.zeros(0, dtype=np.int64)
 
     def step(
         self, norms: np.ndarray, names: list[str]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(score, spike, z) of [parameters..., modules...] for one step's full norm vector."""
+        self.regrouped = self.regrouped[:0]
         if len(self.groups) != len(names):  # names only grow; a replaced one keeps its place
+            before = np.bincount(self.groups, minlength=len(self.modules))
             self.groups, self.modules = module_groups(names)
+            now = np.bincount(self.groups, minlength=len(self.modules))
+            self.regrouped = np.nonzero(now[: len(before)] != before)[0]
+            self.baselines.regroup(len(self.modules), self.regrouped)
         mods = module_norms(norms[: len(self.groups)], self.groups, len(self.modules))
-        return self.baselines.step(np.concatenate([norms, mods]))
+        return self.baselines.step(norms, mods)
 
 
 class SpikeProbe:

@@ -29,6 +29,7 @@ from .baselines import (
     Baselines,
     NormSeries,
     SpikeRule,
+    Split,
     departed,
     module_groups,
     module_norms,
@@ -105,7 +106,7 @@ class SpikeFinder:
     def __init__(self, rule: SpikeRule) -> None:
         self.rule = rule
         self.norms = NormSeries(rule)
-        self.ratios = Baselines(rule)
+        self.ratios = Split(rule)
         # the loss falls steadily for most of a run: a shorter window lags it less
         fast = dataclasses.replace(rule, factor=rule.loss_factor, window=max(2, rule.window // 5))
         self.loss = Baselines(fast, follow_down=True)
@@ -139,10 +140,13 @@ class SpikeFinder:
         done: list[Spike] = []
         for r, step in enumerate(steps.tolist()):
             score, spike, z = self.norms.step(norms[r], names)
-            ratios = self._ratios(dnorm[r], pnorm[r])
-            self._measured_ratios(step, ratios)
-            rscore, rspike, rz = self.ratios.step(ratios)
-            self._recent.append((step, score, rscore, z, rz))
+            self.ratios.regroup(len(self.norms.modules), self.norms.regrouped)
+            per, mods = self._ratios(dnorm[r], pnorm[r])
+            self._measured_ratios(step, np.concatenate([per, mods]))
+            rscore, rspike, rz = self.ratios.step(per, mods)
+            # each row keeps how many parameters it had: rows before a parameter was added
+            # are laid out with fewer (`_fit`)
+            self._recent.append((step, score, rscore, z, rz, len(per)))
             self._last_step = step
             # a spike seen only in update ratios measured every N steps: its calm gap and
             # span count measurements (one excursion over 60 steps was 6 events)
@@ -186,14 +190,15 @@ class SpikeFinder:
                 self._recent = collections.deque(self._recent, maxlen=self._keep(every))
         self._ratio_at = step
 
-    def _ratios(self, dnorm: np.ndarray, pnorm: np.ndarray) -> np.ndarray:
+    def _ratios(self, dnorm: np.ndarray, pnorm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(per parameter, per module) update ratios."""
         groups = self.norms.groups
         n = len(groups)
         with np.errstate(invalid="ignore", divide="ignore"):
             per = dnorm / pnorm
             g = len(self.norms.modules)
             mods = module_norms(dnorm[:n], groups, g) / module_norms(pnorm[:n], groups, g)
-        return np.concatenate([per, mods])
+        return per, mods
 
     def _take_losses(self, due: Callable[[int], bool]) -> list[Spike]:
         done: list[Spike] = []
@@ -345,7 +350,7 @@ def describe(
     n, width = len(names), len(names) + len(modules)
     steps = np.array([row[0] for row in rows], dtype=np.int64)
     norm, ratio, nz, rz = (
-        np.stack([_fit(row[k], width) for row in rows]) if rows else np.zeros((0, width))
+        np.stack([_fit(row[k], row[5], n, width) for row in rows]) if rows else np.zeros((0, width))
         for k in (1, 2, 3, 4)
     )
     none = (np.full(width, 1 << 40), np.full(width, -np.inf))
@@ -387,10 +392,19 @@ def describe(
     )
 
 
-def _fit(a: np.ndarray, width: int) -> np.ndarray:
-    if len(a) >= width:
-        return a[:width]
-    return np.concatenate([a, np.full(width - len(a), np.nan)])
+def _fit(a: np.ndarray, had: int, n: int, width: int) -> np.ndarray:
+    """A row of `had` parameters then modules, laid out as [n parameters, modules] of
+    `width` (NaN where a series did not exist yet).
+
+    Example:
+        >>> _fit(np.array([1.0, 2.0, 10.0]), 2, 3, 5).tolist()   # a parameter, a module added
+        [1.0, 2.0, nan, 10.0, nan]
+    """
+    out = np.full(width, np.nan)
+    out[:had] = a[:had]
+    mods = a[had : had + width - n]
+    out[n : n + len(mods)] = mods
+    return out
 
 
 def _module_depth(names: list[str], module: str) -> int:
