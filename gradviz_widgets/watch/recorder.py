@@ -216,6 +216,9 @@ class Recorder:
             ids, grads = [ids[k] for k in keep], [grads[k] for k in keep]
         opt = self.optimizers[j] if self.optimizers else None
         reading = self.timing.read(ids, grads, self.step, skipped, opt)
+        if self.timing.unknown:  # earlier steps' `clipped` turned out unknown: the record says so
+            self.emit("clip_unknown", self.timing.unknown)
+            self.timing.unknown = []
         stats = reading.stats
         extra = None
         if self.ranks.group is not None:

@@ -201,6 +201,16 @@ class MemoryStore:
     def step_rows(self) -> list[StepRow]:
         return list(self._steps)
 
+    def clip_unknown(self, lo: int, hi: int) -> None:
+        """Steps `lo`-`hi` written so far: `clipped` unknown (a row each)."""
+        said: dict[int, StepRow] = {r[0]: r for r in self._steps}
+        for chunk in self.chunks():
+            for s in chunk.steps.tolist():
+                if lo <= s <= hi:
+                    row = said.get(s, (s, 0, None, None))
+                    said[s] = (s, row[1], row[2], None)
+        self._steps = list(said.values())
+
     def chunks(self) -> Iterator[Chunk]:
         for n_steps, n_params, data in self._chunks:
             yield decode(data, n_steps, n_params)
@@ -366,6 +376,16 @@ class SQLiteStore:
             "SELECT SUM(n_steps), MIN(first_step), MAX(last_step) FROM chunks"
         ).fetchone()
         return (0, -1, -1) if row[0] is None else (int(row[0]), int(row[1]), int(row[2]))
+
+    def clip_unknown(self, lo: int, hi: int) -> None:
+        """Steps `lo`-`hi`: `clipped` unknown (a row each, for the steps written so far and
+        those still to come: a row of a step written later replaces its own)."""
+        with self._db:
+            self._db.execute("UPDATE steps SET clipped = NULL WHERE step BETWEEN ? AND ?", (lo, hi))
+            self._db.executemany(
+                "INSERT OR IGNORE INTO steps VALUES (?, 0, NULL, NULL)",
+                [(s,) for s in range(lo, hi + 1)],
+            )
 
     def step_rows(self) -> list[StepRow]:
         """Skipped / loss-scaled / clipped steps; none in records older than the table."""

@@ -19,7 +19,8 @@ changed it in place (gradient clipping, `GradScaler.unscale_`):
   bumps no `_version`. So the first step, and every PROBE_EVERY-th after it, is read at both
   points whatever the versions say and the two readings are compared (no host sync: a device
   result is polled through an event at later steps). A difference turns comparing on for the
-  rest of the run (as under FSDP2) with one warning naming the steps read since the last probe.
+  rest of the run (as under FSDP2) with one warning naming the steps read since the last probe;
+  their `clipped` turns unknown in the record (`StepTiming.unknown`, the writer's `clip_unknown`).
 - FSDP2 (`compare=True`): torch's foreach in-place ops (`clip_grad_norm_`'s `_foreach_mul_`)
   bump neither a DTensor gradient's `_version` nor its local shard's, so versions cannot tell.
   Every backward is read (this rank's shards only: no collective) and at the read point the
@@ -103,6 +104,9 @@ class StepTiming:
         self._reads, self._probe_due = 0, True
         self._last_probe: int | None = None
         self._pending: tuple[Any, Any, int, int | None] | None = None
+        #: steps whose `clipped` turned out unknown (read between a probe and the one that
+        #: found a change through `.data`): (first, last) ranges the recorder takes
+        self.unknown: list[tuple[int, int]] = []
 
     # ---- end of backward ----------------------------------------------------------------
     def end_backward(self) -> None:
@@ -147,7 +151,7 @@ class StepTiming:
         stepping = self.scaler if self.scaler is not None else self._scaler_from_stack()
         scale = _scale_of(stepping)
         divisor = _divisor(stepping if self.scaler is not None or self.eager else None, fused)
-        probe = self._next_read()
+        probe = self._next_read(step)
         rows = self._fresh_rows(ids, grads)
         if not grads or all(r is None for r in rows):
             return Reading(ids, _unfused(self.stats_fn(grads), fused), scale, False, skipped)
@@ -181,9 +185,9 @@ class StepTiming:
         clipped = _differ(pre, _rows(post, changed))
         return Reading(ids, _replaced(post, changed, pre), scale, clipped, skipped)
 
-    def _next_read(self) -> bool:
-        """Count this read; whether it is a probe (and schedule the next one)."""
-        self._poll_probe()
+    def _next_read(self, step: int) -> bool:
+        """Count this read (of `step`); whether it is a probe (and schedule the next one)."""
+        self._poll_probe(step)
         probe = self._probe_due and not self.compare
         self._reads += 1
         self._probe_due = self._reads % PROBE_EVERY == 0
@@ -199,19 +203,27 @@ class StepTiming:
             event.record()
             self._pending = (differ.to("cpu", non_blocking=True), event, step, previous)
         elif bool(differ):
-            self._start_comparing(step, previous)
+            self._start_comparing(step, previous, step)
         return differ
 
-    def _poll_probe(self) -> None:
-        """A device probe's result, read once its event is done (never waited for)."""
+    def _poll_probe(self, now: int) -> None:
+        """A device probe's result, read once its event is done (never waited for), at the
+        read of step `now`."""
         if self._pending is None or not self._pending[1].query():
             return
         found, _, step, previous = self._pending
         self._pending = None
         if bool(found):
-            self._start_comparing(step, previous)
+            self._start_comparing(step, previous, now)
 
-    def _start_comparing(self, step: int, previous: int | None) -> None:
+    def _start_comparing(self, step: int, previous: int | None, now: int) -> None:
+        """The probe of `step` found a change through `.data` (seen at the read of `now`):
+        the steps read since the `previous` probe, but `step`, hold what the optimizer
+        applied, whether or not it was changed (`unknown`)."""
+        first = step if previous is None else previous + 1  # the first read is a probe
+        self.unknown += [
+            (lo, hi) for lo, hi in ((first, step - 1), (step + 1, now - 1)) if lo <= hi
+        ]
         since = ""
         if previous is not None and step > previous + 1:
             since = (

@@ -26,6 +26,7 @@ from .holders import Held, held_detail
 from .ranks import Exchange
 from .spikes import Spike, SpikeFinder
 from .steps import StepRecord, step_info
+from .steptable import StepRow
 from .store import Chunk, MemoryStore, ParamInfo, SQLiteStore
 
 _NONE = STATUSES.index("none")
@@ -71,6 +72,8 @@ class Writer(threading.Thread):
         self.spikes = SpikeFinder(spikes) if spikes is not None else None
         self._new_spikes: list[Spike] = []
         self._losses: list[tuple[int, Any]] = []
+        #: (first, last) steps whose `clipped` is unknown (watch/timing.py's `.data` probe)
+        self._unknown: list[tuple[int, int]] = []
 
     # ---- called from the training thread ----
     def put(self, kind: str, item: Any) -> None:
@@ -143,6 +146,10 @@ class Writer(threading.Thread):
             self._store_call(self.store.add_events, item)
         elif kind == "step":
             self._add_steps([item])
+        elif kind == "clip_unknown":  # steps already queued or written: their rows say so
+            self._unknown += item
+            for lo, hi in item:
+                self._store_call(self.store.clip_unknown, lo, hi)
         elif kind == "loss":
             step, value = item
             if self.spikes is not None and not isinstance(value, tuple):
@@ -287,14 +294,27 @@ class Writer(threading.Thread):
                 },
                 status=np.stack([_pad(s, width, _NONE) for _, _, s in self._rows]),
             )
-            rows = [(r.step, *step_info(r.info)) for r, _, _ in self._rows if r.info is not None]
-            steps = [(s, int(k), x, None if c is None else int(c)) for s, k, x, c in rows]
+            steps = self._step_rows([r for r, _, _ in self._rows])
             self._store_call(self.store.write, chunk, self._new_anomalies, steps)
         else:
             chunk = None
         self.steps_written += len(self._rows)
         self._rows, self._new_anomalies = [], []
         self._notify(chunk)
+
+    def _step_rows(self, records: list[StepRecord]) -> list[StepRow]:
+        """The `steps` rows of `records`: those with something to say, and those whose
+        `clipped` turned out unknown (`clip_unknown`)."""
+        rows = []
+        for r in records:
+            unknown = any(lo <= r.step <= hi for lo, hi in self._unknown)
+            if r.info is None and not unknown:
+                continue
+            skipped, scale, clipped = step_info(r.info)
+            rows.append(
+                (r.step, int(skipped), scale, None if unknown or clipped is None else int(clipped))
+            )
+        return rows
 
     def _notify(self, chunk: Chunk | None) -> None:
         for listener in list(self.listeners):

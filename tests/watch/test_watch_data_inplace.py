@@ -99,3 +99,35 @@ def test_a_clip_through_data_starting_late_is_found_at_the_next_probe(
     assert history[history.step >= 4].clipped.all()
     warned = [s for s in said if "without a version bump" in s]
     assert warned and "at step 4" in warned[0] and "steps 1-3 may hold" in warned[0]
+    # the record says so too: steps 1-3 hold what the optimizer applied, clipped or not
+    # (they read clipped=False, stated as fact, to anyone opening the run later)
+    by_step = history.groupby("step").clipped.first()
+    assert by_step[0] == False  # noqa: E712 (a probe: known unclipped)
+    assert by_step[1:3].isna().all() and by_step[4:].all()
+    rows = {r[0]: r for r in GradWatch.open(tmp_path).step_rows()}
+    assert [rows[s][3] for s in (1, 2, 3)] == [None, None, None]
+
+
+def test_a_late_clip_through_data_in_memory_says_unknown_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No path (the in-memory record): the same rows, among steps already written."""
+    monkeypatch.setattr(timing, "PROBE_EVERY", 4)
+    model, x = _model(), torch.randn(16, 8) * 1e4
+    opt = torch.optim.SGD(model.parameters(), lr=1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        watch = GradWatch(model, optimizer=opt)
+        for step in range(8):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            if step >= 2:
+                for p in model.parameters():
+                    p.grad.data.clamp_(-1, 1)
+            opt.step()
+            if step == 2:
+                watch.history()  # steps 0-2 written before the probe finds the clip
+        watch.close()
+    by_step = watch.history().groupby("step").clipped.first()
+    assert by_step[0] == False  # noqa: E712
+    assert by_step[1:3].isna().all() and by_step[4:].all()
