@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from ..errors import GradExplorerError
 from ..ids import similar_ids
 from .nodes import GradEdge, GradNode, ModuleScope, drawn_count
 from .scopes import align_param_scopes
@@ -120,7 +121,7 @@ class GradGraph:
         from .groups import group_runs, param_shapes
         from .view import fold
 
-        expand = frozenset(expand)
+        expand, collapse = view_args(depth, expand, collapse, group)
         folded = fold(self, depth, expand, collapse)
         if group is None:  # big views only: runs of identical blocks become "×N" groups
             group = drawn_count(folded.nodes) > GROUP_ABOVE
@@ -145,4 +146,35 @@ def _edge_map(edges: Iterable[GradEdge]) -> Mapping[str, tuple[GradEdge, ...]]:
     return {k: tuple(v) for k, v in out.items()}  # plain: graphs stay picklable
 
 
-__all__ = ["GradGraph"]
+def view_args(
+    depth: object, expand: object, collapse: object, group: object
+) -> tuple[frozenset[str], frozenset[str]]:
+    """`GradGraph.view`'s arguments checked (GradExplorerError naming the one that is wrong);
+    `expand` and `collapse` as sets of paths.
+
+    Example:
+        >>> view_args(1, ["layer1"], (), None)
+        (frozenset({'layer1'}), frozenset())
+        >>> view_args("1", (), (), None)
+        Traceback (most recent call last):
+        ...
+        gradviz_widgets.errors.GradExplorerError: depth must be an int >= 0 or None (fold nothing), got '1'
+    """
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
+        raise GradExplorerError(f"depth must be an int >= 0 or None (fold nothing), got {depth!r}")
+    if group is not None and not isinstance(group, bool):
+        raise GradExplorerError(f"group must be True, False or None (automatic), got {group!r}")
+    paths = []
+    for name, value in (("expand", expand), ("collapse", collapse)):
+        if isinstance(value, str) or not isinstance(value, Iterable):
+            raise GradExplorerError(
+                f"{name} must be a list of module paths (e.g. [{value!r}]), got {value!r}"
+            )
+        items = list(value)
+        if not all(isinstance(v, str) for v in items):
+            raise GradExplorerError(f"{name} must hold module paths (str), got {items!r}")
+        paths.append(frozenset(items))
+    return paths[0], paths[1]
+
+
+__all__ = ["GradGraph", "view_args"]

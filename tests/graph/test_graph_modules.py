@@ -4,6 +4,7 @@ into module views (edges kept and merged, expand / collapse, auto depth, boundar
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 
 import pytest
@@ -231,3 +232,21 @@ def test_folded_lstm_step_with_zero_initial_state_is_not_dead() -> None:
         .status
         == "zero"
     )
+
+
+def test_view_arguments_are_checked(resnet_graph: GradGraph) -> None:
+    """An outside tester: depth="1" raised a bare TypeError from inside the fold, depth=-1
+    folded everything silently, expand="layer1" was split into characters."""
+    from gradviz_widgets.errors import GradExplorerError
+
+    for bad, said in (
+        ({"depth": "1"}, "depth must be an int >= 0"),
+        ({"depth": -1}, "depth must be an int >= 0"),
+        ({"depth": True}, "depth must be an int >= 0"),
+        ({"expand": "layer1"}, "expand must be a list of module paths (e.g. ['layer1'])"),
+        ({"collapse": [1]}, "collapse must hold module paths"),
+        ({"group": "yes"}, "group must be True, False or None"),
+    ):
+        with pytest.raises(GradExplorerError, match=re.escape(said)):
+            resnet_graph.view(**bad)
+    assert resnet_graph.view(depth=0, expand=("layer1",)).node("module:layer2")
