@@ -239,11 +239,13 @@ def _described(state: RunState) -> str:
 
 def _none_reason(state: RunState, name: str, requires_grad: bool) -> str | None:
     """Why parameter `name` got no gradient. When a reentrant checkpoint got no input requiring
-    grad, modules that ran only without grad most likely ran inside it."""
+    grad, a module that ran only without grad and inside a reentrant checkpoint was cut off by
+    it (one in a plain `torch.no_grad()` block is told so)."""
     tracker = state.tracker
     reason = diagnose.none_reason(name, requires_grad, tracker.calls, tracker.grad_enabled)
     if reason and state.cut_off and requires_grad:
-        flags = tracker.grad_enabled.get(ids.owner_path(name), [])
-        if flags and not any(flags):
+        path = ids.owner_path(name)
+        flags = tracker.grad_enabled.get(path, [])
+        if flags and not any(flags) and path in tracker.in_checkpoint:
             reason = CHECKPOINT_NO_GRAD
     return reason

@@ -9,6 +9,7 @@ call on the stack at the moment the op ran. Ops outside any child module belong 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -102,6 +103,9 @@ class ScopeTracker(TorchFunctionMode):
         self.stack: list[Call] = []
         self.calls: Counter[str] = Counter()
         self.grad_enabled: dict[str, list[bool]] = {}
+        #: modules called without grad inside a reentrant checkpoint's forward (which runs
+        #: its function under no_grad), told apart from a plain `torch.no_grad()` block
+        self.in_checkpoint: set[str] = set()
         #: node -> scope; strong references, dropped by `release()` once the graph is built.
         self.owner: dict[Any, Scope] = {}
         self.in_loss = False
@@ -152,7 +156,10 @@ class ScopeTracker(TorchFunctionMode):
             self.claim(args)
         call = self.calls[path]
         self.calls[path] += 1
-        self.grad_enabled.setdefault(path, []).append(torch.is_grad_enabled())
+        enabled = torch.is_grad_enabled()
+        self.grad_enabled.setdefault(path, []).append(enabled)
+        if not enabled and _inside_reentrant_checkpoint():
+            self.in_checkpoint.add(path)
         self.stack.append((path, call))
 
     def _exit(self, module: nn.Module, args: Any, output: Any) -> None:
@@ -215,3 +222,16 @@ class ScopeTracker(TorchFunctionMode):
             for nxt, _ in node.next_functions:
                 if nxt is not None and nxt not in owner:
                     todo.append(nxt)
+
+
+def _inside_reentrant_checkpoint() -> bool:
+    """Whether this call runs inside `torch.utils.checkpoint`'s reentrant forward (a frame of
+    `CheckpointFunction.forward` on the stack): asked only of calls without grad."""
+    code = getattr(getattr(torch.utils.checkpoint, "CheckpointFunction", None), "forward", None)
+    code = getattr(code, "__code__", None)
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False

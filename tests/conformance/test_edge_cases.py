@@ -147,6 +147,28 @@ def test_reentrant_checkpoint_on_an_input_without_grad() -> None:
     assert "use_reentrant=False" in report.none_reasons["block.weight"]
 
 
+class ReentrantBesideNoGrad(ReentrantOnInput):
+    def __init__(self) -> None:
+        super().__init__()
+        self.frozen_path = nn.Linear(4, 2)
+
+    def forward(self, x):
+        with torch.no_grad():
+            side = self.frozen_path(x)  # a plain no_grad block, no checkpoint around it
+        return super().forward(x) + side
+
+
+@pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")
+def test_a_no_grad_block_beside_a_cut_off_checkpoint_is_told_as_no_grad() -> None:
+    """An outside tester: with a reentrant checkpoint cut off anywhere in the forward, every
+    module that ran without grad was said to have run inside it ("use_reentrant=False")."""
+    torch.manual_seed(0)
+    report = explore(ReentrantBesideNoGrad(), loss_fn=ce, target=Y)
+    assert "use_reentrant=False" in report.none_reasons["block.weight"]
+    said = report.none_reasons["frozen_path.weight"]
+    assert "ran under torch.no_grad()" in said and "checkpoint" not in said
+
+
 BAD_ARGS = [
     ("thresholds", {"thresholds": "abc"}),
     ("thresholds", {"thresholds": 1e-3}),
