@@ -220,20 +220,22 @@ def _embedding_tables(graph: GradGraph, params: Sequence[ParamRecord]) -> list[P
 
 def unused_rows(p: ParamRecord) -> str:
     """The sentence for an embedding whose gradient is mostly zero rows: normal sparsity.
-    Rows are counted from the share of exact zeros (a used row whose gradient holds exact
-    zeros in every column would count as unused).
+    Rows are counted from the share of exact zeros, so the count is a bound: a used row with
+    exact zeros in some columns (an `EmbeddingBag(mode="max")` row gets a gradient only where
+    it won the max) adds to it.
 
     Example:
         >>> from gradviz_widgets.report.grad_report import ParamRecord
         >>> unused_rows(ParamRecord("emb.weight", "emb", (1000, 8), "float32", True, 0.5, 0.1,
         ...                         "healthy", zero_fraction=0.994))
-        'emb.weight: 994 of 1,000 rows not used by this batch (an embedding: only the rows it indexes get a gradient)'
+        'emb.weight: up to 994 of 1,000 rows not used by this batch (99.4% of its gradient is exactly 0.0; an embedding: only the rows it uses get a gradient)'
     """
     rows = p.shape[0] if p.shape else 1
-    unused = round((p.zero_fraction or 0.0) * rows)
+    share = p.zero_fraction or 0.0
+    unused = math.floor(share * rows + 1e-9)
     return (
-        f"{p.name}: {unused:,} of {rows:,} rows not used by this batch "
-        "(an embedding: only the rows it indexes get a gradient)"
+        f"{p.name}: up to {unused:,} of {rows:,} rows not used by this batch ({share:.1%} of "
+        "its gradient is exactly 0.0; an embedding: only the rows it uses get a gradient)"
     )
 
 
