@@ -85,6 +85,9 @@ class Recorder:
         self._where: tuple | None = None
         #: optimizers not watched that were seen stepping (each warned about once)
         self._foreign: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
+        #: a watched optimizer's step is running: an optimizer stepping inside it is its own
+        #: part (ZeroRedundancyOptimizer's local optimizer over this rank's shard), not foreign
+        self._inside_step = False
         # every parameter by name (frozen ones too), each trainable one hooked: its
         # post-accumulate hook queues the end-of-backward reading (watch/params.py)
         self.watched = ParamSet(model, self._on_accumulated)
@@ -185,6 +188,7 @@ class Recorder:
             return
         self._queued = self._deferred = False
         self.fresh = True
+        self._inside_step = False  # a step that raised never reached its post hook
         if self.optimizers:  # the numbers of the gradients as backward left them
             self.timing.end_backward()
             return
@@ -197,6 +201,7 @@ class Recorder:
         self.step = self.rounds.counts[j]
         self.rounds.stepped[j] = True
         self._pre[j] = None
+        self._inside_step = True
         read = functools.partial(self._guarded(self._read_point), j)
         wrapped = StepTiming.with_closure(args, kwargs, read)
         if wrapped is None:
@@ -278,7 +283,7 @@ class Recorder:
         """Warn, once per optimizer, when one that is not watched steps watched parameters (a
         new optimizer for a second phase of training): its steps are not recorded, and the
         record would otherwise just stop at the last step of the watched one."""
-        if any(opt is o for o in self.optimizers) or opt in self._foreign:
+        if self._inside_step or any(opt is o for o in self.optimizers) or opt in self._foreign:
             return
         self._foreign.add(opt)
         mine = {id(p) for p in self.params}
@@ -304,6 +309,7 @@ class Recorder:
         self._post_step(j, None, (), {})
 
     def _post_step(self, j: int, opt: Any, args: tuple, kwargs: dict) -> None:
+        self._inside_step = False
         if self.flights is not None:  # calls inside the step after its reading (LBFGS's
             self.flights.step_done()  # closure again) are not the next step's
         pre = self._pre.pop(j, None)
