@@ -207,6 +207,8 @@ class Exchange:
         self.setup = setup
         self.failed: str | None = None
         self._seen: set[tuple[int, str]] = set()
+        #: steps at which every rank's norms agreed so far
+        self._agreed = 0
 
     @property
     def active(self) -> bool:
@@ -230,8 +232,11 @@ class Exchange:
     ) -> list:
         n, s = len(names), self.setup
         local, weights = extra if extra is not None else (np.zeros(0, dtype=bool), None)
-        vec = np.zeros(4 * n + 1)
-        vec[-1] = n  # a rank that watches other parameters shows up as a mismatch
+        vec = np.zeros(4 * n + 3)
+        vec[-3] = n  # a rank that watches other parameters shows up as a mismatch
+        # the step and its square: their sums are world x each only when every rank is at
+        # this step (a rank that joined early under DDP's Join took fewer optimizer steps)
+        vec[-2], vec[-1] = step, float(step) * step
         bit = 2.0**s.rank if s.world <= MAX_BITS else 1.0
         m = min(len(local), n)
         vec[:m][local[:m]] = bit
@@ -243,10 +248,8 @@ class Exchange:
         else:
             vec[n + ids], vec[2 * n + ids], vec[3 * n + ids] = norm, norm * norm, 1.0
         total = self._all_reduce(step, vec)
-        if total is not None and not math.isclose(total[-1], n * s.world):
-            self._fail(
-                step, f"the ranks watch different parameters ({total[-1]:g} != {n} x {s.world})"
-            )
+        if total is not None:
+            self._check_aligned(step, n, total)
         if total is None or self.failed:
             return [
                 (step, KIND, {"params": [], "detail": f"cross-rank check stopped at {self.failed}"})
@@ -258,6 +261,22 @@ class Exchange:
             values[:, 1] = np.where((values[:, 1] == 0) & (values[:, 2] > 0), np.nan, values[:, 1])
         return self._divergence(step, total, local, values[:, 0], ids, names)
 
+    def _check_aligned(self, step: int, n: int, total: np.ndarray) -> None:
+        """Stop (`_fail`) when the ranks are not at the same step or watch different
+        parameters: their numbers would be compared across different steps."""
+        world = self.setup.world
+        if total[-2] != step * world or total[-1] != float(step) * step * world:
+            self._fail(
+                step,
+                f"the ranks are at different steps (mean {total[-2] / world:g}): a rank "
+                "took fewer optimizer steps, e.g. one that joined early under DDP's Join "
+                "or ran fewer batches; from here their steps would not line up",
+            )
+        elif not math.isclose(total[-3], n * world):
+            self._fail(
+                step, f"the ranks watch different parameters ({total[-3]:g} != {n} x {world})"
+            )
+
     def _all_reduce(self, step: int, vec: np.ndarray) -> np.ndarray | None:
         tensor = torch.from_numpy(vec)
         try:
@@ -265,7 +284,12 @@ class Exchange:
             if work is not None:
                 work.wait(datetime.timedelta(seconds=self.setup.timeout_s))
         except Exception as e:  # a rank died, or left the loop early: never wait again
-            self._fail(step, f"{type(e).__name__}: {str(e)[:200]}")
+            self._fail(
+                step,
+                "another rank stopped answering: it closed its watch or ended its loop "
+                "earlier (fewer steps), or it failed; the collective said "
+                f"{type(e).__name__}: {str(e)[:200]}",
+            )
             return None
         return tensor.numpy()
 
@@ -290,6 +314,7 @@ class Exchange:
         hit: list[str] = []
         notes: list[str] = []
         mine = dict(zip(ids.tolist(), norms.tolist()))
+        compared = differing = 0
         for i in range(n):
             bits = total[i]
             with_ = _ranks_of(bits, s.world)
@@ -299,9 +324,11 @@ class Exchange:
                 notes.append(f"{names[i]}: {_gradient_on(with_, s.world, bits)}")
             k = total[3 * n + i] if s.mode != "fsdp" else 0.0
             if k >= 2 and (i, "norm") not in self._seen:
+                compared += 1
                 mean = total[n + i] / k
                 spread = math.sqrt(max(total[2 * n + i] / k - mean * mean, 0.0))
                 if spread > NORM_RTOL * abs(mean) and math.isfinite(spread):
+                    differing += 1
                     self._seen.add((i, "norm"))
                     hit += [] if names[i] in hit else [names[i]]
                     here = mine.get(i)
@@ -311,8 +338,24 @@ class Exchange:
                         + (f"; rank {s.rank}: {here:.6g})" if here is not None else ")")
                     )
         if not hit:
+            self._agreed += compared > 0
             return []
+        if differing and differing == compared and self._agreed:
+            notes.insert(0, _out_of_step(step, self._agreed))
         return [(step, KIND, {"params": hit, "detail": "; ".join(notes)})]
+
+
+def _out_of_step(step: int, agreed: int) -> str:
+    """What it means when every parameter differs across ranks at once, after `agreed` steps
+    where all agreed: the check cannot tell the two causes apart."""
+    return (
+        f"every parameter's norm differs across ranks at step {step}, after {agreed} "
+        f"step{'s' if agreed != 1 else ''} where all agreed: either the gradients were not "
+        "averaged at this step (an optimizer step under no_sync()), or the ranks are at "
+        "different iterations under the same step number (a rank that joined early under "
+        "DDP's Join, or ran fewer batches, took fewer optimizer steps; its later steps pair "
+        "with other ranks' other batches)"
+    )
 
 
 def _ranks_of(bits: float, world: int) -> list[int]:

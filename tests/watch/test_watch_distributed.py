@@ -209,11 +209,35 @@ def _two_runs(rank: int, world: int, folder: Path) -> dict:
     return out
 
 
+def _join_uneven(rank: int, world: int, folder: Path) -> dict:
+    """DDP's Join over 2 epochs, rank 0 with 4 batches an epoch, rank 1 with 2: the rank that
+    joins early takes no optimizer step while it waits, so from epoch 2 its step k is rank
+    0's step k + 2 (an outside tester's false 'differs more than the all-reduce explains')."""
+    from torch.distributed.algorithms.join import Join
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    ddp = DDP(nn.Linear(4, 2))
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        watch = GradWatch(ddp, optimizer=opt, path=folder / "join", flush_s=0.05)
+        for epoch in range(2):
+            with Join([ddp]):
+                for step in range(4 if rank == 0 else 2):
+                    opt.zero_grad()
+                    ddp(_batch(rank, 10 * epoch + step)).sum().backward()
+                    opt.step()
+        watch.close()
+    return {"anomalies": _anomalies(watch)}
+
+
 def _ddp_and_fsdp(rank: int, world: int, folder: Path) -> dict:
     return {
         "ddp": _watch_ddp(rank, world, folder),
         "fsdp": _watch_fsdp(rank, world, folder),
         "runs": _two_runs(rank, world, folder),
+        "join": _join_uneven(rank, world, folder),
     }
 
 
@@ -308,3 +332,13 @@ def test_ddp_world4_without_optimizer(tmp_path: Path) -> None:
         assert "a gradient of its own on ranks 0, 2, none on ranks 1, 3" in found["a.weight"][3]
     merged = results[0]["merged"]
     assert merged["ranks"] == [0, 1, 2, 3] and merged["order"] == [0, 1, 2, 3] * STEPS
+
+
+def test_ranks_out_of_step_under_join_say_so(world2: list[dict]) -> None:
+    """Every parameter differs at once after steps that agreed: the anomaly says the ranks
+    may be at different iterations (or stepped under no_sync), not just 'differs'."""
+    for res in world2:
+        found = [a for a in res["join"]["anomalies"] if a[1] == "rank_divergence" and a[2]]
+        assert found and found[0][0] == 2, found
+        assert "different iterations under the same step number" in found[0][3]
+        assert "joined early under DDP's Join" in found[0][3]

@@ -70,15 +70,19 @@ def test_divergence_from_the_sums() -> None:
     ex = Exchange(RankSetup(0, 3, "ddp", group=object()))
     norms = {0: [2.0, 1.0], 1: [2.0, 1.5], 2: [2.0, 1.0]}  # param 1 differs on rank 1
     own = {0: [True, True], 1: [False, True], 2: [True, True]}  # param 0: none on rank 1
-    total = np.zeros(9)
+    total = np.zeros(11)
     for r in range(3):
         n = np.array(norms[r])
         total[:2] += np.array(own[r]) * 2.0**r
         total[2:4] += n
         total[4:6] += n * n
         total[6:8] += 1
-    total[8] = 2 * 3
-    ex._all_reduce = lambda step, vec: total  # type: ignore[method-assign]
+    total[8] = 2 * 3  # the parameter counts, then the step and its square (every rank's)
+
+    def reduced(step: int, vec: np.ndarray) -> np.ndarray:
+        return np.concatenate([total[:9], [3 * step, 3 * step * step]])
+
+    ex._all_reduce = reduced  # type: ignore[method-assign]
     local = (np.array(own[0]), None)
     rows = ex.combine(5, np.array([0, 1]), np.array([[2.0, 1, 1], [1.0, 1, 1]]), local, ["w", "v"])
     a = Anomaly.from_row(rows[0])
@@ -86,3 +90,14 @@ def test_divergence_from_the_sums() -> None:
     assert "w: a gradient of its own on ranks 0, 2, none on rank 1" in a.detail
     assert "v: ‖g‖ differs across ranks" in a.detail and "rank 0: 1)" in a.detail
     assert ex.combine(6, np.array([0, 1]), np.ones((2, 3)), local, ["w", "v"]) == []  # once
+
+
+def test_ranks_at_different_step_numbers_stop_the_check() -> None:
+    """The per-step sums carry the step and its square: equal to world x each only when every
+    rank is at this step."""
+    ex = Exchange(RankSetup(0, 2, "ddp", group=object()))
+    n = 3
+    ex._check_aligned(4, n, np.array([n * 2, 4 + 4, 16 + 16], dtype=float))
+    assert ex.failed is None
+    ex._check_aligned(4, n, np.array([n * 2, 4 + 6, 16 + 36], dtype=float))
+    assert ex.failed is not None and "the ranks are at different steps" in ex.failed
