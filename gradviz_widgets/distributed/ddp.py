@@ -144,7 +144,14 @@ def gather_ranks(
     local = local.to(device)
     world = dist.get_world_size(group)
     gathered = [torch.empty_like(local) for _ in range(world)]
-    dist.all_gather(gathered, local, group=group)
+    try:
+        dist.all_gather(gathered, local, group=group)
+    except RuntimeError as e:  # a rank that never came: gloo / NCCL time out with their words
+        raise GradExplorerError(
+            f"rank {dist.get_rank()} waited for the other ranks to compare this run's "
+            "gradients (one all_gather) and they did not come: call ex.run() on every rank, "
+            f"or ex.run(ranks=False) for this rank alone ({type(e).__name__}: {str(e)[:200]})"
+        ) from e
     names = [p.name for p in report.params]
     ranks = [dist.get_global_rank(group, i) if group is not None else i for i in range(world)]
     different = [

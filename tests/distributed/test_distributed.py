@@ -179,7 +179,28 @@ def _ddp_and_fsdp(rank: int, world: int, folder: Path) -> dict:
     return {"ddp": _ddp_rank(rank, world), "fsdp": _fsdp_rank(rank, world)}
 
 
-SCENARIOS = {"ddp": lambda r, w, _f: {"ddp": _ddp_rank(r, w)}, "ddp+fsdp": _ddp_and_fsdp}
+def _lonely_gather(rank: int, world: int, folder: Path) -> dict:
+    """Rank 0 gathers its report over a group with a 2 s timeout; rank 1 never comes (an
+    outside tester's ex.run() on rank 0 only: a raw gloo timeout after the group's timeout)."""
+    import datetime
+
+    group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=2))
+    said = ""
+    if rank == 0:
+        report = GradExplorer(nn.Linear(4, 2), torch.randn(3, 4)).run()
+        try:
+            gather_ranks(report, group=group)
+        except GradExplorerError as e:
+            said = str(e)
+    dist.barrier()
+    return {"said": said}
+
+
+SCENARIOS = {
+    "ddp": lambda r, w, _f: {"ddp": _ddp_rank(r, w)},
+    "ddp+fsdp": _ddp_and_fsdp,
+    "lonely": _lonely_gather,
+}
 
 
 # ---- the tests --------------------------------------------------------------------------------
@@ -258,3 +279,8 @@ def test_fsdp2_norms_from_shards_world2(world2: list[dict]) -> None:
         assert res["stats"]["dead.weight"] == ["zero", 1.0]
         assert res["stats"]["l1.weight"][0] == "healthy"
     assert results[0]["norms"] == results[1]["norms"]
+
+
+def test_a_rank_gathering_alone_is_told_what_to_do(tmp_path: Path) -> None:
+    said = launch(__name__, "lonely", 2, tmp_path)[0]["said"]
+    assert "call ex.run() on every rank, or ex.run(ranks=False)" in said
