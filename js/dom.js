@@ -77,3 +77,41 @@ export function closestAcross(el, selector) {
   }
   return null;
 }
+
+/**
+ * The element `el` scrolls in: the nearest ancestor (through shadow roots) whose content
+ * overflows a scrolling box, else the document's scrolling element.
+ * @param {Element} el @returns {Element}
+ */
+export function scrollerOf(el) {
+  /** @type {Element | null} */
+  let node = el.parentElement ?? /** @type {any} */ (el.getRootNode()).host ?? null;
+  while (node) {
+    const y = getComputedStyle(node).overflowY;
+    if ((y === "auto" || y === "scroll") && node.scrollHeight > node.clientHeight) return node;
+    node = node.parentElement ?? /** @type {any} */ (node.getRootNode()).host ?? null;
+  }
+  return document.scrollingElement ?? document.documentElement;
+}
+
+/**
+ * Keep `el` where it is on screen for `ms`: content above it that grows or shrinks (the hook
+ * readout filling after a click) scrolls its scroller by as much, so the graph stays under
+ * the pointer. A scroll by the user moves `el` and the scroll offset together: left alone.
+ * @param {Element} el @param {number} [ms]
+ */
+export function holdPlace(el, ms = 4000) {
+  const scroller = scrollerOf(el);
+  const at = () => el.getBoundingClientRect().top + scroller.scrollTop; // content position
+  let anchor = at();
+  const until = performance.now() + ms;
+  const frame = () => {
+    const moved = at() - anchor;
+    if (Math.abs(moved) > 1) {
+      scroller.scrollTop += moved;
+      anchor = at(); // where the layout put it now (the scroll keeps it on screen)
+    }
+    if (performance.now() < until && el.isConnected) requestAnimationFrame(frame);
+  };
+  requestAnimationFrame(frame);
+}

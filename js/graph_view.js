@@ -8,6 +8,9 @@ import { nodeAriaLabel, own } from "./resolve.js";
 import { STRIPE_ROOM, fitLabels, indexSvg, setBadge, setParamStripe, setTitle, titleOf } from "./svg_nodes.js";
 import { Tooltip } from "./tooltip.js";
 
+/** ms a folded module's click waits for the second click of a double-click (which unfolds it) */
+const DOUBLE_CLICK_MS = 300;
+
 export { titleOf };
 
 /**
@@ -81,6 +84,7 @@ export class GraphView {
     // a new viewport size (the cell got wider, the chart moved below) fits again, unless the
     // user moved the view; the widget hears whether the whole graph still fits
     this.resizeTimer = 0;
+    this.clickTimer = 0; // a folded module's click, waiting for a double-click
     this.lastSize = "";
     this.baseHeight = ""; // the pane's height trait; a taller graph grows it (autoHeight)
     this.autoHeight = true; // until the user drags the viewport's resize grip
@@ -305,8 +309,19 @@ export class GraphView {
   /** @param {MouseEvent} ev */
   onClick(ev) {
     const id = this.find(ev.target, "node");
-    if (id !== null) this.callbacks.onNodeClick?.(id);
-    else if (this.find(ev.target, "cluster") === null) this.callbacks.onBackgroundClick?.();
+    if (id === null) {
+      if (this.find(ev.target, "cluster") === null) this.callbacks.onBackgroundClick?.();
+      return;
+    }
+    if (!this.infoOf(id)?.expandable) {
+      this.callbacks.onNodeClick?.(id);
+      return;
+    }
+    // a folded module: a double-click unfolds it, so its click waits to see whether one comes
+    // (sent at once, the double-click's two clicks toggled its hook on and off: two re-runs)
+    clearTimeout(this.clickTimer);
+    if (ev.detail > 1) return;
+    this.clickTimer = Number(setTimeout(() => this.callbacks.onNodeClick?.(id), DOUBLE_CLICK_MS));
   }
 
   /** Enter / Space on a focused node = click; Escape clears. @param {KeyboardEvent} ev */
@@ -325,6 +340,7 @@ export class GraphView {
 
   /** @param {MouseEvent} ev */
   onDblClick(ev) {
+    clearTimeout(this.clickTimer);
     const id = this.find(ev.target, "node");
     if (id !== null) {
       this.callbacks.onNodeDblClick?.(id);
@@ -369,6 +385,7 @@ export class GraphView {
     this.panZoom.detach();
     this.resizer?.disconnect();
     clearTimeout(this.resizeTimer);
+    clearTimeout(this.clickTimer);
     const v = this.viewport;
     v.removeEventListener("click", this.onClick);
     v.removeEventListener("keydown", this.onKey);

@@ -17,6 +17,8 @@ import { statusView } from "./resolve.js";
  * @property {(height: string) => void} setHeight
  * @property {(text: string, filename: string, mime: string) => void} download
  * @property {() => number} [cellWidth] width of the widget's whole output (0: unknown)
+ * @property {() => void} [holdPlace] keep the graph where it is on screen for a while (the
+ *   readout above it fills after a click)
  */
 
 export class PaneGlue {
@@ -75,6 +77,7 @@ export class PaneGlue {
       onNodeClick: (id) => {
         // Python owns the selection: the page sends the click and shows `selected` when it comes
         this.clickedId = id;
+        this.parts.holdPlace?.(); // the readout above a stacked graph fills: the node stays put
         this.clearHighlight(); // a new selection ends the bar-click dimming
         this.noteIfBusy();
         this.send({ kind: "node_click", id });

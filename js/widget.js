@@ -1,6 +1,6 @@
 // @ts-check
 /** anywidget front end of GraphPane: glue between the model (traits, messages) and the views. */
-import { buildPane, closestAcross, downloadText } from "./dom.js";
+import { buildPane, closestAcross, downloadText, holdPlace } from "./dom.js";
 import { GraphView } from "./graph_view.js";
 import { importInlineModule } from "./layout_client.js";
 import { renderLegend } from "./legend.js";
@@ -31,6 +31,7 @@ function render({ model, el }) {
     setHeight: (height) => view.setBaseHeight(height),
     download: downloadText,
     cellWidth: () => cell()?.getBoundingClientRect().width ?? 0,
+    holdPlace: () => holdPlace(p.viewport),
   });
   const view = new GraphView(p.viewport, glue.viewCallbacks(),
     { timeoutMs: Number(model.get("layout_timeout") ?? 30) * 1000 });

@@ -571,7 +571,8 @@ class ExplorerWidget(W.VBox):
     def _update_readout(self) -> None:
         target = self.selected if self.controls.kind == "tensor" else self.selected_module
         ex = self.explorer
-        quiet = quiet_reason(ex.hooks, ex.graph, ex.report, target) if target else ""
+        # "" is the root module (a click on an op at the top level): a target like any other
+        quiet = quiet_reason(ex.hooks, ex.graph, ex.report, target) if target is not None else ""
         self.readout.value = readout_html(ex.events, target, ex.hook_mechanisms, quiet)
 
     def _set_depth(self, value: Any) -> None:

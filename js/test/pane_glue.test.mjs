@@ -83,6 +83,18 @@ test("a click sends the node and leaves the selection to Python; Python's select
   assert.deepEqual(view.selected.at(-1), ["n2", true]); // from the chart or Python: centred
 });
 
+test("a click holds the graph in place while the readout above it fills", () => {
+  const model = new FakeModel();
+  const held = [];
+  const glue = new PaneGlue(model, {
+    status: { textContent: "", title: "", dataset: {} }, searchText: () => "", refreshSearch: () => {},
+    showLegend: () => {}, setHeight: () => {}, download: () => {}, holdPlace: () => held.push(1),
+  });
+  glue.attach(new FakeView());
+  glue.viewCallbacks().onNodeClick("n1");
+  assert.equal(held.length, 1);
+});
+
 test("a click while Python runs says it is queued; double-click folds the node's module", () => {
   const { model, status, glue } = setUp({ status_level: "busy", status_text: "Running\u2026" });
   glue.viewCallbacks().onNodeDblClick("m");

@@ -1,0 +1,113 @@
+"""Clicks as a stranger makes them, in real JupyterLab at 1280x800 with the file browser open
+(an outside tester's findings):
+
+* the first click on a node filled the hook readout above the stacked graph, which pushed the
+  graph 108 px down: the pointer was left on empty space. The graph now stays where it was;
+* a double-click on a folded module unfolded it and also toggled its hook on and off again
+  (two re-runs; the readout said the hook was off). Its click now waits for the double-click.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from harness import JupyterLabServer, LabPage, sized_page, wait_until
+
+CELLS = [
+    """import json
+import torch
+from torch import nn
+from gradviz_widgets import GradExplorer
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh())
+        self.head = nn.Linear(8, 3)
+    def forward(self, x):
+        return self.head(self.enc(x))
+
+torch.manual_seed(0)
+ex = GradExplorer(Net(), torch.randn(4, 8), loss_fn=nn.CrossEntropyLoss(),
+                  target=torch.tensor([0, 1, 2, 0]))
+changes = []
+ex.on_change(changes.append)
+w = ex.show(depth=0)
+w"""
+]
+
+
+@pytest.fixture
+def small(
+    lab_server: JupyterLabServer, browser: Any, request: pytest.FixtureRequest
+) -> Iterator[LabPage]:
+    with sized_page(lab_server, browser, (1280, 800), request.node.name) as page:
+        yield page
+
+
+def py(lab: LabPage, expr: str) -> Any:
+    return lab.evaluate_json(f"print(json.dumps({expr}))")
+
+
+def node(lab: LabPage, node_id: str) -> Any:
+    key = py(lab, f"next(k for k, v in w.pane.key_map.items() if v == {node_id!r})")
+    return lab.page.locator(f".gvw-pane g.node[data-key={json.dumps(key)}]")
+
+
+def opened(lab: LabPage, name: str) -> None:
+    lab.notebook(name, CELLS)
+    lab.open_notebook(name)
+    lab.page.evaluate("() => window.jupyterapp.shell.activateById('filebrowser')")
+    lab.run_all()
+    lab.page.wait_for_selector(".gvw-pane g.node", timeout=120_000)
+    wait_until(lambda: py(lab, "w.runs >= 1 and bool(w.pane.nodes)"), 90, "the first view")
+    lab.page.wait_for_timeout(1500)  # the first view settles
+
+
+@pytest.mark.ui
+def test_a_double_click_on_a_folded_module_only_unfolds_it(small: LabPage) -> None:
+    opened(small, "clicks_fold_ui.ipynb")
+    before = py(small, "len(changes)")
+    box = node(small, "module:enc")
+    box.scroll_into_view_if_needed()
+    box.dblclick()
+    wait_until(
+        lambda: py(small, "all(n.id != 'module:enc' for n in w.view.nodes)"), 60, "enc unfolded"
+    )
+    small.page.wait_for_timeout(1500)  # a stray click would have run by now
+    assert py(small, "ex.hooks") == []
+    assert "hooks" not in py(small, f"changes[{before}:]")
+    # a single click on a folded module still hooks it, once the double-click window passed
+    small.execute("w.collapse.add('enc'); w.refresh()")
+    wait_until(lambda: py(small, "any(n.id == 'module:enc' for n in w.view.nodes)"), 60, "folded")
+    small.page.wait_for_timeout(1000)
+    box = node(small, "module:enc")
+    box.click()
+    wait_until(lambda: py(small, "ex.hooks") == [["enc", "backward"]], 60, "the hook on")
+
+
+@pytest.mark.ui
+def test_the_first_click_leaves_the_graph_under_the_pointer(small: LabPage) -> None:
+    opened(small, "clicks_place_ui.ipynb")
+    assert py(small, "w.first_view.shape.stacked"), "1280x800 with the file browser: stacked"
+    head = node(small, next(iter(py(small, "[n.id for n in w.view.nodes if n.module == 'head']"))))
+    head.scroll_into_view_if_needed()
+    small.page.wait_for_timeout(500)
+    box = head.bounding_box()
+    pointer = (box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    viewport = small.page.locator(".gv-explorer .gvw-viewport").first
+    top = viewport.bounding_box()["y"]
+    small.page.mouse.click(*pointer)
+    wait_until(lambda: py(small, "ex.hooks") == [["head", "backward"]], 60, "the hook on")
+    small.page.wait_for_function(
+        "() => !document.querySelector('.gv-explorer .gv-readout-hint')", timeout=30_000
+    )
+    small.page.wait_for_timeout(1500)  # the readout filled and the page settled
+    small.screenshot("clicks_in_place_after_click")
+    assert abs(viewport.bounding_box()["y"] - top) <= 3, (top, viewport.bounding_box())
+    now = head.bounding_box()  # the node may move a little in its new layout (its hook marker)
+    assert now["x"] <= pointer[0] <= now["x"] + now["width"], (pointer, now)
+    assert now["y"] <= pointer[1] <= now["y"] + now["height"], (pointer, now)
