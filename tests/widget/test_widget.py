@@ -381,3 +381,25 @@ def test_the_readout_says_why_a_hooked_frozen_module_saw_nothing():
     text = w.readout.value
     assert "no gradient flowed through it" in text and "frozen" in text, text
     assert "hook off" not in text
+
+
+def test_the_root_modules_readout_says_why_it_is_quiet():
+    """A root-level op (a tanh in the model's own forward) belongs to the root module "": its
+    readout read "(root): no hook events in the newest run ()." with the reason left out."""
+
+    class Root(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(torch.tanh(x * 2.0))
+
+    torch.manual_seed(0)
+    ex = GradExplorer(Root(), torch.randn(3, 4, requires_grad=True))
+    w = ex.show(depth="full")
+    root_op = next(n.id for n in w.view.nodes if n.kind == "op" and n.module == "")
+    w.click_node(root_op)  # hook on the root module
+    w.click_node(root_op)  # and off again
+    assert ex.hooks == []
+    assert "(root)" in w.readout.value and "(its hook is off)" in w.readout.value, w.readout.value
