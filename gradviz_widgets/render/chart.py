@@ -438,6 +438,9 @@ def figure_layout(
     )
     return {
         "barmode": "overlay" if multi else "relative",
+        # the whole row / column of a bar hovers and clicks it: a zero or None bar is a few px
+        # tall under its label, and "closest" picked nothing on the label (no click)
+        "hovermode": "y" if flat else "x",
         "xaxis": norm_axis if flat else name_axis,
         "yaxis": name_axis if flat else norm_axis,
         "margin": {

@@ -129,6 +129,8 @@ def test_threshold_labels_drawn_over_the_bars_on_a_box():
     fig = figure_dict(make_report(SMALL), width=760)
     layout = fig["layout"]
     assert {s["layer"] for s in layout["shapes"]} == {"between"}
+    assert layout["hovermode"] == "x"  # a tiny zero / None bar clicks from its whole column
+    assert figure_dict(make_report(GPT2), width=440)["layout"]["hovermode"] == "y"  # flat
     assert "#fff" in fig["data"][0]["textfont"]["shadow"]
     labels = layout["annotations"]
     assert [a["text"] for a in labels] == ["vanishing < 1e-07", "exploding > 10000"]
