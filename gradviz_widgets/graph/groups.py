@@ -128,7 +128,8 @@ def _group_node(
     gid = group_id(first, last)
     norms = [m.grad_norm for m in members if m.grad_norm is not None]
     span = f" · ‖g‖ per block {format_norm(min(norms))}–{format_norm(max(norms))}" if norms else ""
-    kind = members[0].op
+    period = max(len(members) // max(reps, 1), 1)  # a block of Linear then Tanh: both named
+    kind = ", ".join(dict.fromkeys(m.op for m in members[:period]))
     norm, gmax = inflow(entering.get(gid, []), members)
     param_status, param_text = _group_params(reps, members, lookup)
     return GradNode(

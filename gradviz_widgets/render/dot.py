@@ -233,6 +233,12 @@ def _children(
     return out
 
 
+#: inches (horizontal, vertical) around a folded module's label of three lines: Graphviz
+#: centres it in the whole box3d, whose front face starts its 3D depth (4 pt) lower, so with
+#: the default margin (0.08,0.04) the first line sat on the face's top edge (a ×600 group)
+BOX3D_MARGIN = "0.08,0.1"
+
+
 def _node_line(key: str, n: GradNode, hooked: bool, selected: bool) -> str:
     if n.kind == "ghost":
         attrs = {"shape": "box", **GHOST_STYLE, "penwidth": "2.5" if selected else "1"}
@@ -253,8 +259,11 @@ def _node_line(key: str, n: GradNode, hooked: bool, selected: bool) -> str:
         attrs["peripheries"] = "2"
     if selected:
         attrs["color"] = SELECTED_COLOR
+    lines = label_lines(n)
+    if attrs["shape"] == "box3d" and len(lines) >= 3:
+        attrs["margin"] = BOX3D_MARGIN
     body = ", ".join(f"{k}={_q(v)}" for k, v in attrs.items())
-    return f'{key} [id="{key}", label="{_dot_text(label_lines(n))}", {body}];'
+    return f'{key} [id="{key}", label="{_dot_text(lines)}", {body}];'
 
 
 def label_lines(n: GradNode) -> list[str]:
