@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,6 +78,28 @@ class HistoryViews:
         return export_watch_html(self, path, max_steps=max_steps, title=title)
 
 
+def _check_readable(
+    stores: dict[int, SQLiteStore], folders: dict[int, Path], runs: list[RunInfo]
+) -> None:
+    """A GradExplorerError (the stores closed) when a record holds no tables: its run could
+    not write it (a full disk at its start leaves a 0-byte watch.sqlite)."""
+    for r, store in stores.items():
+        try:
+            store.meta  # noqa: B018 (read to find out)
+        except sqlite3.DatabaseError as e:
+            for s in stores.values():
+                s.close()
+            others = [
+                i.id for i in runs if i.path != folders[r] and i.path not in folders[r].parents
+            ]
+            also = f"; the other runs here: {', '.join(others)} (GradWatch.open(path, run=<id>))"
+            raise GradExplorerError(
+                f"the record at {folders[r]} holds nothing to read ({e}): its run could not "
+                "write it (the folder's disk was full or unwritable when it started; that "
+                f"run's steps were kept in memory only){also if others else ''}"
+            ) from e
+
+
 class RecordedRun(HistoryViews):
     """A run read back from disk: history(), anomalies, show(); explore() needs a model.
 
@@ -97,6 +120,7 @@ class RecordedRun(HistoryViews):
         self.name = run_name(self.run_path)
         self.folders = rank_folders(self.run_path)
         self.stores = {r: SQLiteStore(d, readonly=True) for r, d in self.folders.items()}
+        _check_readable(self.stores, self.folders, runs)
         if list(self.stores) == [0]:  # one folder: the rank it says it is (`path/rank1` opened)
             rank = int(self.stores[0].meta.get("rank", "0"))
             self.folders, self.stores = {rank: self.folders[0]}, {rank: self.stores[0]}

@@ -170,3 +170,24 @@ def test_the_page_and_the_view_name_the_run_not_an_absolute_path(tmp_path: Path)
     view = run.show()
     assert f"exp1/{b.run_id}" in view.status.value and str(tmp_path) not in view.status.value
     run.close()
+
+
+def test_a_record_its_run_could_not_write_is_said_so(tmp_path: Path) -> None:
+    """A full disk at the start leaves a 0-byte watch.sqlite (the run goes on in memory):
+    GradWatch.open raised sqlite3's 'no such table: meta'."""
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):  # two runs in one folder
+        watch = GradWatch(model, optimizer=opt, path=tmp_path)
+        opt.zero_grad()
+        model(torch.randn(4, 2)).sum().backward()
+        opt.step()
+        watch.close()
+    good, broken = GradWatch.open(tmp_path).runs
+    (broken.path / "watch.sqlite").write_bytes(b"")  # as the full disk left it
+    for extra in broken.path.glob("watch.sqlite-*"):
+        extra.unlink()
+    with pytest.raises(GradExplorerError, match="holds nothing to read") as said:
+        GradWatch.open(tmp_path)  # its latest run
+    assert good.id in str(said.value)
+    assert GradWatch.open(tmp_path, run=good.id).history().step.tolist() == [0, 0]
