@@ -306,3 +306,24 @@ export function sparseTops(rows, rowH, height, size) {
   }
   return tops;
 }
+
+/**
+ * Anomalies (in step order) grouped for their labels: one after another less than `minPx` to
+ * the right of the group's first starts no label of its own (labels a few steps apart piled
+ * up over each other, and a long run's were cut at 40).
+ * @template T
+ * @param {T[]} items @param {(item: T) => number} px  each one's x on screen
+ * @param {number} minPx
+ * @returns {T[][]}
+ */
+export function markGroups(items, px, minPx) {
+  /** @type {T[][]} */
+  const groups = [];
+  let start = -Infinity;
+  for (const it of items) {
+    const at = px(it);
+    if (groups.length && at - start < minPx) groups[groups.length - 1].push(it);
+    else { groups.push([it]); start = at; }
+  }
+  return groups;
+}

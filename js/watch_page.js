@@ -6,12 +6,14 @@
  * every norm shown was formatted by Python (here only counts and powers of ten: watch_data.js).
  */
 import {
-  breaks, cellText, cellValue, colorAt, colorStops, count, decade, lineSlots, loadView, plainRuns, rgb, series, skipColumns,
+  breaks, cellText, cellValue, colorAt, colorStops, count, decade, lineSlots, loadView, markGroups, plainRuns, rgb, series, skipColumns,
   skipText, summaryText, ticks, withRow, sparseTops,
 } from "./watch_data.js";
 
 const SVGNS = "http://www.w3.org/2000/svg";
-const MAX_LINES = 6, H = 340;
+const MAX_LINES = 6, H = 340, MAX_TABLE = 500;
+/** px a group of anomalies spans before the next starts a label ("59 anomalies, steps 4759–5919") */
+const LABEL_PX = 190;
 const PALETTE = ["#1f77b4", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"];
 
 /** @param {string} id @returns {any} */
@@ -276,10 +278,26 @@ class WatchPage {
    * @param {(s: number) => number} x @param {(l: number) => number} y @param {[number, [number, number][]][]} all */
   drawMarks(svg, W, m, lo, hi, x, y, all) {
     const { D, V } = this, chosen = new Set(this.selected);
-    const shown = D.anomalies.filter((/** @type {any[]} */ a) => a[2].some((/** @type {number} */ r) => chosen.has(r))).slice(0, 40);
-    shown.forEach((/** @type {[number, string]} */ [step, kind], /** @type {number} */ n) => {  // labels alternate rows so neighbours do not overlap
-      svg.append(el("line", { x1: x(step), x2: x(step), y1: m.t, y2: H - m.b, stroke: D.kinds[kind][0], "stroke-dasharray": "2 3", class: "anomaly" }));
-      svg.append(el("text", { x: x(step) + 3, y: m.t + 12 + 12 * (n % 4), fill: D.kinds[kind][0] }, `${D.kinds[kind][1]} @${step}`));
+    const shown = D.anomalies.filter((/** @type {any[]} */ a) => a[2].some((/** @type {number} */ r) => chosen.has(r)))
+      .sort((/** @type {any[]} */ a, /** @type {any[]} */ b) => a[0] - b[0]);
+    // lines denser than one per 4 px would hide the norms under them: drawn faint
+    const faint = shown.length * 4 > W - m.l - m.r ? { "stroke-opacity": 0.3 } : {};
+    for (const [step, kind] of shown) {
+      svg.append(el("line", { x1: x(step), x2: x(step), y1: m.t, y2: H - m.b, stroke: D.kinds[kind][0], "stroke-dasharray": "2 3", class: "anomaly", ...faint }));
+    }
+    // one label per group of nearby ones ("3 anomalies, steps 40–46"; each in its tooltip),
+    // the groups' labels alternating rows so neighbours do not overlap
+    markGroups(shown, (/** @type {any[]} */ a) => x(a[0]), LABEL_PX).forEach((group, n) => {
+      const [step, kind] = group[0], last = group[group.length - 1][0];
+      const text = group.length === 1 ? `${D.kinds[kind][1]} @${step}` : `${group.length} anomalies, steps ${step}–${last}`;
+      // near the right edge the label ends at it (~6 px a character) instead of running out
+      const end = x(step) + 3 + 6 * text.length > W - m.r;
+      const label = el("text", { x: end ? W - m.r : x(step) + 3, y: m.t + 12 + 12 * (n % 4), fill: D.kinds[kind][0],
+        class: "anomaly-label", ...(end ? { "text-anchor": "end" } : {}) }, text);
+      const listed = group.slice(0, 12).map((/** @type {any[]} */ a) => `step ${a[0]}: ${D.kinds[a[1]][1]}`);
+      if (group.length > 12) listed.push(`and ${group.length - 12} more (the table lists them)`);
+      label.append(el("title", {}, listed.join("\n")));
+      svg.append(label);
     });
     all.forEach(([r]) => {  // each line's bands keep their height while the line is shown
       const yb = H - m.b - 5 - 5 * (this.slots.get(r) ?? 0);
@@ -352,10 +370,16 @@ class WatchPage {
     const body = $("anomalies").tBodies[0];
     $("no-anomalies").hidden = D.anomalies.length > 0;
     $("anomalies").hidden = D.anomalies.length === 0;  // no empty header row
-    for (const [step, kind, rows, detail] of D.anomalies.slice(0, 500)) {
+    for (const [step, kind, rows, detail] of D.anomalies.slice(0, MAX_TABLE)) {
       const tr = body.insertRow();
       const names = rows.slice(0, 20).map((/** @type {number} */ r) => D.names[r]).join(", ") + (rows.length > 20 ? ` and ${rows.length - 20} more` : "");
       for (const t of [String(step), D.kinds[kind][1], names, detail]) tr.insertCell().textContent = t;
+    }
+    if (D.anomalies.length > MAX_TABLE) {  // never a silent cut: the rest are in the record
+      const cell = body.insertRow().insertCell();
+      cell.colSpan = 4;
+      cell.className = "more";
+      cell.textContent = `… and ${D.anomalies.length - MAX_TABLE} more anomalies, not listed here: GradWatch.open(path).anomalies lists them all`;
     }
     if (D.views.length > 1) {
       $("rank-box").hidden = false;

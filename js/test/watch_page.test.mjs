@@ -220,3 +220,11 @@ test("sparse row labels sit at their rows, never overlap, never leave the column
   const end = sparseTops([128, 129], 3, 390, 12);
   assert.ok(end[1] <= 390 - 12 && end[0] <= end[1] - 12, String(end));
 });
+
+test("anomaly labels: one per group of nearby ones, every one kept (a long run's were cut at 40)", async () => {
+  const { markGroups } = await import("../watch_data.js");
+  const items = [[10], [12], [105], [300], [301], [302], [900]];
+  const groups = markGroups(items, (a) => a[0], 90);
+  assert.deepEqual(groups.map((g) => g.map((a) => a[0])), [[10, 12], [105], [300, 301, 302], [900]]);
+  assert.equal(groups.flat().length, items.length);
+});
