@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from harness import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, JupyterLabServer, LabPage
+from harness import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, JupyterLabServer, LabPage, sized_page
 
 
 @pytest.fixture(scope="session")
@@ -52,3 +52,12 @@ def lab(
         if lab_page.blocked:
             print("blocked non-loopback requests:", *lab_page.blocked, sep="\n  ")
         context.close()
+
+
+@pytest.fixture
+def small_lab(
+    lab_server: JupyterLabServer, browser: object, request: pytest.FixtureRequest
+) -> Iterator[LabPage]:
+    """A 1280x800 page on the lab."""
+    with sized_page(lab_server, browser, (1280, 800), request.node.name) as lab:
+        yield lab

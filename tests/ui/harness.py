@@ -322,6 +322,11 @@ class LabPage:
         (ARTIFACTS / f"{name}.log").write_text(text, encoding="utf-8")
 
 
+def py(lab: LabPage, expr: str) -> Any:
+    """Evaluate a Python expression in the notebook's kernel (JSON-encoded round trip)."""
+    return lab.evaluate_json(f"print(json.dumps({expr}))")
+
+
 @contextlib.contextmanager
 def sized_page(
     server: JupyterLabServer, browser: Any, size: tuple[int, int], test: str

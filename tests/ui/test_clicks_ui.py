@@ -10,11 +10,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness import JupyterLabServer, LabPage, sized_page, wait_until
+from harness import LabPage, py, wait_until
 
 CELLS = [
     """import json
@@ -40,18 +39,6 @@ w"""
 ]
 
 
-@pytest.fixture
-def small(
-    lab_server: JupyterLabServer, browser: Any, request: pytest.FixtureRequest
-) -> Iterator[LabPage]:
-    with sized_page(lab_server, browser, (1280, 800), request.node.name) as page:
-        yield page
-
-
-def py(lab: LabPage, expr: str) -> Any:
-    return lab.evaluate_json(f"print(json.dumps({expr}))")
-
-
 def node(lab: LabPage, node_id: str) -> Any:
     key = py(lab, f"next(k for k, v in w.pane.key_map.items() if v == {node_id!r})")
     return lab.page.locator(f".gvw-pane g.node[data-key={json.dumps(key)}]")
@@ -68,45 +55,49 @@ def opened(lab: LabPage, name: str) -> None:
 
 
 @pytest.mark.ui
-def test_a_double_click_on_a_folded_module_only_unfolds_it(small: LabPage) -> None:
-    opened(small, "clicks_fold_ui.ipynb")
-    before = py(small, "len(changes)")
-    box = node(small, "module:enc")
+def test_a_double_click_on_a_folded_module_only_unfolds_it(small_lab: LabPage) -> None:
+    opened(small_lab, "clicks_fold_ui.ipynb")
+    before = py(small_lab, "len(changes)")
+    box = node(small_lab, "module:enc")
     box.scroll_into_view_if_needed()
     box.dblclick()
     wait_until(
-        lambda: py(small, "all(n.id != 'module:enc' for n in w.view.nodes)"), 60, "enc unfolded"
+        lambda: py(small_lab, "all(n.id != 'module:enc' for n in w.view.nodes)"), 60, "enc unfolded"
     )
-    small.page.wait_for_timeout(1500)  # a stray click would have run by now
-    assert py(small, "ex.hooks") == []
-    assert "hooks" not in py(small, f"changes[{before}:]")
+    small_lab.page.wait_for_timeout(1500)  # a stray click would have run by now
+    assert py(small_lab, "ex.hooks") == []
+    assert "hooks" not in py(small_lab, f"changes[{before}:]")
     # a single click on a folded module still hooks it, once the double-click window passed
-    small.execute("w.collapse.add('enc'); w.refresh()")
-    wait_until(lambda: py(small, "any(n.id == 'module:enc' for n in w.view.nodes)"), 60, "folded")
-    small.page.wait_for_timeout(1000)
-    box = node(small, "module:enc")
+    small_lab.execute("w.collapse.add('enc'); w.refresh()")
+    wait_until(
+        lambda: py(small_lab, "any(n.id == 'module:enc' for n in w.view.nodes)"), 60, "folded"
+    )
+    small_lab.page.wait_for_timeout(1000)
+    box = node(small_lab, "module:enc")
     box.click()
-    wait_until(lambda: py(small, "ex.hooks") == [["enc", "backward"]], 60, "the hook on")
+    wait_until(lambda: py(small_lab, "ex.hooks") == [["enc", "backward"]], 60, "the hook on")
 
 
 @pytest.mark.ui
-def test_the_first_click_leaves_the_graph_under_the_pointer(small: LabPage) -> None:
-    opened(small, "clicks_place_ui.ipynb")
-    assert py(small, "w.first_view.shape.stacked"), "1280x800 with the file browser: stacked"
-    head = node(small, next(iter(py(small, "[n.id for n in w.view.nodes if n.module == 'head']"))))
+def test_the_first_click_leaves_the_graph_under_the_pointer(small_lab: LabPage) -> None:
+    opened(small_lab, "clicks_place_ui.ipynb")
+    assert py(small_lab, "w.first_view.shape.stacked"), "1280x800 with the file browser: stacked"
+    head = node(
+        small_lab, next(iter(py(small_lab, "[n.id for n in w.view.nodes if n.module == 'head']")))
+    )
     head.scroll_into_view_if_needed()
-    small.page.wait_for_timeout(500)
+    small_lab.page.wait_for_timeout(500)
     box = head.bounding_box()
     pointer = (box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    viewport = small.page.locator(".gv-explorer .gvw-viewport").first
+    viewport = small_lab.page.locator(".gv-explorer .gvw-viewport").first
     top = viewport.bounding_box()["y"]
-    small.page.mouse.click(*pointer)
-    wait_until(lambda: py(small, "ex.hooks") == [["head", "backward"]], 60, "the hook on")
-    small.page.wait_for_function(
+    small_lab.page.mouse.click(*pointer)
+    wait_until(lambda: py(small_lab, "ex.hooks") == [["head", "backward"]], 60, "the hook on")
+    small_lab.page.wait_for_function(
         "() => !document.querySelector('.gv-explorer .gv-readout-hint')", timeout=30_000
     )
-    small.page.wait_for_timeout(1500)  # the readout filled and the page settled
-    small.screenshot("clicks_in_place_after_click")
+    small_lab.page.wait_for_timeout(1500)  # the readout filled and the page settled
+    small_lab.screenshot("clicks_in_place_after_click")
     assert abs(viewport.bounding_box()["y"] - top) <= 3, (top, viewport.bounding_box())
     now = head.bounding_box()  # the node may move a little in its new layout (its hook marker)
     assert now["x"] <= pointer[0] <= now["x"] + now["width"], (pointer, now)

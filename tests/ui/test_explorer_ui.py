@@ -7,7 +7,7 @@ import shutil
 from typing import Any
 
 import pytest
-from harness import ARTIFACTS, LabPage, is_allowed, wait_until
+from harness import ARTIFACTS, LabPage, is_allowed, py, wait_until
 
 CELLS = [
     """import json
@@ -20,10 +20,6 @@ ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
 w = ex.show()""",
     "w",
 ]
-
-
-def py(lab: LabPage, expr: str) -> Any:
-    return lab.evaluate_json(f"print(json.dumps({expr}))")
 
 
 def wait_py(lab: LabPage, expr: str, what: str, timeout: float = 60) -> Any:

@@ -4,10 +4,8 @@ the change in the open widget: the hook marker on the gate's node comes and goes
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from harness import LabPage, is_allowed, wait_until
+from harness import LabPage, is_allowed, py, wait_until
 
 CELLS = [
     """import json
@@ -23,10 +21,6 @@ w""",
 hooked = ex.run()""",
 ]
 HOOKED = "() => [...document.querySelectorAll('.gvw-pane g.node.hooked')].map(g => g.dataset.key)"
-
-
-def py(lab: LabPage, expr: str) -> Any:
-    return lab.evaluate_json(f"print(json.dumps({expr}))")
 
 
 def gate_key(lab: LabPage) -> str:

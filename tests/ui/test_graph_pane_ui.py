@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness import LabPage, is_allowed, settled, wait_until
+from harness import LabPage, is_allowed, py, settled, wait_until
 
 NOTEBOOK_CELLS = [
     r'''import json
@@ -66,11 +66,6 @@ def node(lab: LabPage, node_id: str) -> Any:
     """Locator of the graph node drawn for ``node_id`` (a hand-written DOT without a key map:
     the DOT node name, kept as ``data-key``, is the id)."""
     return lab.page.locator(f'.gvw-pane g.node[data-key="{node_id}"]').first
-
-
-def py(lab: LabPage, expr: str) -> Any:
-    """Evaluate a Python expression in the notebook's kernel (JSON-encoded round trip)."""
-    return lab.evaluate_json(f"print(json.dumps({expr}))")
 
 
 def wait_py(lab: LabPage, expr: str, what: str, timeout: float = 30) -> Any:

@@ -8,10 +8,9 @@ marker and the status line no longer named the hook, though the readout showed i
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
-from harness import LabPage, is_allowed, wait_until
+from harness import LabPage, is_allowed, py, wait_until
 
 CELLS = [
     """import json
@@ -46,10 +45,6 @@ w"""
 ]
 HOOKED = "() => [...document.querySelectorAll('.gvw-pane g.node.hooked')].map(g => g.dataset.key)"
 STATUS = "() => document.querySelector('.gvw-status')?.innerText ?? ''"
-
-
-def py(lab: LabPage, expr: str) -> Any:
-    return lab.evaluate_json(f"print(json.dumps({expr}))")
 
 
 def key_of(lab: LabPage, node_id: str) -> str:

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from harness import LabPage, wait_until
+from harness import LabPage, py, wait_until
 
 CELLS = [
     r"""import json
@@ -58,10 +58,6 @@ w = ex.show(depth=None)
 MARKUP_OP = next(n.id for n in w.view.nodes if n.module == MARKUP and n.kind == "op")""",
     "w",
 ]
-
-
-def py(lab: LabPage, expr: str) -> Any:
-    return lab.evaluate_json(f"print(json.dumps({expr}))")
 
 
 def wait_py(lab: LabPage, expr: str, what: str, timeout: float = 60) -> Any:

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from harness import ARTIFACTS, JupyterLabServer, LabPage, sized_page
+from harness import ARTIFACTS, LabPage, py
 
 SETUP = """import json
 import torch
@@ -101,19 +99,6 @@ WHEEL_FPS = """async (n) => {
   return {fps, dom: document.getElementsByTagName('*').length,
           heapMB: (performance.memory?.usedJSHeapSize ?? 0) / 1048576};
 }"""
-
-
-@pytest.fixture
-def small_lab(
-    lab_server: JupyterLabServer, browser: Any, request: pytest.FixtureRequest
-) -> Iterator[LabPage]:
-    """A 1280x800 page on the lab."""
-    with sized_page(lab_server, browser, (1280, 800), request.node.name) as lab:
-        yield lab
-
-
-def py(lab: LabPage, expr: str) -> Any:
-    return lab.evaluate_json(f"print(json.dumps({expr}))")
 
 
 def open_and_run(lab: LabPage, name: str, cells: list[str], nodes_timeout: float = 90) -> None:
