@@ -80,7 +80,7 @@ def _module_node(
     side (w.r.t. the module outputs), its status what crossed its boundary (`_status_of`).
     `crossing`: the edges entering it (from the loss side) and leaving it (to its inputs, and
     its parameters' gradients)."""
-    entering, leaving = flows.sums(crossing[0]), flows.sums(crossing[1])
+    entering, leaving = flows.sums(outputs(crossing[0], flows.by_id)), flows.sums(crossing[1])
     mtype = info.type if info else path
     norm, gmax = inflow(entering, inside)
     count = drawn_count(inside)  # what unfolding draws: AccumulateGrad nodes are not drawn
@@ -106,6 +106,27 @@ def _module_node(
         param_text=param_text,
         grad_out=outflow(status, entering, leaving),
     )
+
+
+#: node kinds that stand for a leaf itself (its AccumulateGrad too), not for an op's output
+PARAM_SIDE = frozenset({*LEAF_KINDS, "accumulate"})
+
+
+def outputs(entering: list[GradEdge], by_id: Mapping[str, GradNode]) -> list[GradEdge]:
+    """What a folded module passed out from its outputs: its entering edges less those from
+    a parameter inside it used outside too (a tied embedding's weight in the LM head: that is
+    the weight's gradient, not its output's; the box printed 1.84 for GPT-2's wte, whose
+    output got 1.05). A group of parameters only (a module called several times) keeps them.
+
+    Example:
+        >>> w = GradNode("param:w", "w", "param", "emb", "w")
+        >>> out = GradNode("emb/Embedding#0", "Embedding", "op", "emb", "Embedding")
+        >>> edges = [GradEdge(out.id, "h", 1.0), GradEdge(w.id, "head", 1.5)]
+        >>> [e.src for e in outputs(edges, {w.id: w, out.id: out})]
+        ['emb/Embedding#0']
+    """
+    ops = [e for e in entering if by_id[e.src].kind not in PARAM_SIDE]
+    return ops or entering
 
 
 def outflow(status: str, entering: list[GradEdge], leaving: list[GradEdge]) -> float | None:

@@ -57,9 +57,16 @@ def own_loss_note(how: str, outputs: list[str]) -> tuple[str, ...]:
         return ()
     others = [n for n in outputs if n != "output.loss"]
     more = "…" if len(others) > 3 else ""
-    left_out = f"; {', '.join(others[:3])}{more} not added to it" if others else ""
+    # the model may have folded some of them into its loss itself (an MoE model's aux_loss):
+    # only what this run did is said
+    left_out = (
+        f"; this run adds nothing to it ({', '.join(others[:3])}{more} as returned: the model's "
+        "own loss may already hold some, as an MoE model's holds its aux_loss)"
+        if others
+        else ""
+    )
     return (
         f"no loss_fn given: the loss is {how.replace(', ' + OWN_LOSS, '')}, the loss the model "
-        f"returned (e.g. computed from labels=)"
+        f"returned (e.g. computed from labels=), as the model computed it"
         f"{left_out}; pass loss_fn=... to differentiate another loss",
     )
