@@ -101,17 +101,26 @@ export function scrollerOf(el) {
  * @param {Element} el @param {number} [ms]
  */
 export function holdPlace(el, ms = 4000) {
+  const held = HOLDING.get(el);
+  if (held) { // one loop per element: two would each scroll by the same shift
+    held.until = performance.now() + ms;
+    return;
+  }
   const scroller = scrollerOf(el);
   const at = () => el.getBoundingClientRect().top + scroller.scrollTop; // content position
-  let anchor = at();
-  const until = performance.now() + ms;
+  const state = { until: performance.now() + ms, anchor: at() };
+  HOLDING.set(el, state);
   const frame = () => {
-    const moved = at() - anchor;
+    const moved = at() - state.anchor;
     if (Math.abs(moved) > 1) {
       scroller.scrollTop += moved;
-      anchor = at(); // where the layout put it now (the scroll keeps it on screen)
+      state.anchor = at(); // where the layout put it now (the scroll keeps it on screen)
     }
-    if (performance.now() < until && el.isConnected) requestAnimationFrame(frame);
+    if (performance.now() < state.until && el.isConnected) requestAnimationFrame(frame);
+    else HOLDING.delete(el);
   };
   requestAnimationFrame(frame);
 }
+
+/** @type {WeakMap<Element, {until: number, anchor: number}>} the elements held in place now */
+const HOLDING = new WeakMap();
