@@ -183,11 +183,21 @@ def test_a_record_its_run_could_not_write_is_said_so(tmp_path: Path) -> None:
         model(torch.randn(4, 2)).sum().backward()
         opt.step()
         watch.close()
-    good, broken = GradWatch.open(tmp_path).runs
+    opened = GradWatch.open(tmp_path)  # its latest run: the one broken below
+    (broken,) = [r for r in opened.runs if r.id == opened.run_id]
+    (good,) = [r for r in opened.runs if r.id != opened.run_id]
+    opened.close()
     (broken.path / "watch.sqlite").write_bytes(b"")  # as the full disk left it
     for extra in broken.path.glob("watch.sqlite-*"):
         extra.unlink()
     with pytest.raises(GradExplorerError, match="holds nothing to read") as said:
-        GradWatch.open(tmp_path)  # its latest run
-    assert good.id in str(said.value)
+        GradWatch.open(tmp_path, run=broken.id)
+    assert good.id in str(said.value)  # the folder's other runs are named
+    # the folder itself opens its latest run that says when it started: the good one
+    assert GradWatch.open(tmp_path).run_id == good.id
     assert GradWatch.open(tmp_path, run=good.id).history().step.tolist() == [0, 0]
+    # a folder holding only the broken run says so too
+    alone = tmp_path / "alone"
+    shutil.copytree(broken.path, alone / broken.id)
+    with pytest.raises(GradExplorerError, match="holds nothing to read"):
+        GradWatch.open(alone)
