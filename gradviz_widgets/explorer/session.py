@@ -86,6 +86,9 @@ class GradExplorer:
         self.target = target
         self.device = None if device is None else str(resolve_device(device, model))
         self.seed = check_seed(seed)
+        #: what compare lines call this explorer's runs ("spike step 412": a replayed step);
+        #: None: its device and loss only
+        self.label: str | None = None
         self.thresholds = check_thresholds(thresholds)
         self.track_flow = check_flag("track_flow", track_flow)
         self.autocast = check_autocast(autocast)

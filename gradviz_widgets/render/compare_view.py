@@ -102,14 +102,27 @@ def status_changes(report_a: Any, report_b: Any) -> list[tuple[str, str, str]]:
     return [(r["param"], r["status_a"], r["status_b"]) for r in rows if r["status_changed"]]
 
 
-def run_label(report: Any) -> str:
-    """A run in a few words: device, loss, when it ran (plain text)."""
-    return f"{report.device} · loss {format_norm(report.loss)}"
+def run_label(report: Any, name: str | None = None) -> str:
+    """A run in a few words: its explorer's `name` when it has one (a replayed step), device,
+    loss (plain text).
+
+    Example:
+        >>> from types import SimpleNamespace as R
+        >>> run_label(R(device="cpu", loss=2.5), "spike step 412")
+        'spike step 412 · cpu · loss 2.5'
+    """
+    head = f"{name} · " if name else ""
+    return f"{head}{report.device} · loss {format_norm(report.loss)}"
 
 
-def compare_html(report_a: Any, report_b: Any, limit: int = 12) -> str:
-    """The compare line under the toolbar: A and B in words, the statuses that changed (each
-    with its badge). User text is escaped.
+def compare_html(
+    report_a: Any,
+    report_b: Any,
+    limit: int = 12,
+    names: tuple[str | None, str | None] = (None, None),
+) -> str:
+    """The compare line under the toolbar: A and B in words (`names`: their explorers' labels),
+    the statuses that changed (each with its badge). User text is escaped.
 
     Example:
         >>> "<b>" in compare_html(report, report)   # doctest: +SKIP
@@ -117,8 +130,8 @@ def compare_html(report_a: Any, report_b: Any, limit: int = 12) -> str:
     """
     changes = status_changes(report_a, report_b)
     head = (
-        f"<b>compare</b> A = {html_text(run_label(report_a))} · "
-        f"B = {html_text(run_label(report_b))} · bars: A then B, ◆ ratio B/A; "
+        f"<b>compare</b> A = {html_text(run_label(report_a, names[0]))} · "
+        f"B = {html_text(run_label(report_b, names[1]))} · bars: A then B, ◆ ratio B/A; "
         "edges coloured by B/A"
     )
     if not changes:

@@ -317,6 +317,7 @@ def replay(
                 stacklevel=user_stacklevel(),
             )
     ex = GradExplorer(twin, sample, **options)
+    ex.label = f"step {record.step}"  # compared with another replay: which step is which
     if finding is not None:
         ex.carry_finding(finding)
     if record.calls is not None and record.calls != 1:

@@ -570,4 +570,5 @@ def open_spike(
     calm = calm_step(book, spike, step)
     a = replay(book[calm], model, loss_fn, recorder, from_disk=from_disk, **dict(options))
     b = replay(book[step], model, loss_fn, recorder, from_disk=from_disk, **options)
+    a.label, b.label = f"calm step {calm}", f"spike step {step}"  # A and B were both "cpu"
     return b.compare(a)

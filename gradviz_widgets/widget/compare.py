@@ -36,6 +36,8 @@ class CompareView:
 
     def __init__(self) -> None:
         self.baseline: tuple[GradReport, GradGraph | None] | None = None
+        #: the labels of A's and B's explorers (`GradExplorer.label`), when they have one
+        self.names: tuple[str | None, str | None] = (None, None)
         self.recent: list[tuple[GradReport, GradGraph]] = []  # runs shown, newest last
         self.notes = W.HTML(layout=W.Layout(display="none"))
 
@@ -94,7 +96,7 @@ class CompareView:
         """The line under the toolbar for `report`: compare summary and per-rank gaps."""
         parts = []
         if self.baseline is not None:
-            parts.append(compare_html(self.baseline[0], report))
+            parts.append(compare_html(self.baseline[0], report, names=self.names))
             if self.baseline[1] is None:
                 parts.append(html_text("(baseline has no graph: edges keep status colours)"))
         ranks = ranks_html(report)

@@ -440,6 +440,8 @@ class ExplorerWidget(W.VBox):
         before = cv.baseline
         try:
             cv.baseline = cv.resolve(baseline, ex.report, ex.graph) if on else None
+            mine = getattr(ex, "label", None)
+            cv.names = (mine if baseline is None else getattr(baseline, "label", None), mine)
             self.controls.set_quietly(self.controls.compare_button, on)
             self.refresh()
         except Exception:

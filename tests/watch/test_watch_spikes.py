@@ -5,6 +5,7 @@ same back from disk."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,10 @@ def test_spike_explore_opens_its_first_step_and_compare_a_calm_one(planted_layer
     assert ex.report.param_norms[name] == pytest.approx(want[name], rel=1e-4)
     widget = spike.compare(loss_fn=lambda out: out.loss)
     assert type(widget).__name__ == "ExplorerWidget"
+    # A and B say which step each is (both read "cpu · loss ..." before)
+    line = widget.notes.value
+    assert re.search(r"A = calm step \d+ · cpu · loss ", line), line
+    assert f"B = spike step {PLANT} · cpu · loss " in line, line
 
 
 def test_recorded_run_reads_the_same_spikes(planted_layer: Any) -> None:
