@@ -78,16 +78,19 @@ class ChartView:
         if shown == self._shown:
             return
         chart = self.figure
-        with chart.batch_update():
-            if [t.type for t in chart.data] != [t["type"] for t in fig["data"]]:
-                chart.data = ()
-                for trace in fig["data"]:
-                    chart.add_trace(trace)
-            else:
+        if [t.type for t in chart.data] != [t["type"] for t in fig["data"]]:
+            # new traces, and the whole layout with them: plotly sends only what differs from
+            # its own copy, and a front end that drew an older state (marimo shows the widget
+            # from its first figure) kept the old axes (compare's names lay flat, overprinted)
+            chart.data = ()
+            chart.add_traces(fig["data"])  # one message
+            chart.layout = {**fig["layout"], "width": shown[2], "autosize": False}
+        else:
+            with chart.batch_update():
                 for trace, new in zip(chart.data, fig["data"]):
                     trace.update(new, overwrite=True)
-            chart.layout.update(fig["layout"], overwrite=True)
-            chart.layout.update(width=shown[2], autosize=False)
+                chart.layout.update(fig["layout"], overwrite=True)
+                chart.layout.update(width=shown[2], autosize=False)
         self.mode = mode
         self._shown = shown
         self._listen()

@@ -246,6 +246,25 @@ def test_marimo_whole_explorer(marimo_server: MarimoServer, mpage: Page) -> None
         page.get_by_role("button", name="CSV", exact=True).click()
     assert download.value.suggested_filename == "grad_norms.csv"
 
+    # compare mode: A and B bars for every parameter, names apart (in marimo they lay flat on
+    # top of each other in a 440 px chart: the front end kept the axes and width of an older
+    # figure; the chart now takes the whole width under the graph, as arranged)
+    page.get_by_role("button", name="per parameter").click()
+    wait_until(lambda: page.locator(".js-plotly-plot .bars .point").count() == 8, 90, "8 bars")
+    page.get_by_role("button", name="Compare").click()
+    run.click()
+    wait_until(
+        lambda: page.locator(".js-plotly-plot .bars .point").count() == 16, 90, "A and B bars"
+    )
+    page.wait_for_timeout(1500)
+    ticks = page.locator(".js-plotly-plot .xtick text").evaluate_all(
+        "ts => ts.map(t => { const b = t.getBoundingClientRect(); return [b.left, b.right]; })"
+    )
+    page.screenshot(path=str(ARTIFACTS / "marimo_compare.png"))
+    assert len(ticks) == 8, ticks
+    ticks.sort()
+    assert all(a[1] <= b[0] + 1 for a, b in zip(ticks, ticks[1:])), ticks
+
     if mpage.blocked:
         print("aborted non-loopback requests:", *mpage.blocked, sep="\n  ")
     assert not mpage.errors, mpage.errors
