@@ -63,7 +63,12 @@ class HistoryViews:
 
     def show(self, **options: Any) -> Any:
         """The widget: heat map of parameters x steps and a line chart (a live watch's view
-        follows the run while it trains, at most ~4 updates a second)."""
+        follows the run while it trains, at most ~4 updates a second). In marimo, which draws
+        no ipywidgets: the record as it stands, as the offline page (`export_html`)."""
+        from ..widget.marimo_mirror import in_marimo
+
+        if in_marimo():
+            return marimo_snapshot(self)
         from .widget import WatchWidget
 
         return WatchWidget(self, **options)
@@ -98,6 +103,28 @@ def _check_readable(
                 "write it (the folder's disk was full or unwritable when it started; that "
                 f"run's steps were kept in memory only){also if others else ''}"
             ) from e
+
+
+def marimo_snapshot(run: Any) -> Any:
+    """marimo's view of a watch: a line saying what it is, and the offline page of the record
+    as it stands (the cell showed `<WatchWidget object at 0x...>`: marimo draws no ipywidgets,
+    and the live view is one)."""
+    import html
+
+    import marimo as mo  # only ever called inside marimo
+
+    from .page import watch_page_html
+
+    note = mo.md(
+        "**GradWatch** in marimo: the record as it stands (run this cell again for the newest "
+        "steps); the live view is drawn in Jupyter. `watch.export_html(path)` saves this page."
+    )
+    page = watch_page_html(run)
+    frame = mo.Html(
+        f'<iframe srcdoc="{html.escape(page, quote=True)}" '
+        'style="width:100%;height:900px;border:1px solid #ddd"></iframe>'
+    )
+    return mo.vstack([note, frame])
 
 
 class RecordedRun(HistoryViews):

@@ -166,3 +166,29 @@ def test_compare_is_drawn_whole_in_marimo_too(dead_explorer, monkeypatch):
     w = dead_explorer.compare()  # pins the current run as A
     assert isinstance(w, ExplorerWidget) and w.baseline is not None
     assert hasattr(w, "marimo") and "_display_" in vars(w)
+
+
+def test_a_watch_in_marimo_shows_its_record_not_an_object_repr(monkeypatch):
+    """marimo draws no ipywidgets: `watch.show()` printed `<WatchWidget object at 0x...>`. It
+    shows a line saying what it is and the offline page of the record, names escaped."""
+    pytest.importorskip("marimo")
+    import html
+
+    import torch
+    from torch import nn
+
+    from gradviz_widgets import GradWatch
+
+    model = nn.ModuleDict({"<b>x</b>": nn.Linear(2, 1)})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watch = GradWatch(model, optimizer=opt)
+    for _ in range(3):
+        opt.zero_grad()
+        model["<b>x</b>"](torch.randn(4, 2)).sum().backward()
+        opt.step()
+    monkeypatch.setattr(widget_marimo, "in_marimo", lambda: True)
+    text = watch.show().text
+    watch.close()
+    assert "GradWatch</strong> in marimo" in text and "<iframe srcdoc=" in text
+    page = html.unescape(text.split('srcdoc="', 1)[1].split('" style=', 1)[0])
+    assert page.lower().startswith("<!doctype html>") and "<b>x</b>" not in page
