@@ -118,7 +118,13 @@ def heatmap_figure(
         **_anomaly_marks(anomalies or [], _axis_span(overview)),
     }
     rows = {params[i].name: r for r, i in enumerate(order)}
-    layout["shapes"] = layout["shapes"] + _spike_leads(spikes or [], rows, overview.width)
+    leads = _spike_leads(spikes or [], rows, overview.width)
+    layout["shapes"] = layout["shapes"] + leads
+    if leads:  # say what they are: a reader took them for an anomaly's parameters
+        layout["title"]["text"] += (
+            "<br><sub>red outlines: each spike's first movers (up to 3 rows)</sub>"
+        )
+        layout["margin"]["t"] = 56
     return {"data": data, "layout": layout}
 
 

@@ -247,6 +247,10 @@ def test_spikes_are_marked_in_the_page_data_and_the_live_heat_map(tmp_path: Path
     figure = heatmap_figure(run.overview(), run.params, run.thresholds, [], run.spikes)
     rects = [s for s in figure["layout"]["shapes"] if s.get("name") == "spike lead"]
     assert rects and rects[0]["x0"] <= spike.step <= rects[0]["x1"]
+    # the title says what the outlines are (a reader took them for an anomaly's parameters)
+    assert "red outlines: each spike's first movers" in figure["layout"]["title"]["text"]
+    calm = heatmap_figure(run.overview(), run.params, run.thresholds, [], [])
+    assert "red outlines" not in calm["layout"]["title"]["text"]
 
 
 def test_default_lines_start_from_the_nan_the_anomaly_blames(tmp_path: Path) -> None:
