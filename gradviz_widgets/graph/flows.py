@@ -12,7 +12,6 @@ import collections
 from collections.abc import Iterable, Mapping
 
 from ..vocabulary import combine_norms
-from ..vocabulary import worst as _worst
 from .nodes import GradEdge, GradNode
 
 
@@ -22,22 +21,13 @@ class Flows:
     Example:
         >>> h = GradNode("h", "Tanh", "op", "", "Tanh", grad_norm=0.003, status="healthy")
         >>> pieces = (GradEdge("h", "a", 9.8, None, "healthy"), GradEdge("h", "b", 9.8, None, "healthy"))
-        >>> Flows({"h": h}, pieces).together(list(pieces))
-        (0.003, None)
+        >>> [(e.src, e.grad_norm) for e in Flows({"h": h}, pieces).sums(list(pieces))]
+        [('h', 0.003)]
     """
 
     def __init__(self, by_id: Mapping[str, GradNode], edges: Iterable[GradEdge]) -> None:
         self.by_id = by_id
         self.consumers = collections.Counter(e.src for e in edges)
-
-    def together(self, edges: list[GradEdge]) -> tuple[float | None, float | None]:
-        """(norm, max |g|) of what flowed along `edges` together (`combine_flow` of their
-        producers' sums)."""
-        return combine_flow(self.sums(edges))
-
-    def status(self, edges: list[GradEdge]) -> str:
-        """The worst status among what flowed along `edges`, each producer's sum once."""
-        return _worst(e.status for e in self.sums(edges))
 
     def sums(self, edges: list[GradEdge]) -> list[GradEdge]:
         """`edges`, with the pieces of each producer that fed only consumers among them
