@@ -3,31 +3,56 @@
 An edge carries the gradient one consumer passed back to one producer. A producer whose
 output fed several consumers got the sum of their pieces, whose norm is not their norms added
 in quadrature (two pieces of opposite sign cancel): where a set of edges holds every consumer
-edge of a producer, the producer's own norm (measured on the sum) stands for them.
+edge of a producer, the producer's own norm (measured on the sum) stands for them; where it
+holds the edges of the consumers inside one module call, the run measured their sum too
+(`PartialFlow`, trace/partials.py).
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 from collections.abc import Iterable, Mapping
 
 from ..vocabulary import combine_norms
 from .nodes import GradEdge, GradNode
 
 
+@dataclasses.dataclass(frozen=True)
+class PartialFlow:
+    """The norm of what the consumers `dsts` (sorted, with repeats) of `src` sent it together:
+    the consumers inside one module call of a producer read outside it too."""
+
+    src: str
+    dsts: tuple[str, ...]
+    grad_norm: float | None
+    status: str
+
+
 class Flows:
-    """The edges of one graph (`by_id`: its nodes) by producer, to take sets of them together.
+    """The edges of one graph (`by_id`: its nodes) by producer, to take sets of them together
+    (`partials`: the sums the run measured for the consumers inside one module call).
 
     Example:
         >>> h = GradNode("h", "Tanh", "op", "", "Tanh", grad_norm=0.003, status="healthy")
         >>> pieces = (GradEdge("h", "a", 9.8, None, "healthy"), GradEdge("h", "b", 9.8, None, "healthy"))
         >>> [(e.src, e.grad_norm) for e in Flows({"h": h}, pieces).sums(list(pieces))]
         [('h', 0.003)]
+        >>> more = (*pieces, GradEdge("h", "c", 1.0, None, "healthy"))
+        >>> inside = PartialFlow("h", ("a", "b"), 0.002, "healthy")
+        >>> [(e.src, e.grad_norm) for e in Flows({"h": h}, more, (inside,)).sums(list(pieces))]
+        [('h', 0.002)]
     """
 
-    def __init__(self, by_id: Mapping[str, GradNode], edges: Iterable[GradEdge]) -> None:
+    def __init__(
+        self,
+        by_id: Mapping[str, GradNode],
+        edges: Iterable[GradEdge],
+        partials: Iterable[PartialFlow] = (),
+    ) -> None:
         self.by_id = by_id
         self.consumers = collections.Counter(e.src for e in edges)
+        self.partials = {(p.src, p.dsts): p for p in partials}
 
     def sums(self, edges: list[GradEdge]) -> list[GradEdge]:
         """`edges`, with the pieces of each producer that fed only consumers among them
@@ -41,8 +66,12 @@ class Flows:
         for src, pieces in by_src.items():
             node = self.by_id.get(src)
             whole = len(pieces) > 1 and self.consumers[src] == len(pieces)
+            part = self.partials.get((src, tuple(sorted(e.dst for e in pieces))))
             if whole and node is not None and node.grad_norm is not None:
                 out.append(GradEdge(src, pieces[0].dst, node.grad_norm, node.grad_max, node.status))
+            elif len(pieces) > 1 and part is not None:
+                top = 0.0 if part.grad_norm == 0.0 else None  # exact sums of squares: 0 iff all are
+                out.append(GradEdge(src, pieces[0].dst, part.grad_norm, top, part.status))
             else:
                 out.extend(pieces)
         return out
@@ -62,4 +91,4 @@ def combine_flow(edges: Iterable[GradEdge]) -> tuple[float | None, float | None]
     return norm, (0.0 if norm == 0.0 else None)
 
 
-__all__ = ["Flows", "combine_flow"]
+__all__ = ["Flows", "PartialFlow", "combine_flow"]

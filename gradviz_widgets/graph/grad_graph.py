@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from ..errors import GradExplorerError
 from ..ids import similar_ids
+from .flows import PartialFlow
 from .nodes import GradEdge, GradNode, ModuleScope, drawn_count
 from .scopes import align_param_scopes
 
@@ -36,6 +37,8 @@ class GradGraph:
     edges: tuple[GradEdge, ...]
     modules: Mapping[str, ModuleScope]
     collapsed: frozenset[str] = frozenset()
+    #: sums of what one module call's consumers sent a producer read outside it too
+    partials: tuple[PartialFlow, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "modules", MappingProxyType(dict(self.modules)))

@@ -77,13 +77,13 @@ def group_runs(
             i = end if reps >= min_run else i + 1
     if not runs:
         return view
-    flows = Flows(view.by_id, view.edges)
+    flows = Flows(view.by_id, view.edges, view.partials)
     entering = {g: flows.sums(e) for g, e in _entering(view.edges, rep).items()}
     lookup = (source or view).by_id
     new = tuple(_group_node(reps, members, entering, lookup) for reps, members in runs)
     nodes = tuple(n for n in view.nodes if rep[n.id] == n.id) + new
     edges = merge_edges(view.edges, rep, flows)
-    return GradGraph(nodes, tuple(edges), view.modules, view.collapsed)
+    return GradGraph(nodes, tuple(edges), view.modules, view.collapsed, view.partials)
 
 
 def _entering(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> dict[str, list[GradEdge]]:

@@ -45,7 +45,7 @@ def fold(
     for nid, gid in rep.items():
         if gid != nid:
             members[gid].append(nid)
-    flows = Flows(self.by_id, self.edges)
+    flows = Flows(self.by_id, self.edges, self.partials)
     edges = merge_edges(self.edges, rep, flows)
     new_nodes = [n for n in self.nodes if rep[n.id] == n.id]
     entering, leaving = _boundary_flow(self.edges, rep, self.by_id, groups)
@@ -63,7 +63,7 @@ def fold(
                 flows,
             )
         )
-    return GradGraph(tuple(new_nodes), tuple(edges), self.modules, collapse)
+    return GradGraph(tuple(new_nodes), tuple(edges), self.modules, collapse, self.partials)
 
 
 def _module_node(

@@ -10,6 +10,7 @@ import json
 import math
 from typing import Any
 
+from ..graph.flows import PartialFlow
 from ..graph.grad_graph import GradGraph
 from ..graph.nodes import GradEdge, GradNode, ModuleScope
 from ..vocabulary import Thresholds
@@ -81,6 +82,7 @@ def report_json(report: GradReport, graph: GradGraph | None = None) -> str:
                 for e in graph.edges
             ],
             "modules": {p: dataclasses.asdict(m) for p, m in graph.modules.items()},
+            "partials": [dataclasses.asdict(p) for p in graph.partials],
         }
     return json.dumps(_clean(doc), indent=1)
 
@@ -133,7 +135,8 @@ def load_json(text: str) -> tuple[GradReport, GradGraph | None]:
         p: ModuleScope(**{**m, "children": tuple(m["children"]), "params": tuple(m["params"])})
         for p, m in g.get("modules", {}).items()
     }
-    return report, GradGraph(nodes, edges, modules)
+    partials = tuple(PartialFlow(**{**p, "dsts": tuple(p["dsts"])}) for p in g.get("partials", ()))
+    return report, GradGraph(nodes, edges, modules, partials=partials)
 
 
 def _node(n: dict[str, Any]) -> GradNode:

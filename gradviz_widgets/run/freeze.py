@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from torch import nn
 
 from .. import ids
+from ..graph.flows import PartialFlow
 from ..graph.grad_graph import GradGraph
 from ..graph.nodes import GradEdge, GradNode, ModuleScope, maker
 from ..report import diagnose
@@ -44,7 +45,21 @@ def freeze_graph(state: RunState) -> GradGraph:
         for n, norm, gmax, status in zip(raws, norms, maxes, statuses, strict=True)
     )
     tree = _module_tree(state.index, state.tracker.calls)
-    return GradGraph(nodes, _edges(state, raw, thresholds), tree)
+    edges = _edges(state, raw, thresholds)
+    return GradGraph(nodes, edges, tree, partials=_partials(state, thresholds))
+
+
+def _partials(state: RunState, thresholds: Thresholds) -> tuple[PartialFlow, ...]:
+    """The partial sums the run measured (trace/partials.py), with their statuses."""
+    if not state.partials:
+        return ()
+    found = state.partials.norms(state.values)
+    norms = [norm for _, norm in found]
+    statuses = classify_lists(norms, [flow_max(n) for n in norms], thresholds)
+    return tuple(
+        PartialFlow(part.src, part.dsts, norm, status)
+        for (part, norm), status in zip(found, statuses, strict=True)
+    )
 
 
 def _node_pairs(

@@ -124,7 +124,7 @@ def trace(state: RunState) -> None:
             hooked=frozenset(hooked),
             lookups=lookups,
         )
-        timed("flow_hooks", instrument, state.raw, state.batch, known)
+        state.partials = timed("flow_hooks", instrument, state.raw, state.batch, known)
     elif lookups:
         note_lookups(state.batch, lookups)
     if whole:  # after `instrument`, which reads the leaves' own hooks
@@ -172,6 +172,8 @@ def read_back(state: RunState) -> None:
     leaf_ids = list(grads)
     del rest, grads, g  # measured (queued): not kept through the sync
     state.grads = {}
+    if state.partials:
+        state.partials.finish()
     state.values = values = batch.resolve()
     if state.hooks:
         state.hooks.finish(values)

@@ -16,6 +16,7 @@ from ..hooks.modifiers import Modifier
 from ..report.grad_report import GradReport
 from ..stats.norms import NormBatch
 from ..trace.attribution import ScopeTracker
+from ..trace.partials import PartialSums
 from ..trace.walk import RawGraph
 from .inputs import CallArgs
 from .model_state import ModelIndex, StandIns
@@ -94,6 +95,8 @@ class RunState:
     raw: RawGraph | None = None
     #: leaf id -> (pair slot, count slot) of gradients measured on arrival (trace/arrivals.py)
     arrived: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    #: what one module call's consumers sent a producer read elsewhere too (trace/partials.py)
+    partials: PartialSums | None = None
     # backward
     grads: dict[str, torch.Tensor | None] = dataclasses.field(default_factory=dict)
     loss_slot: int = 0

@@ -26,6 +26,7 @@ from ..ids import (
     path_prefixes,
 )
 from ..stats.norms import NormBatch
+from .partials import PartialSums, Piece
 
 #: key in `grad_fn.metadata` marking autograd nodes our hooks add (set by hooks/run.py)
 HOOK_NODE_MARK = "gradviz_widgets"
@@ -72,6 +73,7 @@ class RawEdge:
     #: (hook node, its input) of each hook node the gradient passed through, consumer side first
     via: tuple[tuple[Any, int], ...] = ()
     leaf: str | None = None  # the leaf whose whole gradient this edge carried (not measured twice)
+    out_nr: int = 0  # which output of the producer it feeds
 
 
 @dataclasses.dataclass
@@ -238,14 +240,16 @@ def _edges(
             if nxt is None:
                 continue
             if nxt not in transparent:
-                edges.append(RawEdge(by_fn[nxt].id, node.id, index=index))
+                edges.append(RawEdge(by_fn[nxt].id, node.id, index=index, out_nr=out_nr))
                 continue
             via = []
             while nxt in transparent:  # identity: its output k comes from its input k
                 via.append((nxt, out_nr))
                 nxt, out_nr = nexts[nxt][out_nr]
             if nxt is not None:
-                edges.append(RawEdge(by_fn[nxt].id, node.id, index=index, via=tuple(via)))
+                edges.append(
+                    RawEdge(by_fn[nxt].id, node.id, index=index, via=tuple(via), out_nr=out_nr)
+                )
     return edges
 
 
@@ -272,7 +276,7 @@ class FlowFacts:
     lookups: Mapping[Any, torch.Tensor] = dataclasses.field(default_factory=dict)
 
 
-def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None) -> None:
+def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None) -> PartialSums:
     """Hook every op node so the norms of its incoming and outgoing gradients are measured (no
     host sync; max |g| is not read along edges: the norm is what the graph shows).
 
@@ -287,7 +291,8 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
     arrival at the leaf (trace/arrivals.py) or the read-back to find by identity: on that
     edge, or on its way into a view of the leaf (a Linear weight's `t()`). An embedding's
     weight gradient is read from the rows its lookup took (`facts.lookups`).
-    The hooks live on the autograd nodes of this run only; they vanish with the graph.
+    The pieces one module call's consumers send a producer read elsewhere too are added up as
+    they arrive (the `PartialSums` returned). The hooks vanish with this run's graph.
     """
     facts = facts or FlowFacts()
     modified, leaves_whole, hooked = facts.modified, facts.leaves_whole, facts.hooked
@@ -298,6 +303,7 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
     viewed = set(whole.values())  # their leaves' gradients are measured on the way in
     order = itertools.count()
     through: dict[Any, list[tuple[RawEdge, int]]] = {}
+    planned: list[tuple[RawNode, list[RawEdge], list[RawEdge]]] = []
     for node in graph.nodes.values():
         if node.kind != "op":
             continue
@@ -311,19 +317,45 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
                 through.setdefault(at[0], []).append((e, at[1]))
             else:
                 direct.append(e)
+        if whole:
+            wholes += [e for e in direct if id(e) in whole]
+        planned.append((node, direct, wholes))
+    partials = _plan_partials(graph, leaving, planned, batch)
+    for node, direct, wholes in planned:
         out = leaving.get(node.id, [])
         alone = len(out) == 1 and out[0].dst != OUTPUT
         same = out[0] if alone and node.id not in modified and node.id not in hooked else None
-        if whole:
-            wholes += [e for e in direct if id(e) in whole]
         rows = facts.lookups.get(node.fn) if node.op == EMBEDDING_BACKWARD else None
         # a hooked view of a leaf (`w = weight.t(); w.register_hook(...)`): what enters it is
         # the leaf's gradient to be, measured in full here for its arrival to find
         whole_in = node.id in viewed and node.id in hooked
-        hook = _flow_hook(node, direct, batch, order, same, rows, wholes, whole_in)
-        node.fn.register_hook(hook)
+        pieces = [(k, id(e)) for k, e in enumerate(direct) if partials.wants(id(e))]
+        flows = _Flows(direct, same, rows, wholes, whole_in, pieces)
+        node.fn.register_hook(_flow_hook(node, flows, batch, order, partials))
     for hook_fn, edges in through.items():
         hook_fn.register_hook(_through_hook(edges, batch))
+    return partials
+
+
+def _plan_partials(
+    graph: RawGraph,
+    leaving: Mapping[str, list[RawEdge]],
+    planned: list[tuple[RawNode, list[RawEdge], list[RawEdge]]],
+    batch: NormBatch,
+) -> PartialSums:
+    """The partial sums worth keeping: producers with three or more consumer edges."""
+    shared = {src: es for src, es in leaving.items() if len(es) > 2}
+    if not shared:
+        return PartialSums.plan((), batch)
+    seen = {id(e) for _, direct, _ in planned for e in direct}
+    nodes = graph.nodes
+    pieces = [
+        Piece(id(e), src, e.dst, e.out_nr, nodes[e.dst].scope, id(e) in seen)
+        for src, es in shared.items()
+        for e in es
+        if e.dst != OUTPUT
+    ]
+    return PartialSums.plan(pieces, batch)
 
 
 def _edge_maps(
@@ -392,18 +424,27 @@ def _into_views_of_leaves(
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class _Flows:
+    """What one op node's hook measures: its direct in-edges, the edge whose number its
+    inflow reuses, an embedding's looked-up rows, the leaves' gradients it sees whole, and
+    (position among `direct`, edge key) of the pieces partial sums take."""
+
+    direct: list[RawEdge]
+    same: RawEdge | None
+    rows: torch.Tensor | None
+    wholes: list[RawEdge]
+    whole_in: bool
+    pieces: list[tuple[int, int]]
+
+
 def _flow_hook(
-    node: RawNode,
-    edges: list[RawEdge],
-    batch: NormBatch,
-    order: Iterator[int],
-    same: RawEdge | None,
-    rows: torch.Tensor | None = None,
-    wholes: list[RawEdge] | None = None,
-    whole_in: bool = False,
+    node: RawNode, flows: _Flows, batch: NormBatch, order: Iterator[int], partials: PartialSums
 ):
+    edges, same, rows = flows.direct, flows.same, flows.rows
+    whole_in, pieces = flows.whole_in, flows.pieces
     indices = [e.index for e in edges]
-    whole_at = [e.index for e in wholes or () if e.index is not None]
+    whole_at = [e.index for e in flows.wholes if e.index is not None]
 
     def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
         node.order = next(order)
@@ -424,6 +465,8 @@ def _flow_hook(
         slots = batch.add(arrived + [g for g in leaving if g is not None], norms_only=True)
         node.inflow = [same.slot] if reuse else slots[: len(arrived)]  # type: ignore[list-item, union-attr]
         _note_slots(edges, leaving, slots, len(arrived))
+        for k, key in pieces:
+            partials.add(key, leaving[k])
 
     return hook
 
