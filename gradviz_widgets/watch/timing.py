@@ -6,7 +6,8 @@ changed it in place (gradient clipping, `GradScaler.unscale_`):
 
 - At the end of every backward the watch notes each gradient's identity and `_version`, and
   reads its statistics while it is "eager" (the first step, and every step after in-place
-  changes were seen once); otherwise that reading is skipped.
+  changes were seen once, clipped or not: a loop may clip on some steps only); otherwise that
+  reading is skipped.
 - At the read point (the optimizer's step pre-hook; with a closure, right after the closure's
   first call, i.e. the gradient at the pre-update weights) the versions are compared. Unchanged:
   one reading (the end-of-backward one when there is one). Changed: the gradients are read
@@ -54,6 +55,9 @@ except ImportError:  # pragma: no cover - very old torch
 
 #: a step read at both points whatever the versions say, every this many reads (the first too)
 PROBE_EVERY = 100
+#: relative gap between an end-of-backward reading divided by the loss scale and the gradient
+#: the GradScaler unscaled in float32 (two roundings of 2**-24 each, with room) that is no change
+SCALE_ROUNDING = 2.0**-21
 
 
 @dataclasses.dataclass
@@ -94,6 +98,8 @@ class StepTiming:
     ) -> None:
         self.params, self.stats_fn, self.scaler = params, stats_fn, scaler
         self.eager = True
+        #: an in-place change was seen: every backward is read from then on (eager stays on)
+        self.changes_seen = False
         #: in-place changes are found by comparing readings, not versions (FSDP2)
         self.compare = compare
         self._eob: _Backward | None = None
@@ -158,11 +164,13 @@ class StepTiming:
         eob: _Backward = self._eob  # type: ignore[assignment]
         changed = self._changed(rows, grads, eob)
         if not changed and None not in rows:
-            was_eager, self.eager = self.eager, False
+            # clipping on some steps only: an unclipped step must not stop the reading
+            was_eager, self.eager = self.eager, self.changes_seen
             if probe and eob.stats is not None:
                 # as on an eager step: divided by the scale of the scaler calling this step
-                pre = _divided(eob.stats, rows, _divisor(stepping, fused))  # type: ignore[arg-type]
-                clipped = self._probed(pre, _unfused(self.stats_fn(grads), fused), step)
+                by = _divisor(stepping, fused)
+                pre = _divided(eob.stats, rows, by)  # type: ignore[arg-type]
+                clipped = self._probed(pre, _unfused(self.stats_fn(grads), fused), step, by)
                 return Reading(ids, pre, scale, clipped, skipped)
             if was_eager and eob.stats is not None:
                 found: list[int] = rows  # type: ignore[assignment]
@@ -171,7 +179,7 @@ class StepTiming:
         post = _unfused(self.stats_fn(grads), fused)
         if not changed:  # some gradients are not the last backward's: read as they are now
             return Reading(ids, post, scale, False, skipped)
-        self.eager = True
+        self.eager = self.changes_seen = True
         if eob.stats is None:
             self._warn_once(
                 "late",
@@ -182,7 +190,7 @@ class StepTiming:
             )
             return Reading(ids, post, scale, None, skipped)
         pre = _divided(eob.stats, [rows[k] for k in changed], divisor)  # type: ignore[misc]
-        clipped = _differ(pre, _rows(post, changed))
+        clipped = _differ(pre, _rows(post, changed), _is_scale(divisor))
         return Reading(ids, _replaced(post, changed, pre), scale, clipped, skipped)
 
     def _next_read(self, step: int) -> bool:
@@ -193,10 +201,11 @@ class StepTiming:
         self._probe_due = self._reads % PROBE_EVERY == 0
         return probe
 
-    def _probed(self, pre: Any, post: Any, step: int) -> Any:
-        """Whether the gradients differ from the end-of-backward reading though no version
-        moved; a difference turns comparing on (now on the CPU, later for a device result)."""
-        differ = _differ(pre, post)
+    def _probed(self, pre: Any, post: Any, step: int, divisor: Any) -> Any:
+        """Whether the gradients differ from the end-of-backward reading (divided by
+        `divisor`) though no version moved; a difference turns comparing on (now on the CPU,
+        later for a device result)."""
+        differ = _differ(pre, post, _is_scale(divisor))
         previous, self._last_probe = self._last_probe, step
         if isinstance(differ, torch.Tensor) and differ.device.type != "cpu":
             event = torch.Event(device=differ.device)
@@ -386,6 +395,11 @@ def _divisor(scaler: Any, fused: Any) -> Any:
     return fused if scaler is None and fused is not None else _loss_scale(scaler)
 
 
+def _is_scale(divisor: Any) -> bool:
+    """Whether an end-of-backward reading is divided by a loss scale (1.0: none)."""
+    return not (isinstance(divisor, float) and divisor == 1.0)
+
+
 def _divided(stats: Any, rows: list[int], scale: Any) -> Any:
     """Rows of an end-of-backward reading, norm and max |g| divided by the loss scale."""
     if isinstance(stats, torch.Tensor):  # all rows in order (the usual case): no index copy
@@ -427,11 +441,20 @@ def _replaced(post: Any, rows: list[int], pre: Any) -> Any:
     return out
 
 
-def _differ(pre: Any, post: Any) -> Any:
-    """Whether the gradients the optimizer got differ from the end-of-backward ones."""
+def _differ(pre: Any, post: Any, scaled: bool = False) -> Any:
+    """Whether the gradients the optimizer got differ from the end-of-backward ones. `scaled`:
+    `pre` was divided by a loss scale, and `post` was unscaled by the GradScaler in float32
+    (g x float32(1 / s)): a scale that is not a power of two (`init_scale=1000`,
+    `growth_factor=1.5`) leaves them apart by that rounding (SCALE_ROUNDING), which is no
+    change."""
+    tol = SCALE_ROUNDING if scaled else 0.0
     if isinstance(post, torch.Tensor):
-        pre_t = torch.as_tensor(pre, device=post.device, dtype=post.dtype)
-        return (pre_t[:, :2] != post[:, :2]).any()
+        pre_t = torch.as_tensor(pre, device=post.device, dtype=post.dtype)[:, :2]
+        diff_t = pre_t != post[:, :2]
+        if scaled:
+            diff_t &= ~((pre_t - post[:, :2]).abs() <= tol * post[:, :2].abs())
+        return diff_t.any()
+    a, b = pre[:, :2], post[:, :2]
     with np.errstate(invalid="ignore"):
-        diff = ~((pre[:, :2] == post[:, :2]) | (np.isnan(pre[:, :2]) & np.isnan(post[:, :2])))
+        diff = ~((a == b) | (np.isnan(a) & np.isnan(b)) | (np.abs(a - b) <= tol * np.abs(b)))
     return bool(diff.any())
