@@ -25,7 +25,7 @@ from ..vocabulary import format_norm, worst, worst_param
 from .flows import Flows
 from .grad_graph import GradGraph
 from .nodes import GradEdge, GradNode, ModuleScope
-from .view import inflow, merge_edges, param_health
+from .view import inflow, merge_edges, outputs, param_health
 
 MAX_PERIOD = 4
 
@@ -77,13 +77,33 @@ def group_runs(
             i = end if reps >= min_run else i + 1
     if not runs:
         return view
-    flows = Flows(view.by_id, view.edges, view.partials)
-    entering = {g: flows.sums(e) for g, e in _entering(view.edges, rep).items()}
-    lookup = (source or view).by_id
-    new = tuple(_group_node(reps, members, entering, lookup) for reps, members in runs)
+    base, rep = _unfolded(view, rep, source)
+    flows = Flows(base.by_id, base.edges, base.partials)
+    entering = {
+        g: flows.sums(outputs(e, base.by_id)) for g, e in _entering(base.edges, rep).items()
+    }
+    new = tuple(_group_node(reps, members, entering, base.by_id) for reps, members in runs)
     nodes = tuple(n for n in view.nodes if rep[n.id] == n.id) + new
-    edges = merge_edges(view.edges, rep, flows)
+    edges = merge_edges(base.edges, rep, flows)
     return GradGraph(nodes, tuple(edges), view.modules, view.collapsed, view.partials)
+
+
+def _unfolded(
+    view: GradGraph, rep: dict[str, str], source: GradGraph | None
+) -> tuple[GradGraph, dict[str, str]]:
+    """The graph whose edges a grouping takes together, and each of its nodes' place in the
+    grouped view: the unfolded `source` where given (its edges are the pieces the run's
+    partial sums were measured for: a group's edge from a producer read outside it too is
+    their sum, as a folded module call's is; the folded view's edges, already merged per
+    module, could only be combined in quadrature), else `view` itself."""
+    if source is None:
+        return view, rep
+    into = {m: n.id for n in view.nodes for m in n.members}
+    placed = dict(rep)
+    for node_id in source.by_id:
+        if node_id not in placed:
+            placed[node_id] = rep.get(into.get(node_id, node_id), node_id)
+    return source, placed
 
 
 def _entering(edges: Iterable[GradEdge], rep: Mapping[str, str]) -> dict[str, list[GradEdge]]:

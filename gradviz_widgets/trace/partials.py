@@ -14,7 +14,7 @@ together.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
@@ -91,17 +91,22 @@ class PartialSums:
         self.batch = batch
 
     @classmethod
-    def plan(cls, pieces: Iterable[Piece], batch: NormBatch) -> PartialSums:
+    def plan(
+        cls, pieces: Iterable[Piece], batch: NormBatch, made_in: Mapping[str, Scope] | None = None
+    ) -> PartialSums:
         """A partial sum for each module call that holds at least two but not all of a
         producer's consumer edges (`pieces`: every edge; a set with an edge whose piece no
-        hook sees is left out)."""
+        hook sees is left out), and for each call the producer was made in (`made_in`: its
+        scope) whose outside holds two or more but not all of them: what entered that call
+        from the loss side (T5's position bias, made in block 0 and read by every block)."""
         by_src: dict[str, list[Piece]] = {}
         for p in pieces:
             by_src.setdefault(p.src, []).append(p)
         parts: list[Part] = []
         by_edge: dict[int, list[_Sum]] = {}
+        made_in = made_in or {}
         for src, mine in by_src.items():
-            for inside in _inside_calls(mine):
+            for inside in _inside_calls(mine, made_in.get(src, ())):
                 if len(parts) >= MAX_PARTIALS:
                     return cls(parts, by_edge, batch)
                 parts.append(_part(src, inside, by_edge))
@@ -109,6 +114,28 @@ class PartialSums:
 
     def __bool__(self) -> bool:
         return bool(self.parts)
+
+    def add_exit(self, src: str, dsts: tuple[str, ...]) -> int | None:
+        """A sum that arrives whole: what left a module's hook node toward `src`, for the
+        consumers `dsts` (sorted, with repeats) whose pieces entered it. It follows the planned
+        sums, so a view taking exactly those edges shows what the module passed back after its
+        hook. Returns the key to `add` it under (None past MAX_PARTIALS).
+
+        Example:
+            >>> batch = NormBatch(torch.device("cpu"))
+            >>> sums = PartialSums.plan((), batch)
+            >>> key = sums.add_exit("h", ("k", "q"))
+            >>> sums.add(key, torch.tensor([1.5, 2.0]))
+            >>> [(p.dsts, norm) for p, norm in sums.norms(batch.resolve())]
+            [(('k', 'q'), 2.5)]
+        """
+        if len(self.parts) >= MAX_PARTIALS:
+            return None
+        key = -len(self.parts) - 1  # never an edge's id(), which is positive
+        whole = _Sum(1)
+        self.parts.append(Part(src, dsts, [whole]))
+        self.by_edge[key] = [whole]
+        return key
 
     def wants(self, key: int) -> bool:
         return key in self.by_edge
@@ -137,16 +164,18 @@ class PartialSums:
         return out
 
 
-def _inside_calls(mine: list[Piece]) -> list[list[Piece]]:
+def _inside_calls(mine: list[Piece], made_in: Scope = ()) -> list[list[Piece]]:
     """The distinct sets of `mine` (one producer's edges) that one module call's consumers
+    hold, or that the consumers outside one of the calls the producer was made in (`made_in`)
     hold, with at least two edges and not all of them."""
     calls: dict[tuple[str, int], list[Piece]] = {}
     for p in mine:
         for entry in p.scope:
             calls.setdefault(entry, []).append(p)
+    outside = [[p for p in mine if entry not in p.scope] for entry in made_in]
     seen: set[frozenset[int]] = set()
     out = []
-    for inside in calls.values():
+    for inside in [*calls.values(), *outside]:
         keys = frozenset(p.key for p in inside)
         usable = all(p.visible for p in inside)
         if usable and 2 <= len(keys) < len(mine) and keys not in seen:

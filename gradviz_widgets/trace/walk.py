@@ -207,10 +207,14 @@ def _name_nodes(
                 scope = scopes.get(path)
                 if scope is None:
                     scope = scopes[path] = param_scope(name, calls)
+            elif kind == "input":
+                # the root's, not the first call that read it (which made its AccumulateGrad):
+                # folded into that call, it had hidden the input and its other readers' edges
+                scope = ()
             else:
                 scope = owner.get(fn, ())
             # inputs belong to the root; parameters and other leaves to their innermost module
-            module = module_of_scope(scope) if kind != "input" else ""
+            module = module_of_scope(scope)
             leaf = RawNode(leaf_id(kind, name), kind.capitalize(), kind, module, scope)
             leaf.tensor, leaf.shape = var, tuple(var.shape)
             nodes[leaf.id] = leaf
@@ -332,9 +336,22 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
         pieces = [(k, id(e)) for k, e in enumerate(direct) if partials.wants(id(e))]
         flows = _Flows(direct, same, rows, wholes, whole_in, pieces)
         node.fn.register_hook(_flow_hook(node, flows, batch, order, partials))
+    _hook_the_hook_nodes(through, _plan_exits(graph, sharing, partials), batch, partials)
+    return partials
+
+
+def _hook_the_hook_nodes(
+    through: Mapping[Any, list[tuple[RawEdge, int]]],
+    exits: Mapping[Any, list[tuple[int, int]]],
+    batch: NormBatch,
+    partials: PartialSums,
+) -> None:
+    """Hooks on the hook nodes: the edges each carries alone (`through`) and the sums that
+    leave it for several edges (`exits`, `_plan_exits`)."""
     for hook_fn, edges in through.items():
         hook_fn.register_hook(_through_hook(edges, batch))
-    return partials
+    for hook_fn, sums in exits.items():
+        hook_fn.register_hook(_exit_hook(sums, partials))
 
 
 def _plan_partials(
@@ -355,7 +372,8 @@ def _plan_partials(
         for e in es
         if e.dst != OUTPUT
     ]
-    return PartialSums.plan(pieces, batch)
+    made_in = {src: nodes[src].scope for src in shared if nodes[src].kind == "op"}
+    return PartialSums.plan(pieces, batch, made_in)
 
 
 def _edge_maps(
@@ -515,6 +533,35 @@ def _deepest_unshared(e: RawEdge, sharing: Counter[tuple[int, int]]) -> tuple[An
             break
         found = (hook_fn, k)
     return found
+
+
+def _plan_exits(
+    graph: RawGraph, sharing: Counter[tuple[int, int]], partials: PartialSums
+) -> dict[Any, list[tuple[int, int]]]:
+    """hook node -> (its input k, partial key) for each hook node input that several edges
+    pass through (a hooked module reading its input in q and k): what leaves it is what the
+    module passed back to that producer after its full backward hook (or a modifier), which
+    the pieces its consumers sent, summed, are not."""
+    shared: dict[tuple[int, int], tuple[Any, int, str, list[str]]] = {}
+    for e in graph.edges:
+        for hook_fn, k in e.via:
+            if sharing[(id(hook_fn), k)] > 1:
+                shared.setdefault((id(hook_fn), k), (hook_fn, k, e.src, []))[3].append(e.dst)
+    exits: dict[Any, list[tuple[int, int]]] = {}
+    for hook_fn, k, src, dsts in shared.values():
+        key = partials.add_exit(src, tuple(sorted(dsts)))
+        if key is None:
+            break
+        exits.setdefault(hook_fn, []).append((k, key))
+    return exits
+
+
+def _exit_hook(exits: list[tuple[int, int]], partials: PartialSums):
+    def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
+        for k, key in exits:
+            partials.add(key, grad_inputs[k])
+
+    return hook
 
 
 def _through_hook(edges: list[tuple[RawEdge, int]], batch: NormBatch):
