@@ -18,7 +18,8 @@ export { titleOf };
  * @typedef {{onNodeClick?: (id: string) => void, onNodeDblClick?: (id: string) => void,
  *   onClusterDblClick?: (module: string) => void, onBackgroundClick?: () => void,
  *   onEscape?: () => void, onFit?: (fit: FitInfo) => void}} GraphCallbacks
- * @typedef {{fits: boolean, width: number, height: number, scale: number, readable: number}} FitInfo
+ * @typedef {{fits: boolean, width: number, height: number, scale: number, readable: number,
+ *   across: number}} FitInfo
  * @typedef {{nodes: number, ms: number, engine: string, retried: boolean, warnings: string[]}} RenderInfo
  */
 

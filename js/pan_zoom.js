@@ -457,8 +457,10 @@ export class PanZoom {
     this.ghostOf = (/** @type {Element} */ _g) => false;
     /** Whether the user zoomed or panned since the last fit (a resize then keeps the view). */
     this.userMoved = false;
-    /** The last fit: did the whole graph fit at a readable scale, in which viewport size. */
-    this.fitInfo = { fits: true, width: 0, height: 0, scale: 0, readable: 0 };
+    /** The last fit: did the whole graph fit at a readable scale, in which viewport size, and
+     *  how wide (px) the whole graph is at that scale (`across`: the widget may give the graph
+     *  the whole cell, the chart under it, when that is what it lacks). */
+    this.fitInfo = { fits: true, width: 0, height: 0, scale: 0, readable: 0, across: 0 };
     this.hint = document.createElement("div");
     this.hint.className = "gvw-hint";
     this.hint.hidden = true;
@@ -510,7 +512,8 @@ export class PanZoom {
     const r = this.viewport.getBoundingClientRect();
     const { box, scale: s } = fitBox(this.base, pad, r.width, r.height);
     const min = this.svg ? readableScale(this.svg) : 0;
-    this.fitInfo = { fits: !(s > 0 && s < min), width: Math.round(r.width), height: Math.round(r.height), scale: s, readable: min };
+    this.fitInfo = { fits: !(s > 0 && s < min), width: Math.round(r.width), height: Math.round(r.height),
+      scale: s, readable: min, across: this.readableSize().w };
     this.clamped = readable && s > 0 && s < min;
     this.box = this.clamped && this.svg
       ? readableBox(this.base, pad, r.width / min, r.height / min, nodeCentres(this.svg, this.ghostOf),

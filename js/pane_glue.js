@@ -43,12 +43,14 @@ export class PaneGlue {
     this.cellSent = 0;
   }
 
-  /** Whether the whole graph fitted the viewport readably: Python folds deeper if not. A fit
-   *  measured at no real size (hidden, not laid out) is not sent: it says nothing. */
-  reportFit(/** @type {{fits: boolean, width: number, height: number}} */ fit) {
+  /** Whether the whole graph fitted the viewport readably: Python folds deeper if not, or
+   *  gives the graph the cell's whole width (`across`: px the graph needs at readable labels).
+   *  A fit measured at no real size (hidden, not laid out) is not sent: it says nothing. */
+  reportFit(/** @type {{fits: boolean, width: number, height: number, across?: number}} */ fit) {
     if (!fitMeasured(fit)) return;
     this.send({ kind: "fit", revision: this.shownRevision, fits: fit.fits, width: fit.width,
-      height: fit.height, cell: Math.round(this.parts.cellWidth?.() ?? 0) });
+      height: fit.height, cell: Math.round(this.parts.cellWidth?.() ?? 0),
+      across: Math.round(fit.across ?? 0) });
   }
 
   /** The widget's output width (the cell), when it changed by more than a few px: Python

@@ -5,6 +5,7 @@ or "select this module" (the widget owns the selection)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from copy import deepcopy
 from typing import Any
 
 import plotly.graph_objects as go
@@ -91,9 +92,21 @@ class ChartView:
                     trace.update(new, overwrite=True)
                 chart.layout.update(fig["layout"], overwrite=True)
                 chart.layout.update(width=shown[2], autosize=False)
+        self._sync_state()
         self.mode = mode
         self._shown = shown
         self._listen()
+
+    def _sync_state(self) -> None:
+        """Make the figure's synced state (what a page draws a new view from) the figure as
+        it is now. Plotly sends each change as a message that only a loaded front end applies:
+        marimo delivers the messages sent while plotly's 5 MB module still loads to no one,
+        and then draws the chart from the state of its display (the cell's width reached
+        Python first: the chart stayed 440 px beside a 1,248 px graph). Set after the
+        messages: plotly's front end adds the traces of an addTraces to its copy."""
+        figure = self.figure
+        figure._widget_layout = deepcopy(figure._layout_obj._props)
+        figure._widget_data = deepcopy(figure._data)
 
     def _listen(self) -> None:
         if self.figure.data and self.figure.data[0] is not self._clickable:

@@ -2,8 +2,10 @@
 
 The page knows the sizes, Python the graph: the graph pane reports the width of the widget's
 output (the cell) and, after each fresh layout or new viewport size, whether the whole graph
-fitted at readable label size. `FirstView` turns those reports into the arrangement (chart
-beside the graph on wide cells, below it on narrow ones; both follow the window) and, while the
+fitted at readable label size and how wide it is then. `FirstView` turns those reports into
+the arrangement (chart beside the graph on wide cells, below it on narrow ones and under a graph
+drawn for good that fits the cell's width but not the room beside the chart; both follow the
+window) and, while the
 fold depth is "auto", into one step more folding each time the graph did not fit: first the
 leaf modules (a Linear's few ops become its box), then one level of depth at a time down to
 the top-level modules, but never to a view of fewer than `MIN_OVERVIEW` nodes (the deeper
@@ -49,6 +51,9 @@ MIN_OVERVIEW = 8  # drawn nodes: folding for the screen never goes to a view thi
 # whole GPT-2 as one box beside its head and loss); the deeper view opens on its readable top
 RESIZE_SLACK = 0.1  # share of the cell width the depth was chosen at: a smaller change (a
 # scrollbar coming and going) keeps the depth; a larger one chooses it again
+HOLD_UNDER = 24  # px: a chart put under a graph for its width stays there while the cell is
+# narrower than the graph by no more than this (the page's scrollbar, which the taller
+# stacked widget may bring, must not move the chart back beside it)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,18 +68,24 @@ class Arrangement:
         return cell if self.stacked else cell - self.chart_width - GAP
 
 
-def arrange(cell: int) -> Arrangement:
-    """How a cell `cell` px wide is shared (0: not known yet: the chart beside, 440 px).
+def arrange(cell: int, across: int = 0, hold: int = 0) -> Arrangement:
+    """How a cell `cell` px wide is shared (0: not known yet: the chart beside, 440 px), for a
+    graph `across` px wide at readable labels (0: not known): the chart goes under a graph that
+    fits the cell's width (give or take `hold` px) but not the room beside the chart.
 
     Example:
         >>> arrange(848), arrange(1500)
         (Arrangement(stacked=True, chart_width=846), Arrangement(stacked=False, chart_width=600))
+        >>> arrange(1108, across=805), arrange(1108, across=600), arrange(1108, across=1500)
+        (Arrangement(stacked=True, chart_width=1106), Arrangement(stacked=False, chart_width=443), Arrangement(stacked=False, chart_width=443))
     """
     if cell <= 0:
         return Arrangement(False, CHART_MIN)
+    stacked = Arrangement(True, max(300, cell - 2))
     if cell < SIDE_BY_SIDE_FROM:
-        return Arrangement(True, max(300, cell - 2))
-    return Arrangement(False, int(min(CHART_MAX, max(CHART_MIN, cell * CHART_SHARE))))
+        return stacked
+    beside = Arrangement(False, int(min(CHART_MAX, max(CHART_MIN, cell * CHART_SHARE))))
+    return stacked if beside.graph_width(cell) < across <= cell + hold else beside
 
 
 class FirstView:
@@ -101,6 +112,7 @@ class FirstView:
         self.revision = revision
         self.cell = 0
         self.shape = arrange(0)
+        self.across = 0  # px the graph drawn for good needs across, at readable labels
         self.cap: int | None = None  # deepest fold depth the page may still show (None: any)
         self.fold_leaves = False  # leaf modules folded (the first step when it did not fit)
         self.shown: int | None = None  # the depth the auto view was last drawn at
@@ -164,7 +176,7 @@ class FirstView:
         if cell <= 0:
             return  # hidden or detached: no size to arrange for
         self.cell = cell
-        shape = arrange(cell)
+        shape = self._arranged()
         if shape == self.shape and not self.changed(cell):
             return
         # the chart beside the graph follows the cell's width; only a move of the chart
@@ -207,10 +219,16 @@ class FirstView:
         self._answered.add(report["revision"])
         if not self.measured:
             self.measured, self.measured_at = True, self.cell
-        if report["fits"]:
-            return
+        if not report["fits"] and self._fold(drawn):
+            self.refresh()
+        else:
+            self._widen(report.get("across", 0))
+
+    def _fold(self, drawn: int) -> bool:
+        """One step more folding for a graph (`drawn` nodes now) that did not fit; False when
+        there is none to take."""
         if not self.fold_leaves and drawn <= FOLD_ABOVE:
-            return  # a small graph as it is drawn by default: never folded for the screen
+            return False  # a small graph as it is drawn by default: never folded for the screen
         current = self.max_depth if self.shown is None else self.shown
         if not self.fold_leaves:  # first: leaf modules as boxes, runs of blocks grouped
             self.fold_leaves = True
@@ -218,8 +236,25 @@ class FirstView:
         elif current > 0 and self._drawn_at(current - 1) >= MIN_OVERVIEW:
             self.cap = current - 1
         else:
-            return  # nothing worth folding: the page shows the readable top of the graph
-        self.refresh()
+            return False  # nothing worth folding: the page shows the readable top of the graph
+        return True
+
+    def _widen(self, across: int) -> None:
+        """The graph is drawn for good, `across` px wide at readable labels: the chart goes
+        under it when that gives it the width it lacks beside the chart (Notebook 7 centres
+        its notebook, so the cell is ~1,108 px at any window size: beside a 443 px chart the
+        graph had 665 px, and a small CNN's first view cut its frozen stage off)."""
+        self.across = across
+        shape = self._arranged()
+        if self.cell > 0 and shape != self.shape:
+            self.shape = shape
+            self._apply()
+            self.refresh_chart()
+
+    def _arranged(self) -> Arrangement:
+        """The arrangement for the cell and the graph now (a chart put under the graph for its
+        width is held there through a scrollbar's width)."""
+        return arrange(self.cell, self.across, HOLD_UNDER if self.shape.stacked else 0)
 
     def _apply(self) -> None:
         """The arrangement as ipywidgets layout: a column when stacked, else a row; stacked,

@@ -170,8 +170,9 @@ class GraphPane(anywidget.AnyWidget):
 
     def on_fit(self, callback: Callable[[dict[str, Any]], Any], remove: bool = False) -> None:
         """Register ``callback(report)`` for the page's fit reports after a fresh layout or a
-        new viewport size: ``{"revision", "fits", "width", "height", "cell"}`` (``fits``: the
-        whole graph fitted at readable label size)."""
+        new viewport size: ``{"revision", "fits", "width", "height", "cell", "across"}``
+        (``fits``: the whole graph fitted at readable label size; ``across``: its width in px at
+        that size, 0 when not known)."""
         self._fit.register_callback(callback, remove=remove)
 
     def on_reveal(self, callback: StrCallback, remove: bool = False) -> None:
@@ -245,5 +246,5 @@ def _fit_report(content: dict[str, Any]) -> dict[str, Any]:
     return {
         "revision": revision if isinstance(revision, int) else -1,
         "fits": content.get("fits") is not False,
-        **{k: int(_number(content.get(k))) for k in ("width", "height", "cell")},
+        **{k: int(_number(content.get(k))) for k in ("width", "height", "cell", "across")},
     }

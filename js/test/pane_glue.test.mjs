@@ -142,7 +142,14 @@ test("a fit measured in a pane with no real size (hidden, detached, not laid out
   assert.deepEqual(model.sent.filter((m) => m.kind === "fit"), []);
   glue.reportFit({ fits: false, width: 893, height: 520 });
   assert.deepEqual(model.sent.filter((m) => m.kind === "fit"),
-    [{ kind: "fit", revision: 4, fits: false, width: 893, height: 520, cell: 0 }]);
+    [{ kind: "fit", revision: 4, fits: false, width: 893, height: 520, cell: 0, across: 0 }]);
+});
+
+test("a fit report says how wide the whole graph is at readable labels", () => {
+  const { model, glue } = setUp({ revision: 2 });
+  glue.shownRevision = 2;
+  glue.reportFit({ fits: false, width: 665, height: 522, across: 805.4 });
+  assert.equal(model.sent.filter((m) => m.kind === "fit")[0].across, 805);
 });
 
 test("closestAcross: the explorer's cell is found through the shadow roots marimo draws in", async () => {

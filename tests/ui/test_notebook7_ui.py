@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness import ARTIFACTS, CHROMIUM, JupyterLabServer, LabPage, wait_until
+from harness import ARTIFACTS, CHROMIUM, JupyterLabServer, LabPage, settled, sized_page, wait_until
 
 CELLS = [
     """from torch import nn
@@ -203,3 +203,73 @@ def test_notebook7_graph_chart_and_gate_click(nb: LabPage) -> None:
     errors = [e for e in nb.page_errors if not notebook_own_error(e)]  # type: ignore[attr-defined]
     assert not errors, errors
     assert not nb.dialogs, nb.dialogs  # type: ignore[attr-defined]
+
+
+CNN = """import torch
+from torch import nn
+from gradviz_widgets import GradExplorer
+torch.manual_seed(0)
+def block(i, o):
+    return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU())
+net = nn.Sequential(block(3, 8), block(8, 16), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                    nn.Linear(16, 10))
+net[0].requires_grad_(False)   # the frozen first stage
+GradExplorer(net, torch.randn(2, 3, 32, 32)).show()"""
+
+# nodes and module frames against the graph's viewport: across it (none cut at its left or
+# right edge) and whole inside it; the smallest label on screen; the chart under the graph
+ACROSS = """(root) => {
+  const vp = root.querySelector('.gvw-viewport');
+  const v = vp.getBoundingClientRect();
+  const svg = vp.querySelector(':scope > svg');
+  const scale = svg.getBoundingClientRect().width / svg.width.baseVal.value;
+  const across = (e) => { const b = e.getBoundingClientRect();
+    return b.left >= v.left - 1 && b.right <= v.right + 1; };
+  const inside = (e) => { const b = e.getBoundingClientRect();
+    return across(e) && b.top >= v.top - 1 && b.bottom <= v.bottom + 1; };
+  const nodes = [...svg.querySelectorAll('g.node')];
+  const frames = [...svg.querySelectorAll('g.cluster')];
+  const frozen = nodes.filter(n => n.textContent.includes('frozen'));
+  const plot = root.querySelector('.js-plotly-plot').getBoundingClientRect();
+  return {nodes: nodes.length, across: nodes.filter(across).length,
+          inside: nodes.filter(inside).length, frames: frames.length,
+          frames_across: frames.filter(across).length, frozen: frozen.length,
+          frozen_across: frozen.filter(across).length, pane_w: v.width,
+          cell_w: root.getBoundingClientRect().width, chart_below: plot.top >= v.bottom - 2,
+          min_label_px: Math.min(...[...svg.querySelectorAll('g.node text')].map(
+            t => parseFloat(getComputedStyle(t).fontSize))) * scale};
+}"""
+
+
+@pytest.mark.ui
+@pytest.mark.parametrize("size", [(1280, 800), (1920, 1080)], ids=["1280x800", "1920x1080"])
+def test_notebook7_first_view_of_a_small_cnn_is_whole_across(
+    nb_server: NotebookServer, browser: Any, size: tuple[int, int]
+) -> None:
+    """Notebook 7 centres its notebook: the explorer's cell is ~1,108 px at any window size,
+    just wide enough for the chart beside the graph, which left the graph 665 px. A small CNN
+    whose first stage is frozen is ~740 px wide at readable labels: its first view cut the
+    frozen stage off at the pane's edge. The chart goes under such a graph: the whole graph
+    across the pane, every label readable, and, where the window is tall enough, all of it."""
+    name = f"notebook7_cnn_{size[0]}.ipynb"
+    with sized_page(nb_server, browser, size, f"notebook7_cnn_{size[0]}") as nb:
+        nb.notebook(name, [CNN])
+        nb.open_notebook7(name)
+        nb.run_all()
+        nb.page.wait_for_function(
+            "() => document.querySelectorAll('.gv-explorer .gvw-viewport > svg g.node').length"
+            " > 0 && document.querySelector('.gv-explorer .js-plotly-plot .bars')",
+            timeout=300_000,
+        )
+        root = nb.page.locator(".gv-explorer").first
+        root.locator(".gvw-viewport").scroll_into_view_if_needed()
+        facts = settled(lambda: root.evaluate(ACROSS), timeout=30, quiet=1.5)
+        nb.screenshot(f"notebook7_cnn_{size[0]}x{size[1]}")
+    assert facts["frozen"] == 4 and facts["nodes"] > 10, facts
+    assert facts["frozen_across"] == facts["frozen"], facts  # the frozen stage is not cut off
+    assert facts["across"] == facts["nodes"], facts  # no node cut at the left or right edge
+    assert facts["frames_across"] == facts["frames"], facts  # nor a module's frame
+    assert facts["min_label_px"] >= 9.95, facts  # readable
+    assert facts["chart_below"] and facts["pane_w"] >= 0.95 * facts["cell_w"], facts
+    if size[1] >= 1000:  # the pane grows to 4/5 of the window: the whole graph
+        assert facts["inside"] == facts["nodes"], facts

@@ -25,10 +25,13 @@ def page(w: ExplorerWidget, msg: dict[str, Any]) -> None:
     w.pane._on_frontend_msg(w.pane, msg, [])
 
 
-def fit(w: ExplorerWidget, width: int, cell: int, fits: bool, height: int = 520) -> None:
-    """The page's fit report on the revision drawn now, measured at `width` x `height`."""
+def fit(
+    w: ExplorerWidget, width: int, cell: int, fits: bool, height: int = 520, across: int = 0
+) -> None:
+    """The page's fit report on the revision drawn now, measured at `width` x `height`, for a
+    graph `across` px wide at readable labels."""
     page(w, {"kind": "fit", "revision": w.pane.revision, "fits": fits, "width": width,
-             "height": height, "cell": cell})  # fmt: skip
+             "height": height, "cell": cell, "across": across})  # fmt: skip
 
 
 def too_big(w: ExplorerWidget, width: int, cell: int, height: int = 520) -> None:
@@ -90,6 +93,55 @@ def test_the_chart_toggle_keeps_its_label_on_its_line() -> None:
     lay = w.controls.mode_box.layout
     assert (lay.display, lay.flex_flow, lay.align_items) == ("flex", "row nowrap", "center")
     assert w.controls.mode_box.description == "chart"
+
+
+def small_cnn() -> ExplorerWidget:
+    """Two conv stages, the first frozen: 19 nodes, never folded for the screen."""
+    torch.manual_seed(0)
+
+    def block(i: int, o: int) -> nn.Module:
+        return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU())
+
+    net = nn.Sequential(block(3, 8), block(8, 16), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                        nn.Linear(16, 10))  # fmt: skip
+    net[0].requires_grad_(False)
+    return GradExplorer(net, torch.randn(2, 3, 32, 32)).show()
+
+
+def test_a_graph_wider_than_the_room_beside_the_chart_gets_the_chart_under_it() -> None:
+    """Notebook 7's cell is ~1,108 px at any window size: beside a 443 px chart the graph had
+    665 px, and a small CNN 736 px wide at readable labels was cut at the pane's edge. Drawn
+    for good (never folded for the screen), the chart goes under it and the graph takes the
+    cell's width; a graph that fits beside the chart, or is wider than the cell, stays there."""
+    w = small_cnn()
+    page(w, {"kind": "resize", "cell": 1108})
+    assert not w.first_view.shape.stacked and w.chart.layout.width == 443
+    revision, before = w.pane.revision, len(w.view.nodes)
+    too_big(w, 665, 1108)  # measured without across (an older page): nothing known to change
+    assert not w.first_view.shape.stacked
+    w.first_view.reset()
+    fit(w, 665, 1108, False, across=736)
+    assert w.pane.revision == revision and len(w.view.nodes) == before  # not folded
+    assert w.first_view.shape.stacked and w.chart.layout.width == 1106
+    assert w.children[2].layout.flex_flow == "column"
+    # the page's scrollbar (the stacked widget is taller) does not move the chart back beside
+    page(w, {"kind": "resize", "cell": 1093})
+    assert w.first_view.shape.stacked
+    page(w, {"kind": "resize", "cell": 1500})  # room enough beside a 600 px chart
+    assert not w.first_view.shape.stacked and w.chart.layout.width == 600
+    for across in (600, 1500):  # fits beside the chart; wider than the whole cell
+        w = small_cnn()
+        page(w, {"kind": "resize", "cell": 1108})
+        fit(w, 665, 1108, False, across=across)
+        assert not w.first_view.shape.stacked, across
+
+
+def test_a_graph_that_still_folds_keeps_the_chart_beside_it() -> None:
+    """Only a graph drawn for good moves the chart: one folded further is measured again."""
+    w = deep_mlp()
+    page(w, {"kind": "resize", "cell": 1500})
+    fit(w, 892, 1500, False, across=1200)
+    assert w.first_view.fold_leaves and not w.first_view.shape.stacked
 
 
 def test_a_graph_too_big_for_the_pane_folds_step_by_step_until_it_fits() -> None:

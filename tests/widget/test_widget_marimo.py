@@ -192,3 +192,18 @@ def test_a_watch_in_marimo_shows_its_record_not_an_object_repr(monkeypatch):
     assert "GradWatch</strong> in marimo" in text and "<iframe srcdoc=" in text
     page = html.unescape(text.split('srcdoc="', 1)[1].split('" style=', 1)[0])
     assert page.lower().startswith("<!doctype html>") and "<b>x</b>" not in page
+
+
+def test_a_chart_drawn_after_a_new_width_is_drawn_at_that_width(shown):
+    """marimo hands plotly's front end the messages sent while its module still loads to no
+    one and draws the chart from the figure's synced state: the cell's width came first, and
+    the chart stayed 440 px beside a 1,248 px graph. The synced state follows every change."""
+    chart = shown.chart
+    shown.pane._on_frontend_msg(shown.pane, {"kind": "resize", "cell": 1696}, [])
+    assert chart.layout.width == 678
+    assert chart._widget_layout["width"] == 678 and chart._widget_layout["autosize"] is False
+    assert chart._widget_data == [t.to_plotly_json() for t in chart.data]
+    shown.pane._on_frontend_msg(shown.pane, {"kind": "resize", "cell": 1078}, [])  # under
+    assert chart._widget_layout["width"] == 1076
+    shown.controls.mode_box.value = "module"  # new traces: the state has them, once each
+    assert chart._widget_data == [t.to_plotly_json() for t in chart.data]
