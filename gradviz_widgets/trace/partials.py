@@ -20,6 +20,7 @@ import torch
 
 from ..ids import Scope
 from ..stats.norms import NormBatch
+from ..vocabulary import combine_norms
 
 #: partial sums a run keeps at most (each holds one sum while its pieces arrive)
 MAX_PARTIALS = 1024
@@ -155,8 +156,6 @@ class PartialSums:
     def norms(self, values: Sequence[float]) -> list[tuple[Part, float | None]]:
         """Each part with the norm of its sum (outputs of the producer are distinct tensors:
         their sums combine in quadrature, which is exact for them); None where no piece came."""
-        from ..vocabulary import combine_norms
-
         out = []
         for part in self.parts:
             measured = [values[s.slot] for s in part.sums if s.slot is not None]
