@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from ..ids import GHOST as GHOST_PREFIX
-from ..ids import Scope, ghost_id, is_ghost, param_id, path_prefixes
+from ..ids import Scope, ghost_id, is_ghost, owner_path, param_id, path_prefixes
 from .grad_graph import GradGraph
 from .nodes import GradNode
 from .scopes import aligned_scope, call_prefixes
@@ -26,14 +26,22 @@ _CUTS = (
 )
 
 
-def cut_of(reason: str | None) -> str:
-    """The short cut name for a None reason ("frozen", "detached", "no_grad", "never called").
+def cut_of(reason: str | None, name: str = "") -> str:
+    """The short cut name for a None reason ("frozen", "detached", "no_grad", "never called")
+    of parameter `name`: read from the reason's own words, not from the module name it quotes
+    (a module called `unfrozen` that ran under no_grad is cut by no_grad).
 
     Example:
         >>> cut_of("requires_grad=False (frozen): autograd does not track it")
         'frozen'
+        >>> cut_of("not reached from the loss: module 'unfrozen' ran under torch.no_grad()",
+        ...        "unfrozen.weight")
+        'no_grad'
     """
-    text = (reason or "").lower()
+    text = reason or ""
+    if name:
+        text = text.replace(f"module '{owner_path(name)}'", "")
+    text = text.lower()
     for word, cut in _CUTS:
         if word in text:
             return cut
@@ -74,7 +82,7 @@ def _scope(path: str, graph: GradGraph, prefixes: Mapping[str, Scope]) -> Scope:
 
 
 def _ghost(gid: str, name: str, module: str, reason: str, scope: Scope) -> GradNode:
-    cut = cut_of(reason)
+    cut = cut_of(reason, name)
     return GradNode(
         id=gid,
         op="Ghost",

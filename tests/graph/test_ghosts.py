@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+import torch
+from torch import nn
 
 from gradviz_widgets import GradExplorer
 from gradviz_widgets.examples.pathologies import frozen_and_detached_example
@@ -70,3 +72,26 @@ def test_folded_module_of_ghosts_shows_its_cut(run):
 def test_cut_names():
     assert cut_of(None) == "no gradient"
     assert cut_of("module 'x' ran under torch.no_grad() (or inference_mode)") == "no_grad"
+
+
+def test_a_cut_is_read_from_the_reason_not_from_the_module_name():
+    """A trainable module named `unfrozen` run under no_grad was drawn "✂ frozen" (the words
+    of the reason were searched, the quoted module name included)."""
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.live, self.unfrozen = nn.Linear(4, 3), nn.Linear(4, 3)
+            self.detached_no_grad = nn.Linear(4, 3)  # never called
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                side = self.unfrozen(x)
+            return self.live(x) + side
+
+    ex = GradExplorer(M(), torch.randn(5, 4))
+    report = ex.run()
+    ghosts = add_ghosts(ex.graph, report.none_reasons)
+    assert ghosts.node("ghost:param:unfrozen.weight").label.endswith("✂ no_grad")
+    assert ghosts.node("ghost:param:detached_no_grad.bias").label.endswith("✂ never called")
+    ex.close()
