@@ -188,6 +188,7 @@ class RecordedRun(HistoryViews):
                         r,
                         s.step_rows(),
                         self._events(s),
+                        s.partly_skipped(),
                     )
                 )
         if len(frames) == 1:

@@ -39,6 +39,9 @@ class StepRecord:
     #: parameters holding NaN/Inf at a step whose gradients turned NaN/Inf (watch/holders.py
     #: `Held`), None where there is nothing to say
     held: Any = None
+    #: the parameters of the optimizers whose step the GradScaler skipped, when others' went on
+    #: (one scaler over a GAN's two optimizers); None: the step-wide `skipped` says it all
+    skipped_ids: np.ndarray | None = None
 
     def ready(self) -> bool:
         """Whether the numbers can be read without waiting for the device."""
@@ -88,10 +91,15 @@ def step_info(info: tuple | list | None) -> tuple[bool, float | None, bool | Non
 
 
 def combine(parts: list[StepRecord]) -> StepRecord:
-    """Several optimizers' records of one step as one (their parameters are disjoint)."""
+    """Several optimizers' records of one step as one (their parameters are disjoint). Where
+    the GradScaler skipped some of their steps but not all, the step is not skipped as a
+    whole: `skipped_ids` names the parameters that were not updated."""
     first = parts[0]
     ids = np.concatenate([p.ids for p in parts])
-    info = [p.info for p in parts if p.info is not None] or None
+    flags = [_skipped(p.info) for p in parts]
+    partly = any(flags) and not all(flags)
+    infos = [_not_skipped(p.info) if partly else p.info for p in parts]
+    info = [i for i in infos if i is not None] or None
     extra = None
     if all(p.extra is not None for p in parts):
         own = np.logical_or.reduce([p.extra[0] for p in parts])
@@ -99,11 +107,22 @@ def combine(parts: list[StepRecord]) -> StepRecord:
         extra = (own, None if weights[0] is None else np.concatenate(weights))
     rec = StepRecord(first.step, max(p.time for p in parts), ids, extra=extra, info=info)
     rec.held = merge([p.held for p in parts])
+    if partly:
+        rec.skipped_ids = np.concatenate([p.ids for p, f in zip(parts, flags) if f])
     if all(p.values is not None for p in parts):
         rec.values = np.concatenate([p.values for p in parts])  # type: ignore[misc]
     else:
         rec.parts = parts
     return rec
+
+
+def _skipped(info: Any) -> bool:
+    """Whether one optimizer's part was skipped by the GradScaler (its flag is a plain bool)."""
+    return isinstance(info, tuple) and bool(info[0])
+
+
+def _not_skipped(info: Any) -> Any:
+    return (False, *info[1:]) if isinstance(info, tuple) else info
 
 
 def assemble(

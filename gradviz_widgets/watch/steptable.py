@@ -3,7 +3,9 @@ whether the gradients were changed in place (clipped) before the optimizer used 
 
 They live in their own small table, `steps(step, skipped, scale, clipped)` (created if missing,
 so records written before it still open: every step then reads not skipped, no scale, not
-clipped); only steps with something to say have a row.
+clipped); only steps with something to say have a row. Where one GradScaler skipped some
+optimizers' steps and not others, the step is not skipped as a whole: the parameters that
+were not updated are rows of `skipped_params(step, param)` (store.partly_skipped).
 """
 
 from __future__ import annotations

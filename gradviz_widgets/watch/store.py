@@ -45,6 +45,8 @@ CREATE TABLE IF NOT EXISTS anomalies (step INTEGER NOT NULL, kind TEXT NOT NULL,
     params TEXT NOT NULL, PRIMARY KEY (step, kind)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS steps (step INTEGER PRIMARY KEY, skipped INTEGER NOT NULL,
     scale REAL, clipped INTEGER);
+CREATE TABLE IF NOT EXISTS skipped_params (step INTEGER NOT NULL, param INTEGER NOT NULL,
+    PRIMARY KEY (step, param)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events (step INTEGER NOT NULL, param TEXT NOT NULL, kind TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS spikes (step INTEGER NOT NULL, data TEXT NOT NULL);
 """
@@ -168,6 +170,8 @@ class MemoryStore:
         self._exact: list[tuple[int, int, int, float]] = []
         self.anomaly_rows: list[tuple[int, str, Any]] = []
         self._steps: list[StepRow] = []
+        #: (step, param id) of parameters whose optimizer's step alone was skipped
+        self._partly: list[tuple[int, int]] = []
         self.event_rows: list[tuple[int, str, str]] = []
         #: spike events (watch/spikes.py): (step, JSON)
         self.spike_rows: list[tuple[int, str]] = []
@@ -187,7 +191,11 @@ class MemoryStore:
         self.spike_rows += [(int(s), str(d)) for s, d in spikes]
 
     def write(
-        self, chunk: Chunk, anomalies: list[tuple[int, str, Any]], steps: Sequence[StepRow] = ()
+        self,
+        chunk: Chunk,
+        anomalies: list[tuple[int, str, Any]],
+        steps: Sequence[StepRow] = (),
+        partly: Sequence[tuple[int, int]] = (),
     ) -> None:
         if self.bytes > self.limit_bytes:
             raise MemoryError(f"the in-memory record reached {self.limit_bytes >> 20} MB")
@@ -196,10 +204,16 @@ class MemoryStore:
         self._exact += exact
         self.anomaly_rows += anomalies
         self._steps += steps
+        self._partly += partly
         self.bytes += len(data)
 
     def step_rows(self) -> list[StepRow]:
         return list(self._steps)
+
+    def partly_skipped(self) -> list[tuple[int, int]]:
+        """(step, param id) of the parameters whose optimizer's step the GradScaler skipped
+        while the other optimizers' went on."""
+        return list(self._partly)
 
     def clip_unknown(self, lo: int, hi: int) -> None:
         """Steps `lo`-`hi` written so far: `clipped` unknown (a row each)."""
@@ -273,11 +287,16 @@ class SQLiteStore:
             self._db.executemany("INSERT INTO spikes VALUES (?, ?)", spikes)
 
     def write(
-        self, chunk: Chunk, anomalies: list[tuple[int, str, Any]], steps: Sequence[StepRow] = ()
+        self,
+        chunk: Chunk,
+        anomalies: list[tuple[int, str, Any]],
+        steps: Sequence[StepRow] = (),
+        partly: Sequence[tuple[int, int]] = (),
     ) -> None:
         data, exact = encode(chunk)
         with self._db:  # one transaction: all of it or nothing
             self._db.executemany("INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?)", steps)
+            self._db.executemany("INSERT OR REPLACE INTO skipped_params VALUES (?, ?)", partly)
             self._db.execute(
                 "INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?)",
                 (int(chunk.steps[0]), int(chunk.steps[-1]), len(chunk.steps), chunk.n_params, data),
@@ -392,4 +411,12 @@ class SQLiteStore:
         try:
             return list(self._db.execute("SELECT step, skipped, scale, clipped FROM steps"))
         except sqlite3.OperationalError:  # written before the table existed
+            return []
+
+    def partly_skipped(self) -> list[tuple[int, int]]:
+        """(step, param id) of the parameters whose optimizer's step the GradScaler skipped
+        while the other optimizers' went on; none in records older than the table."""
+        try:
+            return list(self._db.execute("SELECT step, param FROM skipped_params"))
+        except sqlite3.OperationalError:
             return []

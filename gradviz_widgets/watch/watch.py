@@ -284,7 +284,10 @@ class GradWatch(HistoryViews):
         rows = self.step_rows()  # waits for the steps so far
         store, w = self._reader(), self._writer
         frame = (list(w.params), store.chunks(), store.exact(), params, start, stop)
-        return history_frame(*frame, self._ranks.rank, step_rows=rows, events=list(w.events))
+        partly = store.partly_skipped()
+        return history_frame(
+            *frame, self._ranks.rank, step_rows=rows, events=list(w.events), partly=partly
+        )
 
     def step_rows(self, rank: int | None = None) -> list[StepRow]:
         """The steps with something to say (GradScaler skipped, loss scale, clipped: the

@@ -294,8 +294,15 @@ class Writer(threading.Thread):
                 },
                 status=np.stack([_pad(s, width, _NONE) for _, _, s in self._rows]),
             )
-            steps = self._step_rows([r for r, _, _ in self._rows])
-            self._store_call(self.store.write, chunk, self._new_anomalies, steps)
+            records = [r for r, _, _ in self._rows]
+            partly = [
+                (r.step, int(i))
+                for r in records
+                if r.skipped_ids is not None
+                for i in r.skipped_ids
+            ]
+            steps = self._step_rows(records)
+            self._store_call(self.store.write, chunk, self._new_anomalies, steps, partly)
         else:
             chunk = None
         self.steps_written += len(self._rows)
@@ -353,6 +360,7 @@ class Writer(threading.Thread):
                 for done in old.chunks():
                     self.store.write(done, [])
                 self.store._steps = list(old.step_rows())
+                self.store._partly = list(old.partly_skipped())
                 self.store.anomaly_rows = list(self.anomaly_rows)
                 self.store.spike_rows = list(old.spike_rows)
             except Exception:
@@ -375,7 +383,7 @@ class _Discard(MemoryStore):
     def add_params(self, params: list[ParamInfo]) -> None:
         pass
 
-    def write(self, chunk: Chunk, anomalies: list, steps: Any = ()) -> None:
+    def write(self, chunk: Chunk, anomalies: list, steps: Any = (), partly: Any = ()) -> None:
         pass
 
     def add_events(self, events: list[tuple[int, str, str]]) -> None:
@@ -387,6 +395,11 @@ class _Discard(MemoryStore):
 
 #: the detail of a NaN/Inf anomaly at a step the GradScaler skipped
 SKIPPED_DETAIL = "the GradScaler skipped this step (Inf/NaN gradients): no update was made"
+#: the same where one optimizer's step was skipped and the others' went on
+PARTLY_SKIPPED_DETAIL = (
+    "the GradScaler skipped the step of the optimizer holding these parameters (Inf/NaN "
+    "gradients): they were not updated at this step; the other optimizers' parameters were"
+)
 
 
 def _nonfinite_said(
@@ -407,9 +420,10 @@ def _nonfinite_said(
             out.append((step, kind, names))
             continue
         skipped = rec.info is not None and step_info(rec.info)[0]
+        partly = rec.skipped_ids is not None
         held: Held | None = rec.held if isinstance(rec.held, Held) else None
-        said = [SKIPPED_DETAIL] if skipped else []
-        said += [held_detail(held, skipped)] if held is not None else []
+        said = [SKIPPED_DETAIL] if skipped else [PARTLY_SKIPPED_DETAIL] if partly else []
+        said += [held_detail(held, skipped or partly)] if held is not None else []
         row: dict[str, Any] = {"params": list(names), "detail": "; ".join(t for t in said if t)}
         if held is not None and not held.unchecked:
             row["held"] = held.to_json()
