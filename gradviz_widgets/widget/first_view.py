@@ -8,7 +8,8 @@ drawn for good that fits the cell's width but not the room beside the chart; bot
 window) and, while the
 fold depth is "auto", into one step more folding each time the graph did not fit: first the
 leaf modules (a Linear's few ops become its box), then one level of depth at a time down to
-the top-level modules, but never to a view of fewer than `MIN_OVERVIEW` nodes (the deeper
+the top-level modules (a level that draws the same view is skipped: the page would draw it
+unchanged and report nothing), but never to a view of fewer than `MIN_OVERVIEW` nodes (the deeper
 one opens on its readable top instead). It never unfolds by itself, so
 the view cannot flap; a new arrangement or a new fold choice starts over from `auto_depth`.
 
@@ -167,8 +168,27 @@ class FirstView:
         folded (MIN_OVERVIEW when there is none yet: no reason to stop)."""
         if self._last is None:
             return MIN_OVERVIEW
+        return len(self._view_at(depth))
+
+    def _view_at(self, depth: int) -> frozenset[str]:
+        """The node ids of the auto view of the graph drawn last, folded to `depth` with leaf
+        modules folded (empty when there is none yet)."""
+        if self._last is None:
+            return frozenset()
         graph, expand = self._last
-        return len(graph.view(depth, expand, _leaf_modules(graph, expand)).nodes)
+        return frozenset(
+            n.id for n in graph.view(depth, expand, _leaf_modules(graph, expand)).nodes
+        )
+
+    def _next_depth(self, current: int) -> int:
+        """The deepest depth above `current` whose view differs from `current`'s (0 at most):
+        the page draws an unchanged view without a new layout, so no fit report would follow
+        and the auto view would stay on the graph that did not fit (a CNN with frozen first
+        stages draws the same nodes at depths 4 and 3, leaf modules folded)."""
+        if self._last is None:
+            return current - 1
+        now = self._view_at(current)
+        return next((d for d in range(current - 1, 0, -1) if self._view_at(d) != now), 0)
 
     def resized(self, cell: int) -> None:
         """The cell is `cell` px wide now: re-arrange when that changes the arrangement, and
@@ -233,8 +253,8 @@ class FirstView:
         if not self.fold_leaves:  # first: leaf modules as boxes, runs of blocks grouped
             self.fold_leaves = True
             self.cap = current
-        elif current > 0 and self._drawn_at(current - 1) >= MIN_OVERVIEW:
-            self.cap = current - 1
+        elif current > 0 and self._drawn_at(lower := self._next_depth(current)) >= MIN_OVERVIEW:
+            self.cap = lower
         else:
             return False  # nothing worth folding: the page shows the readable top of the graph
         return True

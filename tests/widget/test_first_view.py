@@ -314,3 +314,42 @@ def test_only_a_real_resize_chooses_the_depth_again(frozen_resnet: Any) -> None:
     page(w, {"kind": "resize", "cell": 848})
     too_big(w, 848, 848)
     assert w.pane.revision == revision and "folded at depth 1" in w.controls.loss_label.value
+
+
+def frozen_first_stages() -> ExplorerWidget:
+    """A ResNet-style CNN whose stem and first stage are frozen: at depth 4 and at depth 3
+    (leaf modules as boxes) it draws the same 46 nodes."""
+    torch.manual_seed(0)
+
+    def stage(cin: int, cout: int) -> nn.Sequential:
+        return nn.Sequential(
+            nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()
+        )
+
+    def deep(cin: int, cout: int) -> nn.Sequential:
+        return nn.Sequential(nn.Sequential(stage(cin, cout), stage(cout, cout)), stage(cout, cout))
+
+    model = nn.Sequential(
+        stage(3, 8), deep(8, 8), deep(8, 16), deep(16, 16), nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(), nn.Linear(16, 10),
+    )  # fmt: skip
+    model[0].requires_grad_(False)
+    model[1].requires_grad_(False)
+    ex = GradExplorer(model, torch.randn(2, 3, 16, 16), loss_fn=nn.CrossEntropyLoss(),
+                      target=torch.tensor([1, 2]))  # fmt: skip
+    return ex.show()
+
+
+def test_each_fold_step_draws_a_new_view() -> None:
+    """A step whose view is the one that did not fit is drawn by the page unchanged (no new
+    layout, so no fit report): the auto view stalled on the graph that did not fit (a CNN with
+    frozen first stages opened 2,950 px wide on three frozen nodes). A step skips such depths."""
+    w = frozen_first_stages()
+    page(w, {"kind": "resize", "cell": 1488})
+    for _ in range(6):
+        before, revision = w.pane.dot, w.pane.revision
+        too_big(w, 893, 1488)
+        if w.pane.revision == revision:
+            break  # nothing left worth folding
+        assert w.pane.dot != before, f"fold step to depth {w.first_view.shown} drew the same view"
+    assert w.first_view.shown is not None and w.first_view.shown <= 2
