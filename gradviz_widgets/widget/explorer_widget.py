@@ -463,19 +463,23 @@ class ExplorerWidget(W.VBox):
         self.pane.selected = node_id or ""
 
     def select_param(self, name: str) -> str | None:
-        """Select the graph node showing parameter `name` (its own node or its folded module)."""
+        """Select the graph node showing parameter `name` (its own node, its ghost where no
+        gradient reached it, or the folded module holding either)."""
         try:
             record = self.explorer.report.param(name)
         except KeyError as e:
             self._fail(str(e))
             return None
         node_id = node_showing(self.view, ids.param_id(name))
-        self._reveal(node_id, record.module)
+        # a parameter no gradient reached is drawn as a ghost: its node, or the box folding it
+        ghost = node_showing(self.view, ids.ghost_id(ids.param_id(name))) if not node_id else None
+        self._reveal(node_id or ghost, record.module)
         if node_id is None:
-            self._set_status(f"{name} has no node in the graph: {record.none_reason}", "warning")
+            where = "is drawn dashed (no gradient)" if ghost else "has no node in the graph"
+            self._set_status(f"{name} {where}: {record.none_reason}", "warning")
         self._update_chart()
         self._update_readout()
-        return node_id
+        return node_id or ghost
 
     def _pick(self, module: str) -> None:
         """A bar of the per-module chart was clicked."""

@@ -84,6 +84,19 @@ def test_bar_click_selects_graph_node(dead_explorer):
     assert w.select_param("dead.weight") == "module:dead"
 
 
+def test_bar_click_on_a_frozen_parameter_selects_its_ghost_or_box():
+    """The status line said "has no node in the graph" while the graph drew the frozen
+    parameter as a ghost inside its module's box."""
+    net = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    net[0].requires_grad_(False)
+    w = GradExplorer(net, torch.randn(3, 4)).show()
+    assert w.select_param("0.weight") == "ghost:param:0.weight" == w.pane.selected
+    assert "drawn dashed" in w.status_text and "frozen" in w.status_text
+    w.toggle_scope("0")
+    assert w.select_param("0.weight") == "module:0"
+    w.explorer.close()
+
+
 def test_big_model_starts_folded_and_expands():
     ex = GradExplorer(resnet18(width=8), torch.randn(2, 3, 32, 32))
     w = ex.show(max_nodes=60)
