@@ -106,6 +106,14 @@ class Baselines:
             self.last = np.concatenate([self.last, np.full(extra, np.nan)])
             self.count = np.concatenate([self.count, np.zeros(extra, dtype=np.int64)])
 
+    def insert(self, at: int, k: int) -> None:
+        """`k` new series at position `at` (no baseline yet); those after it move up."""
+        if k > 0:
+            self.mean = np.insert(self.mean, at, np.zeros(k))
+            self.var = np.insert(self.var, at, np.zeros(k))
+            self.last = np.insert(self.last, at, np.full(k, np.nan))
+            self.count = np.insert(self.count, at, np.zeros(k, dtype=np.int64))
+
     def reset(self, index: np.ndarray) -> None:
         """Forget the series at `index`: their values changed meaning (a module that gained
         a parameter), so they learn a new baseline from their next value."""
@@ -201,9 +209,10 @@ def module_norms(norms: np.ndarray, groups: np.ndarray, n_groups: int) -> np.nda
 
 
 class Split:
-    """Baselines of [parameters..., modules...] kept as two parts that each grow at their own
-    end: in one array, a parameter added mid-run took over the first module's baseline (a
-    false spike at the step it appeared) and moved every module onto its neighbour's.
+    """Baselines of [parameters..., modules...], each part growing at its own end: a parameter
+    added mid-run gets a new series between the parameters and the modules (appended to one
+    array, it took over the first module's baseline: a false spike at the step it appeared,
+    and every module moved onto its neighbour's). One array, so one `Baselines.step` a step.
 
     Example:
         >>> split = Split(SpikeRule(warmup=2))
@@ -215,21 +224,22 @@ class Split:
     """
 
     def __init__(self, rule: SpikeRule) -> None:
-        self.params, self.modules = Baselines(rule), Baselines(rule)
+        self.both = Baselines(rule)
+        self.n_params = 0
 
     def step(self, per: np.ndarray, mods: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(score, spike, z) of [parameters..., modules...]."""
-        a, b = self.params.step(per), self.modules.step(mods)
-        return (
-            np.concatenate([a[0], b[0]]),
-            np.concatenate([a[1], b[1]]),
-            np.concatenate([a[2], b[2]]),
-        )
+        if len(per) > self.n_params:
+            self.both.insert(self.n_params, len(per) - self.n_params)
+            self.n_params = len(per)
+        elif len(per) < self.n_params:  # the rest have no value this step: not learnt
+            per = np.concatenate([per, np.full(self.n_params - len(per), np.nan)])
+        return self.both.step(np.concatenate([per, mods]))
 
     def regroup(self, modules: int, changed: np.ndarray) -> None:
         """`modules` modules now, and the `changed` ones (that gained parameters) start anew."""
-        self.modules.grow(modules)
-        self.modules.reset(changed)
+        self.both.grow(self.n_params + modules)
+        self.both.reset(self.n_params + np.asarray(changed, dtype=np.int64))
 
 
 class NormSeries:
