@@ -163,13 +163,6 @@ class FirstView:
         # sibling leaf modules called between other ops into one fan-shaped node
         return depth, None, _leaf_modules(graph, expand)
 
-    def _drawn_at(self, depth: int) -> int:
-        """Nodes the auto view of the graph drawn last shows folded to `depth`, leaf modules
-        folded (MIN_OVERVIEW when there is none yet: no reason to stop)."""
-        if self._last is None:
-            return MIN_OVERVIEW
-        return len(self._view_at(depth))
-
     def _view_at(self, depth: int) -> frozenset[str]:
         """The node ids of the auto view of the graph drawn last, folded to `depth` with leaf
         modules folded (empty when there is none yet)."""
@@ -180,15 +173,20 @@ class FirstView:
             n.id for n in graph.view(depth, expand, _leaf_modules(graph, expand)).nodes
         )
 
-    def _next_depth(self, current: int) -> int:
-        """The deepest depth above `current` whose view differs from `current`'s (0 at most):
-        the page draws an unchanged view without a new layout, so no fit report would follow
-        and the auto view would stay on the graph that did not fit (a CNN with frozen first
-        stages draws the same nodes at depths 4 and 3, leaf modules folded)."""
+    def _next_view(self, current: int) -> tuple[int, int]:
+        """(depth, nodes it draws) of the deepest depth above `current` whose view differs from
+        `current`'s (0 at most; MIN_OVERVIEW nodes when no graph was drawn yet: no reason to
+        stop): the page draws an unchanged view without a new layout, so no fit report would
+        follow and the auto view would stay on the graph that did not fit (a CNN with frozen
+        first stages draws the same nodes at depths 4 and 3, leaf modules folded)."""
         if self._last is None:
-            return current - 1
+            return current - 1, MIN_OVERVIEW
         now = self._view_at(current)
-        return next((d for d in range(current - 1, 0, -1) if self._view_at(d) != now), 0)
+        for depth in range(current - 1, 0, -1):
+            view = self._view_at(depth)
+            if view != now:
+                return depth, len(view)
+        return 0, len(self._view_at(0))
 
     def resized(self, cell: int) -> None:
         """The cell is `cell` px wide now: re-arrange when that changes the arrangement, and
@@ -253,8 +251,8 @@ class FirstView:
         if not self.fold_leaves:  # first: leaf modules as boxes, runs of blocks grouped
             self.fold_leaves = True
             self.cap = current
-        elif current > 0 and self._drawn_at(lower := self._next_depth(current)) >= MIN_OVERVIEW:
-            self.cap = lower
+        elif current > 0 and (lower := self._next_view(current))[1] >= MIN_OVERVIEW:
+            self.cap = lower[0]
         else:
             return False  # nothing worth folding: the page shows the readable top of the graph
         return True
