@@ -18,6 +18,18 @@ from ..vocabulary import combine_norms
 from .nodes import GradEdge, GradNode
 
 
+def flow_max(norm: float | None) -> float | None:
+    """max |g| of what flowed along an edge or into an op node: only the norm is measured there
+    (it is what the graph shows), so max |g| is 0.0 where the norm is (exact sums of squares
+    are 0 only when every element is) and None otherwise.
+
+    Example:
+        >>> flow_max(0.0), flow_max(2.5), flow_max(None)
+        (0.0, None, None)
+    """
+    return 0.0 if norm == 0.0 else None
+
+
 @dataclasses.dataclass(frozen=True)
 class PartialFlow:
     """The norm of what the consumers `dsts` (sorted, with repeats) of `src` sent it together:
@@ -70,7 +82,7 @@ class Flows:
             if whole and node is not None and node.grad_norm is not None:
                 out.append(GradEdge(src, pieces[0].dst, node.grad_norm, node.grad_max, node.status))
             elif len(pieces) > 1 and part is not None:
-                top = 0.0 if part.grad_norm == 0.0 else None  # exact sums of squares: 0 iff all are
+                top = flow_max(part.grad_norm)
                 out.append(GradEdge(src, pieces[0].dst, part.grad_norm, top, part.status))
             else:
                 out.extend(pieces)
@@ -88,7 +100,7 @@ def combine_flow(edges: Iterable[GradEdge]) -> tuple[float | None, float | None]
         return None, None
     if all(e.grad_max is not None for e in measured):
         return norm, max((e.grad_max for e in measured), default=None)  # type: ignore[type-var]
-    return norm, (0.0 if norm == 0.0 else None)
+    return norm, flow_max(norm)
 
 
-__all__ = ["Flows", "PartialFlow", "combine_flow"]
+__all__ = ["Flows", "PartialFlow", "combine_flow", "flow_max"]

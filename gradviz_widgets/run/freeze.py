@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from torch import nn
 
 from .. import ids
-from ..graph.flows import PartialFlow
+from ..graph.flows import PartialFlow, flow_max
 from ..graph.grad_graph import GradGraph
 from ..graph.nodes import GradEdge, GradNode, ModuleScope, maker
 from ..report import diagnose
@@ -98,18 +98,6 @@ def _edges(state: RunState, raw: RawGraph, thresholds: Thresholds) -> tuple[Grad
         make(e.src, e.dst, norm, gmax, status)
         for e, norm, gmax, status in zip(raw.edges, norms, maxes, statuses, strict=True)
     )
-
-
-def flow_max(norm: float | None) -> float | None:
-    """max |g| of what flowed along an edge or into an op node: only the norm is measured there
-    (it is what the graph shows), so max |g| is 0.0 where the norm is (exact sums of squares
-    are 0 only when every element is) and None otherwise.
-
-    Example:
-        >>> flow_max(0.0), flow_max(2.5), flow_max(None)
-        (0.0, None, None)
-    """
-    return 0.0 if norm == 0.0 else None
 
 
 def _edge_norm(
