@@ -303,23 +303,9 @@ def history_frame(
             ),
             "reason": pd.Categorical.from_codes(reason[live], list(REASONS)),
             "update_ratio": cols["update_ratio"][live],
-            **_with_partly(step_columns(steps[live], step_rows), steps[live], ids[live], partly),
+            **step_columns(steps[live], step_rows, ids[live], partly),
         }
     )
-
-
-def _with_partly(
-    columns: dict, steps: np.ndarray, ids: np.ndarray, partly: Sequence[tuple[int, int]]
-) -> dict:
-    """`columns` (step_columns) with `skipped` set on the rows whose optimizer's step alone
-    was skipped (one GradScaler over several optimizers)."""
-    if partly:
-        pairs = np.array(partly, dtype=np.int64).reshape(-1, 2)
-        base = int(max(ids.max(initial=0), pairs[:, 1].max(initial=0))) + 1
-        keys = steps.astype(np.int64) * base + ids
-        wanted = pairs[:, 0] * base + pairs[:, 1]
-        columns["skipped"] = columns["skipped"] | np.isin(keys, wanted)
-    return columns
 
 
 def _blocks(

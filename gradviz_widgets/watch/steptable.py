@@ -18,8 +18,14 @@ import numpy as np
 StepRow = tuple[int, int, "float | None", "int | None"]
 
 
-def step_columns(steps: np.ndarray, rows: Sequence[tuple]) -> dict:
-    """skipped (the GradScaler skipped the step), scale (the loss scale, NaN without one),
+def step_columns(
+    steps: np.ndarray,
+    rows: Sequence[tuple],
+    ids: np.ndarray | None = None,
+    partly: Sequence[tuple[int, int]] = (),
+) -> dict:
+    """skipped (the GradScaler skipped the step, or, `partly`: (step, param id), the step of
+    the optimizer holding parameter `ids` of the row), scale (the loss scale, NaN without one),
     clipped (changed in place before the optimizer used it; <NA>: unknown) of each row."""
     import pandas as pd
 
@@ -35,4 +41,8 @@ def step_columns(steps: np.ndarray, rows: Sequence[tuple]) -> dict:
         scale[hit] = np.array([np.nan if r[2] is None else r[2] for r in table])[pos[hit]]
         flags = pd.array([None if r[3] is None else bool(r[3]) for r in table], dtype="boolean")
         clipped[hit] = flags[pos[hit]]
+    if partly and ids is not None:
+        pairs = np.array(partly, dtype=np.int64).reshape(-1, 2)
+        base = int(max(ids.max(initial=0), pairs[:, 1].max(initial=0))) + 1
+        skipped |= np.isin(steps.astype(np.int64) * base + ids, pairs[:, 0] * base + pairs[:, 1])
     return {"skipped": skipped, "scale": scale, "clipped": clipped}
