@@ -190,8 +190,12 @@ class StepTiming:
             )
             return Reading(ids, post, scale, None, skipped)
         pre = _divided(eob.stats, [rows[k] for k in changed], divisor)  # type: ignore[misc]
-        clipped = _differ(pre, _rows(post, changed), _is_scale(divisor))
-        return Reading(ids, _replaced(post, changed, pre), scale, clipped, skipped)
+        now = _rows(post, changed)
+        clipped, clip = _differ(pre, now, _is_scale(divisor)), clip_like(pre, now)
+        if clip is False:
+            self._warn_once("applied", _NOT_A_CLIP.format(step=step))
+        kept = _chosen(clip, _replaced(post, changed, pre), post)
+        return Reading(ids, kept, scale, _both(clipped, clip), skipped)
 
     def _next_read(self, step: int) -> bool:
         """Count this read (of `step`); whether it is a probe (and schedule the next one)."""
@@ -439,6 +443,59 @@ def _replaced(post: Any, rows: list[int], pre: Any) -> Any:
     out = np.array(post, dtype=np.float64)
     out[rows] = pre
     return out
+
+
+_NOT_A_CLIP = (
+    "GradWatch: the gradients changed in place between backward and optimizer.step at step "
+    "{step} in a way no clipping does (zeroed, or averaged across processes by hand, or "
+    "not scaled alike): the record holds what the optimizer applied there (`clipped` False)."
+)
+#: relative room for one clipping factor (or clip value) read back from float32 gradients
+CLIP_ROOM = 1e-6
+
+
+def clip_like(pre: Any, post: Any) -> Any:
+    """Whether `post` is what clipping makes of `pre` (rows: norm, max |g|, ...): unchanged,
+    or every row multiplied by one factor in (0, 1] (`clip_grad_norm_`), or every changed
+    row's max |g| cut to one value (`clip_grad_value_`). Not clipping: gradients zeroed
+    (`zero_grad` before `step`), or averaged across processes by hand (each row by its own
+    factor). Non-finite numbers on either side keep the backward's (the anomaly's detail says
+    where a NaN/Inf came in: watch/anomalies.py). A bool, or a device tensor (no host sync).
+
+    Example:
+        >>> pre = np.array([[2.0, 1.0, 3], [4.0, 2.0, 3]])
+        >>> clip_like(pre, pre * [0.5, 0.5, 1]), clip_like(pre, pre * [0, 0, 0])
+        (True, False)
+    """
+    a, b = (torch.as_tensor(x, dtype=torch.float64)[:, :2] for x in (pre, post))
+    b = b.to(a.device)
+    if a.numel() == 0:
+        return True
+    room = CLIP_ROOM * a.abs()
+    moved = ((a - b).abs() > room).any(1)
+    ratio = b / a.clamp(min=torch.finfo(a.dtype).tiny)
+    factor = ratio[moved.int().argmax(), 0]  # the first changed row's (no sync)
+    alike = torch.where(a > 0, (ratio - factor).abs() <= CLIP_ROOM * factor, b == 0)
+    scaled = alike.all() & (factor > 0) & (factor <= 1 + CLIP_ROOM)
+    top = torch.where(moved, b[:, 1], b[:, 1].new_zeros(())).amax()
+    cut = (b[:, 1] <= a[:, 1] + room[:, 1]).all() & (b[:, 0] <= a[:, 0] + room[:, 0]).all()
+    cut &= ((~moved) | ((b[:, 1] - top).abs() <= CLIP_ROOM * top)).all() & (top > 0)
+    verdict = ~moved.any() | scaled | cut | ~torch.isfinite(torch.cat([a, b])).all()
+    return bool(verdict) if verdict.device.type == "cpu" else verdict
+
+
+def _chosen(clip: Any, pre_kept: Any, applied: Any) -> Any:
+    """The reading kept: pre-clip values where `clip`, else what the optimizer applied."""
+    if isinstance(clip, torch.Tensor):
+        return torch.where(clip, torch.as_tensor(pre_kept, device=clip.device), applied)
+    return pre_kept if clip else applied
+
+
+def _both(clipped: Any, clip: Any) -> Any:
+    """`clipped` where the change was a clipping, else False."""
+    if isinstance(clip, torch.Tensor):
+        return torch.as_tensor(clipped, device=clip.device) & clip
+    return clipped if clip else False
 
 
 def _differ(pre: Any, post: Any, scaled: bool = False) -> Any:

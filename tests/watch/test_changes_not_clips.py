@@ -1,0 +1,131 @@
+"""A gradient changed in place between backward and `optimizer.step` keeps its pre-change numbers
+only when the change is a clipping (one factor in (0, 1] for every gradient, or max |g| cut to
+one value). Otherwise the record holds what the optimizer applied: a `zero_grad` before `step`
+(the optimizer applies zeros) had been recorded healthy with no anomaly, and data parallelism
+written by hand (`all_reduce(p.grad); p.grad /= world`, PyTorch's tutorial) recorded each rank's
+own pre-average gradient and raised a false `rank_divergence`."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from small_models import CE, data, mlp
+from test_distributed_launch import launch, stop_forkserver
+from torch import nn
+
+from gradviz_widgets.watch import GradWatch
+from gradviz_widgets.watch.timing import clip_like
+
+stop = pytest.fixture(scope="module", autouse=True)(stop_forkserver)
+
+
+def _applied(model: nn.Module) -> dict[str, float]:
+    return {n: float(p.grad.double().norm()) for n, p in model.named_parameters()}
+
+
+def _loop(model: nn.Module, change, steps: int = 3) -> tuple[object, list[dict[str, float]]]:
+    opt = torch.optim.SGD(model.parameters(), 0.1)
+    watch = GradWatch(model, optimizer=opt)
+    x, y = data()
+    seen = []
+    for _ in range(steps):
+        opt.zero_grad()
+        CE(model(x), y).backward()
+        change(model, opt)
+        seen.append(_applied(model))
+        opt.step()
+    return watch, seen
+
+
+def test_a_zero_grad_before_step_is_recorded_as_zero_with_its_anomaly():
+    with pytest.warns(UserWarning, match="in a way no clipping does"):
+        watch, seen = _loop(mlp(), lambda m, opt: opt.zero_grad(set_to_none=False))
+    h = watch.history()  # type: ignore[attr-defined]
+    watch.close()  # type: ignore[attr-defined]
+    assert all(v == 0.0 for step in seen for v in step.values())
+    assert (h.norm == 0.0).all() and (h.status == "zero").all()
+    assert not h.clipped.fillna(True).any()
+    zero = [a for a in watch.anomalies if a.kind == "zero"]  # type: ignore[attr-defined]
+    assert zero and zero[0].step == 0
+
+
+def test_a_clip_grad_norm_still_keeps_the_pre_clip_numbers():
+    pre: list[dict[str, float]] = []
+
+    def clip(model: nn.Module, opt: object) -> None:
+        pre.append(_applied(model))
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "no clipping" warning
+        watch, seen = _loop(mlp(), clip)
+    h = watch.history()  # type: ignore[attr-defined]
+    watch.close()  # type: ignore[attr-defined]
+    assert h.clipped.tolist() == [True] * len(h)
+    for k in range(3):
+        rows = h[h.step == k].set_index("param")
+        for name, norm in pre[k].items():
+            assert rows.loc[name, "norm"] == pytest.approx(norm, rel=1e-6)  # float32 store
+            assert seen[k][name] < norm
+
+
+def test_the_rule_on_readings():
+    pre = torch.tensor([[2.0, 1.0, 3.0], [4.0, 3.0, 3.0], [0.0, 0.0, 0.0]])
+    cut = pre.clone()
+    cut[1, :2] = torch.tensor([3.5, 1.0])  # clip_grad_value_(1.0): max cut to 1.0
+    assert clip_like(pre, pre * torch.tensor([0.25, 0.25, 1.0])) is True
+    assert clip_like(pre, cut) is True
+    assert clip_like(pre, pre) is True
+    assert clip_like(pre, pre * 0) is False  # zeroed
+    assert clip_like(pre, pre * torch.tensor([[0.5], [2.0], [1.0]])) is False  # averaged
+    assert clip_like(pre, pre * 2) is False  # grew: no clip does
+    boom = pre.clone()
+    boom[0, 0] = float("inf")
+    assert clip_like(boom, pre * 0) is True  # the explosion is what the record keeps
+
+
+def _hand_averaged(rank: int, world: int, folder: Path) -> dict:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watch = GradWatch(model, optimizer=opt, path=folder / "run", flush_s=0.05)
+    g = torch.Generator().manual_seed(100 + rank)
+    applied = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            x, y = torch.randn(4, 6, generator=g), torch.randn(4, 3, generator=g)
+            opt.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            for p in model.parameters():  # average_gradients(model)
+                dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+                p.grad /= world
+            applied.append(_applied(model))
+            opt.step()
+        h = watch.history()
+        watch.close()
+    dist.barrier()
+    recorded = [dict(zip(h[h.step == s].param, h[h.step == s].norm)) for s in range(3)]
+    out = {"applied": applied, "recorded": recorded, "warned": [str(w.message) for w in caught]}
+    if rank == 0:
+        run = GradWatch.open(folder / "run")
+        out["anomalies"] = [a.kind for a in run.anomalies]
+        run.close()
+    return out
+
+
+SCENARIOS = {"hand": _hand_averaged}
+
+
+def test_data_parallel_by_hand_records_the_averaged_gradient_on_every_rank(tmp_path):
+    ranks = launch(__name__, "hand", 2, tmp_path)
+    for r in ranks:
+        for applied, recorded in zip(r["applied"], r["recorded"]):
+            assert recorded == pytest.approx(applied, rel=1e-6)  # float32 store
+        assert any("in a way no clipping does" in w for w in r["warned"])
+    assert ranks[0]["recorded"] == ranks[1]["recorded"]
+    assert "rank_divergence" not in ranks[0]["anomalies"]
