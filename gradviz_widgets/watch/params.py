@@ -263,7 +263,8 @@ class ParamSet:
             return
         if p._post_accumulate_grad_hooks is None:
             self._made.append(p)
-        self._handles[i] = p.register_post_accumulate_grad_hook(self.hook)
+        handle = self._handles[i] = p.register_post_accumulate_grad_hook(self.hook)
+        _first(p._post_accumulate_grad_hooks, handle.id)  # type: ignore[arg-type]
 
     def _unhook(self, i: int) -> None:
         handle = self._handles.pop(i, None)
@@ -277,6 +278,16 @@ class ParamSet:
                 if not p._post_accumulate_grad_hooks:
                     p._post_accumulate_grad_hooks = None  # type: ignore[assignment]  # torch's default
                 break
+
+
+def _first(hooks: dict, key: int) -> None:
+    """Put hook `key` first: another hook may take the gradient away (watch/arrivals.py).
+    torch runs them in the dict's insertion order (an OrderedDict's `move_to_end` does not
+    change that), so the same dict, which the handles remove from, is refilled."""
+    items = list(hooks.items())
+    hooks.clear()
+    hooks[key] = dict(items)[key]
+    hooks.update((k, h) for k, h in items if k != key)
 
 
 def _shape(p: torch.Tensor) -> tuple[tuple[int, ...], int]:

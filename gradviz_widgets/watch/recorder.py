@@ -23,6 +23,7 @@ from torch.autograd import Variable
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from ..errors import user_stacklevel
+from .arrivals import Arrivals
 from .events import describe, listed
 from .flight import Flights, on_host
 from .holders import HeldCheck
@@ -96,6 +97,8 @@ class Recorder:
         # makes them whole), at the end of backward too, so clipping keeps the pre-clip sums
         reader = stats_reader(self.ranks.world if fsdp else None)
         self.timing = StepTiming(self.params, reader, scaler, compare=fsdp)
+        #: without an optimizer: gradients another hook may drop inside backward, read first
+        self.arrivals = Arrivals(reader)
         self._publish(first=True)
 
     # ---- attaching ----------------------------------------------------------------------
@@ -176,6 +179,8 @@ class Recorder:
     def _on_accumulated(self, p: torch.Tensor) -> None:
         if self._used is not None:
             self._used.add(id(p))
+        if self.enabled and not self.optimizers and Arrivals.shared(p):
+            self.arrivals.take(p)
         if self.enabled and not self._queued:
             self._queued = True
             Variable._execution_engine.queue_callback(self._guarded(self._end_backward))
@@ -221,17 +226,20 @@ class Recorder:
             ids, grads = [ids[k] for k in keep], [grads[k] for k in keep]
         opt = self.optimizers[j] if self.optimizers else None
         reading = self.timing.read(ids, grads, self.step, skipped, opt)
+        stats = reading.stats
+        if not self.optimizers and self.ranks.group is None:
+            ids, stats = self._with_arrivals(ids, stats)
         if self.timing.unknown:  # earlier steps' `clipped` turned out unknown: the record says so
             self.emit("clip_unknown", self.timing.unknown)
             self.timing.unknown = []
-        stats = reading.stats
         extra = None
         if self.ranks.group is not None:
             extra = rank_part(self.ranks, self._used, self.params, ids, grads)
         host = self._host_stats(stats)  # None: on a device, not read this step
         if self.flights is not None:  # before the update: the pre-update weights
             lacking = self.watched.lacking
-            without = [i for i in owned if self.params[i].grad is None] if lacking else []
+            got = set(ids)
+            without = [i for i in owned if i not in got] if lacking else []
             trainable = self.watched.trainable
             missing = [i for i in without if trainable[i]]  # this optimizer's, not another's
             seen = stats if host is None else host
@@ -243,6 +251,16 @@ class Recorder:
         plain = reading.scale is None and reading.clipped is False and reading.skipped is False
         info = None if plain else (reading.skipped, reading.scale, reading.clipped)
         self._pre[j] = (ids, stats, due, extra, info, held)
+
+    def _with_arrivals(self, ids: list[int], stats: Any) -> tuple[list[int], Any]:
+        """The gradients a hook took away inside backward (an optimizer step in backward),
+        as read when they arrived (watch/arrivals.py): those parameters did get one."""
+        found, stats = self.arrivals.merged(ids, stats, self.params)
+        if len(found) > len(ids):
+            have = set(found)
+            trainable = self.watched.trainable
+            self.watched.lacking = any(t and i not in have for i, t in enumerate(trainable))
+        return found, stats
 
     def _unmoved(self, j: int) -> list[int] | None:
         """Slots no optimizer updated yet in optimizer j's round (None: all of them, one
