@@ -190,12 +190,20 @@ class StepTiming:
             )
             return Reading(ids, post, scale, None, skipped)
         pre = _divided(eob.stats, [rows[k] for k in changed], divisor)  # type: ignore[misc]
+        kept, clipped = self._kept(pre, post, changed, divisor, step)
+        return Reading(ids, kept, scale, clipped, skipped)
+
+    def _kept(
+        self, pre: Any, post: Any, changed: list[int], divisor: Any, step: int
+    ) -> tuple[Any, Any]:
+        """The reading of a step whose gradients `changed` in place since backward, and its
+        `clipped`: the end-of-backward values `pre` where the change was a clipping
+        (`clip_like`), else what the optimizer applied (one warning)."""
         now = _rows(post, changed)
         clipped, clip = _differ(pre, now, _is_scale(divisor)), clip_like(pre, now)
         if clip is False:
             self._warn_once("applied", _NOT_A_CLIP.format(step=step))
-        kept = _chosen(clip, _replaced(post, changed, pre), post)
-        return Reading(ids, kept, scale, _both(clipped, clip), skipped)
+        return _chosen(clip, _replaced(post, changed, pre), post), _both(clipped, clip)
 
     def _next_read(self, step: int) -> bool:
         """Count this read (of `step`); whether it is a probe (and schedule the next one)."""
