@@ -9,11 +9,14 @@ a module held under two names in the wrong order and leaves stand-ins behind).
 
 Besides parameters and buffers a forward can leave traces in:
 - plain tensor attributes (legacy `weight_norm` / `spectral_norm` recompute `module.weight` in a
-  forward pre-hook; models that cache an activation on `self`) and Python scalars (a forward's
-  `self.calls += 1`): put back, new ones removed;
-- generators kept as module attributes (a model's own dropout `torch.Generator`, a numpy
-  `Generator` / `RandomState`, a `random.Random`; run/rng.py): their state is saved and set
-  back, so runs neither advance nor depend on the user's stream;
+  forward pre-hook; models that cache an activation on `self`), Python and numpy scalars (a
+  forward's `self.calls += 1`) and numpy arrays: put back, arrays in place (a forward's
+  `self.hist += 1`); attributes the run added to a module, of any type, are removed and those
+  it deleted put back;
+- generators the model owns (a model's own dropout `torch.Generator`, a numpy `Generator` /
+  `RandomState`, a `random.Random`; run/rng.py), as module attributes or inside their lists,
+  dicts and helper objects: their state is saved and set back, so runs neither advance nor
+  depend on the user's stream;
 - `torch.nn.utils.parametrize.cached()`: its cache is emptied for the run (a cached weight made
   from the real parameters would hide them from the run) and restored afterwards.
 """
@@ -25,16 +28,17 @@ import contextlib
 import dataclasses
 import functools
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
 from .attr_views import CONTAINERS, RunViews, viewed
 from .param_attrs import dressed
-from .rng import owned_state
+from .rng import OwnedGenerators
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -196,9 +200,9 @@ def canonical_names(model: nn.Module) -> dict[str, str]:
     return ModelIndex.of(model).canonical
 
 
-#: attribute values put back after a run (and removed when the run added them): tensors, and
-#: Python scalars a forward may update (`self.calls += 1`)
-_RESTORED = (torch.Tensor, int, float, bool, str, type(None))
+#: attribute values put back by identity after a run: tensors, numpy arrays (their contents too:
+#: `_Saved.arrays`), and Python and numpy scalars a forward may update (`self.calls += 1`)
+_RESTORED = (torch.Tensor, np.ndarray, np.generic, int, float, bool, str, type(None))
 
 
 #: the usual types of module attributes, none of them a generator (a check against the
@@ -212,8 +216,11 @@ _NOT_RESTORED = _NOT_GENERATORS - _PLAIN_RESTORED
 @dataclasses.dataclass
 class _Saved:
     slots: list[tuple[dict, str, Any]]  # (module dict, key, object it held)
-    attrs: list[tuple[nn.Module, dict[str, Any]]]  # plain tensor and scalar attributes
-    generators: list[Callable[[], None]]  # each sets one owned generator back
+    #: (module, its plain tensor, array and scalar attributes, its whole `__dict__` as it was)
+    attrs: list[tuple[nn.Module, dict[str, Any], dict[str, Any]]]
+    generators: OwnedGenerators
+    #: id(numpy array attribute) -> (the array, a copy of its contents)
+    arrays: dict[int, tuple[np.ndarray, np.ndarray]]
     cache: dict
     #: (module dict, key, object) of attributes the run sees a copy of (run/attr_views.py)
     viewed: list[tuple[dict, str, Any]]
@@ -226,8 +233,8 @@ def swapped(
     model: nn.Module, stand_ins: StandIns, index: ModelIndex | None = None
 ) -> Iterator[None]:
     """Stand-ins in every module that holds a parameter or buffer, until exit; then every entry
-    gets its own object back (and plain tensor attributes, generator states, the parametrize
-    cache are as before)."""
+    gets its own object back (and plain attributes, generator states, the parametrize cache are
+    as before)."""
     saved = _save(index or ModelIndex.of(model))
     versions = {key: p._version for key, (_, p) in stand_ins.real.items()}
     # id(real tensor) -> its stand-in (a parameter's before a buffer's)
@@ -252,15 +259,17 @@ def swapped(
 def _save(index: ModelIndex) -> _Saved:
     slots: list[tuple[dict, str, Any]] = []
     attrs = []
-    generators: list[Callable[[], None]] = []
+    generators = OwnedGenerators()
+    arrays: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     seen: list[tuple[dict, str, Any]] = []
     keys: list[tuple[str, dict, frozenset[str]]] = []
     for path, module in index.modules:  # each module object once, whatever its names
         for d in (module._parameters, module._buffers):
             slots += [(d, k, v) for k, v in d.items() if v is not None]
         keys += [(path, d, frozenset(d)) for d in _registries(module)]
-        attrs.append((module, _attributes(vars(module), generators, seen)))
-    return _Saved(slots, attrs, generators, dict(parametrize._cache), seen, keys)
+        state = vars(module)
+        attrs.append((module, _attributes(state, generators, seen, arrays), dict(state)))
+    return _Saved(slots, attrs, generators, arrays, dict(parametrize._cache), seen, keys)
 
 
 def _registries(module: nn.Module) -> tuple[dict, dict, dict]:
@@ -268,11 +277,15 @@ def _registries(module: nn.Module) -> tuple[dict, dict, dict]:
 
 
 def _attributes(
-    state: dict[str, Any], generators: list[Callable[[], None]], copied: list[tuple[dict, str, Any]]
+    state: dict[str, Any],
+    generators: OwnedGenerators,
+    copied: list[tuple[dict, str, Any]],
+    arrays: dict[int, tuple[np.ndarray, np.ndarray]],
 ) -> dict[str, Any]:
-    """The attributes of one module put back after the run (`_RESTORED`); a setter of each
-    generator's state among them is appended to `generators`, and the attributes the run sees
-    a copy of to `copied` (run/attr_views.py). One pass, mostly by type."""
+    """The attributes of one module put back after the run (`_RESTORED`); the generators in the
+    others are searched for (`generators`), the attributes the run sees a copy of appended to
+    `copied` (run/attr_views.py) and numpy arrays with a copy of their contents put in `arrays`.
+    One pass, mostly by type."""
     kept = {}
     for k, value in state.items():
         kind = type(value)
@@ -281,13 +294,17 @@ def _attributes(
         elif kind in CONTAINERS:
             if viewed(k, value):
                 copied.append((state, k, value))
+                generators.search(value)
         elif kind not in _NOT_RESTORED:
-            if isinstance(value, _RESTORED):
-                kept[k] = value
-                if isinstance(value, torch.Tensor) and viewed(k, value):
+            if not isinstance(value, _RESTORED):
+                generators.search(value)
+                continue
+            kept[k] = value
+            if isinstance(value, torch.Tensor):
+                if viewed(k, value):
                     copied.append((state, k, value))
-            if put_back := owned_state(value):
-                generators.append(put_back)
+            elif isinstance(value, np.ndarray) and id(value) not in arrays:
+                arrays[id(value)] = (value, np.array(value, copy=True))
     return kept
 
 
@@ -298,21 +315,28 @@ def _restore(saved: _Saved) -> list[str]:
         d[key] = original
     for state, key, original in saved.viewed:
         state[key] = original
-    for module, values in saved.attrs:
+    for module, values, before in saved.attrs:
         state = vars(module)
-        added = [
-            k
-            for k, v in state.items()
-            if k not in values and type(v) not in _NOT_RESTORED and isinstance(v, _RESTORED)
-        ]
-        for k in added:
-            del state[k]  # left on the module by the run (a tensor made from stand-ins)
+        if state.keys() != before.keys():
+            for k in state.keys() - before.keys():
+                del state[k]  # left on the module by the run (a tensor made from stand-ins)
+            state.update((k, before[k]) for k in before.keys() - state.keys())
         state.update(values)
-    for put_back in saved.generators:
-        put_back()
+    for array, contents in saved.arrays.values():
+        _put_back_array(array, contents)
+    saved.generators.put_back()
     parametrize._cache.clear()
     parametrize._cache.update(saved.cache)
     return _unregister(saved.keys)
+
+
+def _put_back_array(array: np.ndarray, contents: np.ndarray) -> None:
+    """`array`'s contents set back in place, written only where a bit changed (an array shared
+    with other threads, or read-only, is left alone otherwise)."""
+    if array.shape != contents.shape or array.dtype != contents.dtype:
+        return  # resized in place: nothing to copy into
+    if array.tobytes() != contents.tobytes():  # object arrays: compares the references
+        np.copyto(array, contents)
 
 
 def _unregister(keys: list[tuple[str, dict, frozenset[str]]]) -> list[str]:
