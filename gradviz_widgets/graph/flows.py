@@ -4,8 +4,9 @@ An edge carries the gradient one consumer passed back to one producer. A produce
 output fed several consumers got the sum of their pieces, whose norm is not their norms added
 in quadrature (two pieces of opposite sign cancel): where a set of edges holds every consumer
 edge of a producer, the producer's own norm (measured on the sum) stands for them; where it
-holds the edges of the consumers inside one module call, the run measured their sum too
-(`PartialFlow`, trace/partials.py).
+holds the edges of the consumers inside one module call, or one container (a ModuleList of
+blocks, which a ×N group of them all takes), the run measured their sum too (`PartialFlow`,
+trace/partials.py). Other pieces of one producer stay in quadrature (`in_quadrature`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def flow_max(norm: float | None) -> float | None:
 @dataclasses.dataclass(frozen=True)
 class PartialFlow:
     """The norm of what the consumers `dsts` (sorted, with repeats) of `src` sent it together:
-    the consumers inside one module call of a producer read outside it too."""
+    the consumers inside one module call (or container) of a producer read outside it too."""
 
     src: str
     dsts: tuple[str, ...]
@@ -43,7 +44,8 @@ class PartialFlow:
 
 class Flows:
     """The edges of one graph (`by_id`: its nodes) by producer, to take sets of them together
-    (`partials`: the sums the run measured for the consumers inside one module call).
+    (`partials`: the sums the run measured for the consumers inside one module call or
+    container).
 
     Example:
         >>> h = GradNode("h", "Tanh", "op", "", "Tanh", grad_norm=0.003, status="healthy")
@@ -89,6 +91,20 @@ class Flows:
         return out
 
 
+def in_quadrature(summed: Iterable[GradEdge]) -> bool:
+    """Whether edges taken together (after `Flows.sums`) still hold several pieces of one
+    producer: their combined norm then adds those in quadrature, an approximation of the
+    norm of their sum, which the run did not measure.
+
+    Example:
+        >>> a, b = GradEdge("h", "q", 3.0), GradEdge("h", "k", 4.0)
+        >>> in_quadrature([a, b]), in_quadrature([a, GradEdge("w", "k", 4.0)])
+        (True, False)
+    """
+    srcs = [e.src for e in summed]
+    return len(set(srcs)) < len(srcs)
+
+
 def combine_flow(edges: Iterable[GradEdge]) -> tuple[float | None, float | None]:
     """(norm, max |g|) of several edges' flows together, as distinct tensors: the max only
     where every measured edge has one (edges carry their norm only; 0.0 where nothing but
@@ -103,4 +119,4 @@ def combine_flow(edges: Iterable[GradEdge]) -> tuple[float | None, float | None]
     return norm, flow_max(norm)
 
 
-__all__ = ["Flows", "PartialFlow", "combine_flow", "flow_max"]
+__all__ = ["Flows", "PartialFlow", "combine_flow", "flow_max", "in_quadrature"]

@@ -60,6 +60,10 @@ class GradEdge:
     grad_norm: float | None = None
     grad_max: float | None = None
     status: str = "none"
+    #: on a merged edge: `grad_norm` adds pieces of one producer's gradient in quadrature (no
+    #: sum the run measured covers them: a ×N group of some of the blocks reading one bias),
+    #: an approximation of the norm of their sum
+    approx: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from ..ids import LEAF_KINDS, PARAMS_CALL, Scope, module_id
 from ..vocabulary import strongest_flow, style, worst_param
 from ..vocabulary import worst as _worst
-from .flows import Flows, combine_flow
+from .flows import Flows, combine_flow, in_quadrature
 from .grad_graph import GradGraph
 from .nodes import GradEdge, GradNode, ModuleScope, drawn_count
 
@@ -202,7 +202,10 @@ def param_tally(inside: Iterable[GradNode]) -> tuple[str, list[GradNode], int]:
 
 def merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str], flows: Flows) -> list[GradEdge]:
     """The edges between folded groups (`rep`: node -> its group), each group pair's edges
-    taken together (`flows`: each producer's sum once)."""
+    taken together (`flows`: each producer's sum once). Its status is its strongest part's
+    (a NaN/Inf part first, `vocabulary.strongest_flow`), as the number it prints is never
+    below any part's: one dead block of 160 had drawn ~10 as exactly 0.0. (The view holds no
+    thresholds: parts that add up past one keep the status of the largest.)"""
     merged: dict[tuple[str, str], list[GradEdge]] = {}
     for e in edges:
         s, d = rep[e.src], rep[e.dst]
@@ -215,8 +218,8 @@ def merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str], flows: Flows)
             continue
         group = flows.sums(group)
         norm, gmax = combine_flow(group)
-        status = _worst(e.status for e in group)
-        out.append(GradEdge(s, d, norm, gmax, status))
+        status = strongest_flow(e.status for e in group) or "none"
+        out.append(GradEdge(s, d, norm, gmax, status, in_quadrature(group)))
     return out
 
 

@@ -123,6 +123,10 @@ def to_dot(
     ).dot
 
 
+#: what an edge marked "≈" says: its norm is pieces of one gradient in quadrature
+APPROX_TIP = "≈: the norm of pieces of one gradient taken in quadrature, not of their sum"
+
+
 def render_dot(
     graph: GradGraph,
     *,
@@ -171,9 +175,10 @@ def render_dot(
         if edge_colors and (e.src, e.dst) in edge_colors:
             border, dash = edge_colors[(e.src, e.dst)], "solid"
         width = _penwidth(e.grad_norm)
+        approx = f', label="≈", fontsize=9, tooltip={_q(APPROX_TIP)}' if e.approx else ""
         lines.append(
             f"  {emit.key_of[src]} -> {emit.key_of[e.dst]} [color={_q(border)}, "
-            f"style={_q(dash)}, penwidth={width}];"
+            f"style={_q(dash)}, penwidth={width}{approx}];"
         )
     lines.append("}")
     return DotGraph("\n".join(lines) + "\n", emit.keys)

@@ -78,6 +78,7 @@ def report_json(report: GradReport, graph: GradGraph | None = None) -> str:
                     "grad_norm": e.grad_norm,
                     "status": e.status,
                     "grad_max": e.grad_max,
+                    "approx": e.approx,
                 }
                 for e in graph.edges
             ],

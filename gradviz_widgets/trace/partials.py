@@ -4,7 +4,9 @@ A tensor read inside a module call and outside it (BERT's hidden state: by the q
 value projections inside the self-attention and by the residual outside) gets the sum of its
 consumers' pieces. A folded module shows what it passed on to that tensor: the sum of the
 pieces from its own consumers, whose norm no sum of norms gives (pieces cancel in part). For
-every module call holding some but not all of a producer's consumers, the pieces are added up
+every module call holding some but not all of a producer's consumers, and every container (a
+ModuleList of blocks, never called itself, which a ×N group of its blocks stands for: a bias
+made once and read by every block and by the head), the pieces are added up
 as they arrive (in their dtype, as autograd adds them), one output of the producer at a time,
 and the sum is measured exactly
 (`PartialSums`); graph/flows.py uses the result where a view takes exactly those edges
@@ -97,9 +99,11 @@ class PartialSums:
     ) -> PartialSums:
         """A partial sum for each module call that holds at least two but not all of a
         producer's consumer edges (`pieces`: every edge; a set with an edge whose piece no
-        hook sees is left out), and for each call the producer was made in (`made_in`: its
-        scope) whose outside holds two or more but not all of them: what entered that call
-        from the loss side (T5's position bias, made in block 0 and read by every block)."""
+        hook sees is left out), for each container that does (a ModuleList of blocks: a ×N
+        group of them all takes its edges), and for each call the producer was made in
+        (`made_in`: its scope) whose outside holds two or more but not all of them: what
+        entered that call from the loss side (T5's position bias, made in block 0 and read by
+        every block)."""
         by_src: dict[str, list[Piece]] = {}
         for p in pieces:
             by_src.setdefault(p.src, []).append(p)
@@ -165,21 +169,51 @@ class PartialSums:
 
 def _inside_calls(mine: list[Piece], made_in: Scope = ()) -> list[list[Piece]]:
     """The distinct sets of `mine` (one producer's edges) that one module call's consumers
-    hold, or that the consumers outside one of the calls the producer was made in (`made_in`)
-    hold, with at least two edges and not all of them."""
-    calls: dict[tuple[str, int], list[Piece]] = {}
+    hold, or one container's (`_holders`), or the consumers outside one of the calls the
+    producer was made in (`made_in`), with at least two edges and not all of them."""
+    holders: dict[object, list[Piece]] = {}
+    keys_of: dict[Scope, list[object]] = {}
     for p in mine:
-        for entry in p.scope:
-            calls.setdefault(entry, []).append(p)
+        found = keys_of.get(p.scope)
+        if found is None:
+            found = keys_of[p.scope] = _holders(p.scope)
+        for key in found:
+            holders.setdefault(key, []).append(p)
     outside = [[p for p in mine if entry not in p.scope] for entry in made_in]
     seen: set[frozenset[int]] = set()
     out = []
-    for inside in [*calls.values(), *outside]:
+    for inside in [*holders.values(), *outside]:
         keys = frozenset(p.key for p in inside)
         usable = all(p.visible for p in inside)
         if usable and 2 <= len(keys) < len(mine) and keys not in seen:
             seen.add(keys)
             out.append(inside)
+    return out
+
+
+def _holders(scope: Scope) -> list[object]:
+    """What holds a consumer made in `scope`: each module call of it, and each container
+    between two of them, a module never called itself (a ModuleList of blocks), keyed by the
+    calls above it. A ×N group of all a container's blocks takes the container's edges
+    together, which no call holds.
+
+    Example:
+        >>> _holders((("blocks.3", 0), ("blocks.3.f", 0)))
+        [((), 'blocks'), ('blocks.3', 0), ('blocks.3.f', 0)]
+        >>> _holders((("enc", 0), ("enc.layer.1", 0)))
+        [('enc', 0), ((('enc', 0),), 'enc.layer'), ('enc.layer.1', 0)]
+    """
+    out: list[object] = []
+    outer = ""
+    for i, entry in enumerate(scope):
+        path = entry[0]
+        if path.startswith(outer):  # a call of a module outside the caller has no container
+            parts = path.split(".")
+            out += [
+                (scope[:i], ".".join(parts[:k])) for k in range(outer.count(".") + 1, len(parts))
+            ]
+        out.append(entry)
+        outer = path + "."
     return out
 
 

@@ -295,8 +295,9 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
     arrival at the leaf (trace/arrivals.py) or the read-back to find by identity: on that
     edge, or on its way into a view of the leaf (a Linear weight's `t()`). An embedding's
     weight gradient is read from the rows its lookup took (`facts.lookups`).
-    The pieces one module call's consumers send a producer read elsewhere too are added up as
-    they arrive (the `PartialSums` returned). The hooks vanish with this run's graph.
+    The pieces one module call's (or container's: a ModuleList of blocks) consumers send a
+    producer read elsewhere too are added up as they arrive (the `PartialSums` returned). The
+    hooks vanish with this run's graph.
     """
     facts = facts or FlowFacts()
     modified, leaves_whole, hooked = facts.modified, facts.leaves_whole, facts.hooked
