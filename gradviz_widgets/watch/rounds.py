@@ -54,6 +54,9 @@ class Rounds:
         self._left: list[list[int]] = []
         #: per optimizer: [steps left out, first, last]
         self._lost = [[0, -1, -1] for _ in optimizers]
+        #: the first step at which one optimizer was two steps ahead of another (None: never):
+        #: from then on a round pairs steps of different iterations of the loop
+        self.uneven: int | None = None
 
     def owned(self, j: int, params: list[torch.Tensor]) -> list[int]:
         """Indices into `params` that optimizer j reads at its step."""
@@ -83,17 +86,24 @@ class Rounds:
 
     @property
     def note(self) -> str | None:
-        """What the record leaves out because rounds could not be paired (None: nothing)."""
+        """What the record leaves out or pairs across iterations because the optimizers step
+        at different rates (None: nothing)."""
         lost = [(j, n, a, b) for j, (n, a, b) in enumerate(self._lost) if n]
         if not lost:
-            return None
+            return None if self.uneven is None else self._uneven_note()
         said = "; ".join(
             f"{self._name(j)}: {n} step(s) not recorded ({_span(a, b)})" for j, n, a, b in lost
         )
+        mixed = (
+            f" The rows of one watch step come from different iterations of the loop from "
+            f"step {self.uneven} at the latest."
+            if self.uneven is not None
+            else ""
+        )
         return (
             f"the optimizers step at different rates ({self._counts()} steps) and each watch "
-            f"step k pairs every optimizer's k-th step, so unpaired steps are left out: {said}. "
-            "Record such loops (n critic steps per generator step) with one GradWatch per "
+            f"step k pairs every optimizer's k-th step, so unpaired steps are left out: {said}."
+            f"{mixed} Record such loops (n critic steps per generator step) with one GradWatch per "
             "optimizer's module."
         )
 
@@ -102,6 +112,9 @@ class Rounds:
         self.counts[j] += 1
         if len(self.optimizers) == 1:
             return [record]
+        if self.uneven is None and self.counts[j] - self.done >= 2:
+            self.uneven = record.step
+            warnings.warn("GradWatch: " + self._uneven_note(), stacklevel=user_stacklevel())
         step = record.step
         if self._is_left(step) or step - self.done >= MAX_AHEAD:
             self._leave_out(step, [(j, record)])
@@ -165,6 +178,19 @@ class Rounds:
             "loops (n critic steps per generator step) with one GradWatch per optimizer's "
             "module: GradWatch(model.critic, optimizer=opt_d, ...) and GradWatch(model."
             "generator, optimizer=opt_g, ...)"
+        )
+
+    def _uneven_note(self) -> str:
+        """Said when one optimizer is first two steps ahead of another: in a loop whose
+        optimizers step alike (a GAN's generator and discriminator) none is ever more than one
+        ahead."""
+        return (
+            f"the optimizers step at different rates ({self._counts()} steps when one took "
+            f"its step {self.uneven}): each watch step k pairs every optimizer's k-th step, so "
+            "the rows of one watch step come from different iterations of the loop. "
+            "Record such loops (n critic steps per generator step) with one GradWatch per "
+            "optimizer's module: GradWatch(model.critic, optimizer=opt_d, ...) and "
+            "GradWatch(model.generator, optimizer=opt_g, ...)"
         )
 
     def _name(self, j: int) -> str:

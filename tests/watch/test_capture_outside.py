@@ -186,7 +186,7 @@ def test_critic_steps_at_another_rate_never_write_a_step_twice(tmp_path, generat
     assert sorted(h.step.unique()) == list(range(generator_steps))  # complete rounds only
     assert (h.status != "none").all() and (h.reason == "").all()
     assert not [a for a in watch.anomalies if a.kind == "none"]
-    assert len(said) == 1 and "NOT recorded" in said[0]
+    assert len(said) == 2 and "different iterations" in said[0] and "NOT recorded" in said[1]
     note = GradWatch.open(tmp_path).meta["rounds"]
     lost = 5 * generator_steps - generator_steps
     assert (
@@ -195,6 +195,31 @@ def test_critic_steps_at_another_rate_never_write_a_step_twice(tmp_path, generat
     db = sqlite3.connect(watch.rank_path / "watch.sqlite")
     assert db.execute("SELECT value FROM meta WHERE key = 'rounds'").fetchone() == (note,)
     db.close()
+
+
+def test_a_discriminator_stepping_every_other_iteration_is_said_while_training(tmp_path):
+    """A GAN whose discriminator steps on every 2nd iteration: its k-th step is paired with
+    the generator's k-th, an iteration apart. Said when the generator is two steps ahead
+    (before the watch closes), and in the run's meta."""
+    m = Wgan()
+    og = torch.optim.Adam(m.G.parameters(), 1e-3)
+    od = torch.optim.Adam(m.D.parameters(), 1e-3)
+    watch = GradWatch(m, optimizer=[og, od], path=tmp_path, spikes=False, flight_recorder=False)
+    at = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for it in range(6):
+            if it % 2 == 0:
+                od.zero_grad()
+                m.D(m.G(torch.randn(8, 4)).detach()).mean().backward()
+                od.step()
+            og.zero_grad()
+            (-m.D(m.G(torch.randn(8, 4))).mean()).backward()
+            og.step()
+            at.append(sum("different iterations" in str(w.message) for w in caught))
+        watch.close()
+    assert at == [0, 0, 0, 1, 1, 1]  # at the generator's 4th step, the discriminator's 2nd done
+    assert "different iterations" in GradWatch.open(tmp_path).meta["rounds"]
 
 
 def test_lockstep_optimizers_write_no_note(tmp_path):
