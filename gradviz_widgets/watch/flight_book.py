@@ -9,6 +9,7 @@ rank keeps its own records (its own batch): `replay_rank` picks the rank to repl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import warnings
@@ -63,7 +64,8 @@ class FlightBook(Mapping[int, FlightRecord]):
                 record.save(self.folders[0])
                 return
             except Exception as e:
-                (self.folders[0] / f"flight-{record.step}.pt").unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # a read-only folder: nothing was written
+                    (self.folders[0] / f"flight-{record.step}.pt").unlink(missing_ok=True)
                 warnings.warn(
                     f"GradWatch could not save the flight record of step {record.step} "
                     f"({type(e).__name__}: {e}); it is kept in memory for this session",

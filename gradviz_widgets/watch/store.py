@@ -262,6 +262,19 @@ class SQLiteStore:
                 self._db.execute(f"PRAGMA max_page_count={int(MAX_PAGE_COUNT)}")
             self._db.executescript(SCHEMA)
             self._db.commit()
+            self._inode = self.file.stat().st_ino
+
+    def check_file(self) -> None:
+        """Raise OSError when the record's file is no longer where it was made (its folder
+        deleted or moved: SQLite would go on writing into the unlinked file, lost at close)."""
+        try:
+            same = self.file.stat().st_ino == self._inode
+        except OSError:
+            same = False
+        if not same:
+            raise FileNotFoundError(
+                f"the record's file {self.file} was deleted or moved while the run wrote it"
+            )
 
     # ---- writing (writer thread) ----
     def set_meta(self, meta: dict[str, str]) -> None:
@@ -293,6 +306,7 @@ class SQLiteStore:
         steps: Sequence[StepRow] = (),
         partly: Sequence[tuple[int, int]] = (),
     ) -> None:
+        self.check_file()
         data, exact = encode(chunk)
         with self._db:  # one transaction: all of it or nothing
             self._db.executemany("INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?)", steps)

@@ -178,3 +178,58 @@ def test_an_unwritable_folder_is_named_by_store_error(tmp_path):
     assert watch.store_error and "Error" in watch.store_error
     assert watch.history().step.nunique() == 2  # kept in memory
     watch.close()
+
+
+def test_a_run_folder_deleted_mid_run_is_said_and_kept_in_memory(tmp_path):
+    """`rm -rf runs/` while training: SQLite went on writing into the unlinked file, and the
+    whole record was lost at close without a word."""
+    import shutil
+
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "runs", flush_s=0.01)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train(model, opt, 5)
+        watch.history()  # steps 0-4 reach the disk
+        shutil.rmtree(tmp_path / "runs")
+        train(model, opt, 5)
+        watch.close()
+    said = [str(w.message) for w in caught if "deleted or moved" in str(w.message)]
+    assert len(said) == 1 and "in memory" in said[0]
+    assert "deleted or moved" in (watch.store_error or "")
+    assert watch.history().step.tolist() == sorted(watch.history().step.tolist())
+    assert watch.history().step.nunique() == 10
+
+
+def test_a_flight_record_that_cannot_be_saved_on_a_read_only_disk_stops_nothing(
+    tmp_path, monkeypatch
+):
+    """Saving a flight record raised OSError (a read-only filesystem) and so did removing the
+    half-written file: that stopped all recording, the anomaly's own step included."""
+    from pathlib import Path
+
+    from gradviz_widgets.watch import anomalies
+
+    def read_only(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(anomalies.FlightRecord, "save", read_only)
+    monkeypatch.setattr(Path, "unlink", read_only)
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    x, y = data()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in range(6):
+            opt.zero_grad()
+            CE(model(x * (1e9 if k == 3 else 1.0)), y).backward()
+            opt.step()
+        h = watch.history()
+    assert not [w for w in caught if "stopped recording" in str(w.message)]
+    assert [w for w in caught if "could not save the flight record" in str(w.message)]
+    assert h.step.nunique() == 6
+    assert 3 in {a.step for a in watch.anomalies}
+    monkeypatch.undo()
+    watch.close()
