@@ -62,7 +62,12 @@ class FlightRecord:
     last call; None: not counted, a record saved before the count existed); `frozen` the
     parameters that did not require grad at the step, which the replay freezes alike (None:
     a record saved before they were kept); `rank` the process's rank in its torchrun world
-    (None: a record saved before it was kept)."""
+    (None: a record saved before it was kept); `evaluating` the modules in eval mode at the
+    step, which the replay sets alike (None: a record saved before they were kept; a model
+    left in eval mode after training had been replayed in it); `skipped_scale` the loss scale
+    of a step its GradScaler skipped (its scaled backward overflowed, which an unscaled replay
+    does not show: said in the report); `batch_changed` whether the forward changed its batch
+    in place (the record holds the changed batch: said in the report)."""
 
     step: int
     args: tuple
@@ -77,6 +82,9 @@ class FlightRecord:
     calls: int | None = None
     frozen: tuple[str, ...] | None = None
     rank: int | None = None
+    evaluating: tuple[str, ...] | None = None
+    skipped_scale: float | None = None
+    batch_changed: bool = False
 
     def save(self, directory: Path) -> Path:
         path = directory / f"flight-{self.step}.pt"
@@ -320,6 +328,8 @@ def replay(
     ex.label = f"step {record.step}"  # compared with another replay: which step is which
     if finding is not None:
         ex.carry_finding(finding)
+    for said in record_findings(record):
+        ex.carry_finding(said)
     if record.calls is not None and record.calls != 1:
         warnings.warn(not_one_call(record.step, record.calls), stacklevel=user_stacklevel())
         ex.carry_finding(not_one_call(record.step, record.calls, short=True))
@@ -362,7 +372,31 @@ def _twin_in_state(record: FlightRecord, model: nn.Module, recorder: object | No
     if record.frozen is not None:  # a later unfreezing must not add gradients to the step's
         for name, p in twin.named_parameters():
             p.requires_grad_(name not in record.frozen)
+    if record.evaluating is not None:  # `model.eval()` after training: the step's modes
+        for name, m in twin.named_modules():
+            m.training = name not in record.evaluating
     return twin
+
+
+def record_findings(record: FlightRecord) -> list[str]:
+    """What a replay of `record` cannot show as the step had it, said in its report."""
+    said = []
+    if record.skipped_scale is not None:
+        s = f"{record.skipped_scale:g}"
+        said.append(
+            f"step {record.step} was skipped by its GradScaler: its backward ran with the loss "
+            f"scaled by {s} and overflowed (Inf/NaN gradients). This replay runs the loss "
+            "unscaled, so its gradients are finite where the step's were not; to see where the "
+            f"scaled backward overflows, explore with loss_fn=lambda out: <the loss>(out) * {s} "
+            f"(its numbers are then {s} times the step's)"
+        )
+    if record.batch_changed:
+        said.append(
+            f"step {record.step}'s forward changed its input in place (x.sub_(...), x[...] = "
+            "...): the batch kept is the changed one, so this replay's numbers are not the "
+            "step's. Let the forward work on a copy (x = x - 3) for replays that match"
+        )
+    return said
 
 
 def _sample(record: FlightRecord) -> Any:

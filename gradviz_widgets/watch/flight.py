@@ -108,6 +108,10 @@ class Flights:
         self._rng: torch.Tensor | None = None
         self._cuda_rng: torch.Tensor | None = None
         self._autocast: torch.dtype | None = None
+        #: the version of each tensor of the latest call's batch, when it was made
+        self._versions: list[int] = []
+        #: the loss scale of the step being checked when its GradScaler skipped it
+        self._skipped_scale: float | None = None
         first = next(model.parameters(), None)
         self._cuda = (first.device.index or 0) if first is not None and first.is_cuda else None
         self._rank = rank  # this process's rank, as its folder names it (watch/ranks.py)
@@ -134,6 +138,7 @@ class Flights:
             return
         self._calls += 0 if _in_backward() else 1
         self._call = (args, kwargs)
+        self._versions = _versions((args, kwargs))
         self._rng = torch.get_rng_state()
         kind = "cuda" if self._cuda is not None else "cpu"
         on = torch.is_autocast_enabled(kind)
@@ -152,13 +157,16 @@ class Flights:
         ids: Sequence[int] = (),
         lacking: Sequence[int] = (),
         names: list[str] | None = None,
+        skipped_scale: float | None = None,
     ) -> None:
         """The step pre-hook: `stats` the (n, 3) norm / max_abs / nonzero of the parameters
         `ids` (indices into the watched parameters) that have a gradient, `missing` whether a
         trainable parameter has none (`lacking`: which). A step where some parameter turns a
-        kind for the first time (exactly the writer's anomaly rule) gets a record."""
+        kind for the first time (exactly the writer's anomaly rule) gets a record.
+        `skipped_scale`: the loss scale of a step its GradScaler skipped (Inf/NaN found)."""
         if not self.active:
             return
+        self._skipped_scale = skipped_scale
         self._count_calls(step)
         if isinstance(stats, torch.Tensor):
             host = self.host_stats(stats)
@@ -265,6 +273,9 @@ class Flights:
             calls=self._step_calls,
             frozen=tuple(n for n, p in self.model.named_parameters() if not p.requires_grad),
             rank=self._rank,
+            evaluating=tuple(n for n, m in self.model.named_modules() if not m.training),
+            skipped_scale=self._skipped_scale,
+            batch_changed=_versions((args, kwargs)) != self._versions,
         )
         self.used += size
         return record, ""
@@ -346,3 +357,8 @@ def _reason(kinds: list[str], trigger: bool | float) -> str:
     words = [f"gradient norm above {float(trigger):g}" if k == ABOVE else k for k in kinds]
     words = ["calm (a step to compare spikes with)" if k == CALM else k for k in words]
     return "first " + ", ".join(words) + " step"
+
+
+def _versions(call: Any) -> list[int]:
+    """The version counter of each tensor of a call (an in-place change moves it)."""
+    return [t._version for t in tree_leaves(call) if isinstance(t, torch.Tensor)]

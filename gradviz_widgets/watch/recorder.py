@@ -243,7 +243,8 @@ class Recorder:
             trainable = self.watched.trainable
             missing = [i for i in without if trainable[i]]  # this optimizer's, not another's
             seen = stats if host is None else host
-            self.flights.check(self.step, seen, bool(missing), ids, missing, self.names)
+            scale = float(reading.scale) if skipped and reading.scale is not None else None
+            self.flights.check(self.step, seen, bool(missing), ids, missing, self.names, scale)
         held = self.held.check(self.step, host, ids, self.params, self.names, self._unmoved(j))
         due = bool(ids) and not skipped and self.update_ratio and self.step % self.ratio_every == 0
         if due:
