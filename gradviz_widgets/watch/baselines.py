@@ -4,7 +4,9 @@ Each series (a parameter's gradient norm, a module's, an update ratio, the loss)
 exponentially weighted mean and variance of its log value over `SpikeRule.window` steps. A
 value counts `score` = log(value / baseline) / log(factor): 1 is `factor` times the baseline.
 A step is a spike of a series when score >= 1 and the value is also `z` standard deviations
-(of the log) above the mean, after `warmup` values. The update is winsorised (a deviation
+(of the log) above the mean, after `warmup` values, and it either jumped there (LEFT x
+log(factor) above the previous value) or the series spiked at its previous value too: a
+smooth rise (a learning-rate warm-up's update ratios) is no spike. The update is winsorised (a deviation
 counts at most max(3 sd, log(factor) / 4)), so a spike barely moves its own baseline and a
 lasting change of level is followed within ~`window` steps. A series that falls all along (the
 loss, `follow_down`) is followed down unclipped: only rises are outliers there, and a clipped
@@ -95,6 +97,7 @@ class Baselines:
         self.var = np.zeros(0)
         self.last = np.zeros(0)
         self.count = np.zeros(0, dtype=np.int64)
+        self.hot = np.zeros(0, dtype=bool)  # spiking at its last value
         self._log_f = math.log(rule.factor)
         self._alpha = 2.0 / (rule.window + 1)
 
@@ -105,6 +108,7 @@ class Baselines:
             self.var = np.concatenate([self.var, np.zeros(extra)])
             self.last = np.concatenate([self.last, np.full(extra, np.nan)])
             self.count = np.concatenate([self.count, np.zeros(extra, dtype=np.int64)])
+            self.hot = np.concatenate([self.hot, np.zeros(extra, dtype=bool)])
 
     def insert(self, at: int, k: int) -> None:
         """`k` new series at position `at` (no baseline yet); those after it move up."""
@@ -113,11 +117,13 @@ class Baselines:
             self.var = np.insert(self.var, at, np.zeros(k))
             self.last = np.insert(self.last, at, np.full(k, np.nan))
             self.count = np.insert(self.count, at, np.zeros(k, dtype=np.int64))
+            self.hot = np.insert(self.hot, at, np.zeros(k, dtype=bool))
 
     def reset(self, index: np.ndarray) -> None:
         """Forget the series at `index`: their values changed meaning (a module that gained
         a parameter), so they learn a new baseline from their next value."""
         self.mean[index], self.var[index], self.last[index], self.count[index] = 0, 0, np.nan, 0
+        self.hot[index] = False
 
     def step(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(score, spike, z) of one step's values: z is the deviation in standard deviations
@@ -133,13 +139,17 @@ class Baselines:
             grown = count >= rule.warmup
             score = np.where(grown & ok, dev / self._log_f, np.nan)
             z = np.where(grown & ok, np.where(sd > 0, dev / sd, np.sign(dev) * np.inf), np.nan)
-            spike = reached(score, z, rule)
+            # sudden: a spike starts at sqrt(factor) x the series' previous value, and goes on
+            # while it stays up (a smooth rise, a learning-rate warm-up, is no spike)
+            hot = self.hot[:n]
+            spike = reached(score, z, rule) & ((x - last >= LEFT * self._log_f) | hot)
             # learning: a plain running mean until warm, then winsorised EWM; the spread is
             # that of step-to-step changes (a trend, as in early training, is not noise)
             alpha = np.where(grown, self._alpha, 1.0 / (count + 1.0))
             clip = np.where(grown, np.maximum(3 * sd, self._log_f / 4), np.inf)
             jump = np.clip(x - last, -clip, clip)  # NaN on the first value: no spread yet
             d = np.minimum(dev, clip) if self.follow_down else np.clip(dev, -clip, clip)
+        hot[ok] = spike[ok]
         if ok.all():
             mean += alpha * d
             b = np.maximum(alpha, self._alpha)
