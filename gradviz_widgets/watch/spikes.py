@@ -383,10 +383,12 @@ def describe(
     params = [r["name"] for r in table if r["kind"] == "param"]
     mods = [r["name"] for r in table if r["kind"] == "module"]
     inside = steps >= start  # the depth comparison: the event's own steps
-    during = np.fmax(norm[inside, :n], ratio[inside, :n]) if inside.any() else norm[:0, :n]
-    with np.errstate(all="ignore"):
-        highs = np.nanmax(np.where(np.isfinite(during), during, -np.inf), axis=0)
-    sentence = _sentence(event, table, highs if len(during) else np.full(n, np.nan), rule)
+    highs = np.full(n, np.nan)
+    if inside.any():  # else none of the event's own steps was kept (a reduction of nothing)
+        during = np.fmax(norm[inside, :n], ratio[inside, :n])
+        with np.errstate(all="ignore"):
+            highs = np.nanmax(np.where(np.isfinite(during), during, -np.inf), axis=0)
+    sentence = _sentence(event, table, highs, rule)
     return Spike(
         start, max(event["last"], start), params, mods, sentence, event["loss_step"], table
     )

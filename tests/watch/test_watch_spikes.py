@@ -297,3 +297,14 @@ def test_live_and_reopened_anomalies_are_listed_alike(tmp_path: Path) -> None:
     disk = [(a.step, a.kind, tuple(a.params)) for a in GradWatch.open(tmp_path).anomalies]
     assert live == disk and len(live) > 1
     assert live == [(a.step, a.kind, tuple(a.params)) for a in in_order(watch.anomalies)]
+
+
+def test_an_event_none_of_whose_steps_was_kept_is_still_described() -> None:
+    """The writer lost the event's steps (a read-only disk): describing it raised ValueError
+    (a max over no steps) in the writer thread."""
+    from gradviz_widgets.watch.baselines import SpikeRule
+    from gradviz_widgets.watch.spikes import describe
+
+    event = {"start": 5, "loss_step": None, "last": 5}
+    spike = describe(event, {"rows": [], "loss": []}, ["w"], ["m"], SpikeRule())
+    assert spike.step == 5 and spike.params == []
