@@ -36,10 +36,11 @@ export class GraphView {
     this.panZoom = new PanZoom(viewport);
     // a ghost (a parameter backward never reached: frozen, never called) is no finding to open
     // the first view on, nor where the gradient's graph is busiest
-    this.panZoom.ghostOf = (g) => this.infoOf(this.idOf.get(g) ?? "")?.kind === "ghost";
+    // (a folded module that holds nothing but such parameters too: a frozen stage at fold depth 1)
+    this.panZoom.ghostOf = (g) => isGhost(this.infoOf(this.idOf.get(g) ?? ""));
     this.panZoom.rankOf = (g) => {
       const i = this.infoOf(this.idOf.get(g) ?? "");
-      return i?.kind === "ghost" ? 0 : findingRank(i);
+      return isGhost(i) ? 0 : findingRank(i);
     };
     this.tooltip = new Tooltip(viewport);
     this.placeholder = document.createElement("div");
@@ -395,4 +396,10 @@ export class GraphView {
     v.removeEventListener("pointermove", this.onMove);
     v.removeEventListener("pointerout", this.onOut);
   }
+}
+
+/** A node the gradient never reached on purpose or by a cut (a ghost parameter, or a folded
+ *  module holding only such): never where a view opens. @param {NodeInfo | undefined} info */
+function isGhost(info) {
+  return info?.kind === "ghost" || info?.ghost === true;
 }

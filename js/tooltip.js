@@ -6,7 +6,7 @@
  *   grad_norm?: number | string | null, norm_text?: string, status_text?: string,
  *   shape?: string | number[], hooked?: boolean, hooked_text?: string,
  *   expandable?: string, collapsible?: string, param_status?: string, param_text?: string,
- *   param_color?: string, members_text?: string, alarm?: number}} NodeInfo
+ *   param_color?: string, members_text?: string, alarm?: number, ghost?: boolean}} NodeInfo
  */
 
 const NORM_LINE = "\u2016g\u2016 ";

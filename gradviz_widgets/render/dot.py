@@ -389,4 +389,17 @@ def node_info(n: GradNode, hooked: Sequence[str] = ()) -> dict[str, Any]:
         # how alarming the node is, its own status or its parameters' (the first view opens on
         # the worst: the page compares numbers, it knows no status)
         "alarm": alarm_rank(n.status, n.param_status),
+        # a parameter the gradient never reached, or a folded module of nothing but such (a
+        # frozen stage at fold depth 1): no finding to open the view on (js/graph_view.js)
+        "ghost": n.kind == "ghost" or (folded and all_ghosts(n.members)),
     }
+
+
+def all_ghosts(members: Sequence[str]) -> bool:
+    """Whether a folded module's members are all parameters the gradient never reached.
+
+    Example:
+        >>> all_ghosts(("ghost:param:stem.weight",)), all_ghosts(("ghost:param:w", "m/Addmm#0"))
+        (True, False)
+    """
+    return bool(members) and all(m.startswith(ids.GHOST) for m in members)
