@@ -404,7 +404,8 @@ class GradExplorer:
         from ..render.page import page_html
 
         name = title or f"{type(self.model).__name__}: gradient flow"
-        return _write(path, page_html(self.graph, self.report, name))
+        hooks = (self.hooks, self.modifiers)
+        return _write(path, page_html(self.graph, self.report, name, hooks))
 
     def export_csv(self, path: str | Path) -> Path:
         """Write the per-parameter norms table as CSV."""

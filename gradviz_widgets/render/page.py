@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,21 +30,27 @@ from ..report.grad_report import GradReport
 from ..vocabulary import legend, plain_text
 from .chart import bar_rows
 from .dot import node_info, node_texts, render_dot
+from .hook_marks import hooked_at
 from .page_chart import chart_svg
 
+#: the hooks in force ((module or node, kind) pairs) and the modifiers (module -> words)
+Hooks = tuple[Sequence[tuple[str, str]], Mapping[str, str]]
 _PACKAGE = Path(__file__).resolve().parents[1]
 BUNDLE = _PACKAGE / "static" / "graph_pane.js"
 
 
-def views(graph: GradGraph) -> list[dict[str, Any]]:
+def views(graph: GradGraph, hooks: Hooks = ((), {})) -> list[dict[str, Any]]:
     """The page's views, shallow to deep (the folded overview first when there is one):
-    label, depth, DOT, key map and node info for each distinct drawing."""
+    label, depth, DOT, key map and node info for each distinct drawing; `hooks` (the hooks
+    and modifiers in force, as `GradExplorer.hooks` / `.modifiers`) marked on the nodes that
+    show them, as in the widget."""
     depths: list[int | None] = list(range(0, max(graph.max_depth, 1)))
     auto = graph.auto_depth()
     out, seen = [], set()
     for depth in [auto, *depths, None]:
         view = graph if depth is None else graph.view(depth)
-        drawn = render_dot(view)
+        marks = hooked_at(view, list(hooks[0]), dict(hooks[1]))
+        drawn = render_dot(view, hooked=marks)
         if drawn.dot in seen:
             continue
         seen.add(drawn.dot)
@@ -54,7 +61,9 @@ def views(graph: GradGraph) -> list[dict[str, Any]]:
                 "dot": drawn.dot,
                 "key_map": drawn.keys,
                 "drawn": len(drawn.node_ids),  # `nodes` also holds what the DOT leaves out
-                "nodes": {n.id: {**node_info(n), **node_texts(n)} for n in view.nodes},
+                "nodes": {
+                    n.id: {**node_info(n, marks.get(n.id, ())), **node_texts(n)} for n in view.nodes
+                },
             }
         )
     return out
@@ -74,8 +83,11 @@ def bar_target(drawn: GradGraph, name: str) -> str:
     return ghost_id(pid) if pid not in drawn and ghost_id(pid) in drawn else pid
 
 
-def page_html(graph: GradGraph, report: GradReport, title: str = "Gradient flow") -> str:
-    """The whole page as text (see the module docstring)."""
+def page_html(
+    graph: GradGraph, report: GradReport, title: str = "Gradient flow", hooks: Hooks = ((), {})
+) -> str:
+    """The whole page as text (see the module docstring); `hooks`: (hooks, modifiers) in force,
+    marked on the graph as the widget marks them (the legend's "hooked")."""
     if not BUNDLE.is_file():
         from ..errors import GradExplorerError
 
@@ -85,7 +97,7 @@ def page_html(graph: GradGraph, report: GradReport, title: str = "Gradient flow"
         )
     drawn = add_ghosts(graph, report.none_reasons)
     state = {
-        "views": views(drawn),
+        "views": views(drawn, hooks),
         "legend": legend(),
         "params": [bar_target(drawn, p.name) for p in report.params],
     }

@@ -28,6 +28,7 @@ from ..graph.search import search_index, targets, unfold_to
 from ..hooks.config import HOOK_KINDS
 from ..render.chart import CHART_BOX_PX, figure_dict
 from ..render.dot import hook_fields, node_info, render_dot
+from ..render.hook_marks import hooked_at
 from ..render.readout import readout_html
 from ..report.grad_report import GradReport
 from ..vocabulary import plain_text
@@ -41,7 +42,6 @@ from .controller import (
     error_text,
     explain_click,
     find_node,
-    hooked_at,
     loss_line_html,
     module_of,
     node_showing,

@@ -124,3 +124,24 @@ def test_each_view_counts_the_nodes_its_drawing_shows() -> None:
     for view in views(ex.graph):
         shown = len(re.findall(r"(?m)^\s*n\d+ \[id=", view["dot"]))
         assert view["drawn"] == shown, (view["label"], view["drawn"], shown)
+
+
+def test_the_page_marks_the_hooks_in_force_as_the_widget_does(tmp_path) -> None:
+    """The page's legend has "hooked", but no node of an exported page was ever marked: a hook
+    on `gate` and a modifier on `main2` were named nowhere on it."""
+    net, x, y = dead_branch_example()
+    ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
+    ex.toggle_hook("gate")
+    ex.set_modifier("main2", scale=0.5)
+    ex.run()
+    for view in views(ex.graph, (ex.hooks, ex.modifiers)):
+        marked = {i: n["hooked_text"] for i, n in view["nodes"].items() if n["hooked"]}
+        assert any("backward at gate" in t for t in marked.values()), view["label"]
+        assert any("at main2" in t for t in marked.values()), view["label"]
+        assert view["dot"].count("peripheries=") == len(
+            [i for i in marked if i in view["key_map"].values()]
+        )
+    plain = views(ex.graph)[0]
+    assert not any(n["hooked"] for n in plain["nodes"].values())
+    assert "hooked: backward at gate" in ex.export_html(tmp_path / "p.html").read_text()
+    ex.close()

@@ -1,0 +1,62 @@
+"""Which drawn nodes show which hooks and modifiers (the hook marker and its words), for the
+widget and the offline page alike: a fold never hides a hook."""
+
+from __future__ import annotations
+
+from .. import ids
+from ..graph.grad_graph import GradGraph
+from ..graph.nodes import GradNode
+
+
+def hooked_at(
+    view: GradGraph, hooks: list[tuple[str, str]], modifiers: dict[str, str]
+) -> dict[str, list[str]]:
+    """Node id -> the hooks and modifiers it shows, in words ("backward at layer2.0"), for the
+    nodes of `view` drawn with the hook marker: a tensor hook on the node, a module hook or
+    modifier on the module of an op node, and, on a folded module or ×N group, every hook and
+    modifier on it or on a module (or node) folded inside it: a fold never hides a hook.
+
+    Example:
+        >>> from gradviz_widgets.graph.nodes import GradNode
+        >>> g = GradGraph(nodes=(GradNode("module:layer2", "Sequential", "module", "layer2",
+        ...     "layer2", members=("layer2.0/ReluBackward0#3",)),), edges=(), modules={})
+        >>> hooked_at(g, [("layer2.0", "backward")], {})
+        {'module:layer2': ['backward at layer2.0']}
+    """
+    on = [(t, f"{k} at {t or '(root)'}") for t, k in hooks if k != "tensor"]
+    on += [(t, f"{what} at {t or '(root)'}") for t, what in modifiers.items()]
+    tensor = {t: f"tensor at {t}" for t, k in hooks if k == "tensor"}
+    out: dict[str, list[str]] = {}
+    for n in view.nodes:
+        found: list[str] = []
+        if n.kind == "op":
+            found = [what for t, what in on if t == n.module]
+        elif n.kind == "module":
+            spans = _spans(n, view)
+            found = [what for t, what in on if any(_inside(t, s) for s in spans)]
+            found += [tensor[m] for m in n.members if m in tensor]
+        if n.id in tensor:
+            found.append(tensor[n.id])
+        if found:
+            out[n.id] = list(dict.fromkeys(found))
+    return out
+
+
+def _spans(node: GradNode, view: GradGraph) -> list[str]:
+    """The module paths a folded node stands for: its module, or for a ×N group each of its
+    blocks (the parent's children from the first to the last)."""
+    if not ids.is_group_id(node.id):
+        return [node.module]
+    parent, first, last = ids.parse_group_id(node.id)
+    head = f"{parent}." if parent else ""
+    scope = view.modules.get(parent)
+    kids = list(scope.children) if scope is not None else []
+    a, b = head + first, head + last
+    if a in kids and b in kids:
+        return kids[kids.index(a) : kids.index(b) + 1]
+    return [a, b]  # a tree that does not list them: the ends at least
+
+
+def _inside(target: str, path: str) -> bool:
+    """Whether module `target` is `path` or folded inside it (the root holds no other)."""
+    return target == path or (path != "" and target.startswith(path + "."))
