@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 #: what changed, as `notify` tells it: "hooks" (hooks or modifiers), "thresholds", "run" (a
-#: new newest run), "closed"
+#: new newest run), "failed" (a run raised: `GradExplorer.failure`), "closed"
 Listener = Callable[[str], Any]
 
 

@@ -101,6 +101,8 @@ class GradExplorer:
         self.history: list[GradReport] = []
         self._history_len = history
         self._carried: tuple[str, ...] = ()  # findings every run reports first
+        #: the newest run's exception when it failed (None: it did not), for open widgets
+        self.failure: BaseException | None = None
         self.closed = False
 
     # ---- running ---------------------------------------------------------------------------
@@ -126,10 +128,14 @@ class GradExplorer:
         if device is not None:
             self.device = str(resolve_device(device, self.model))
         try:
-            return self._run(self._ranks if ranks is None else ranks)
-        except BaseException:
+            report = self._run(self._ranks if ranks is None else ranks)
+        except BaseException as e:
             self.device = previous  # a failed switch leaves the explorer where it was
+            self.failure = e
+            self._changed("failed")  # an open widget says so (the last good view stays)
             raise
+        self.failure = None
+        return report
 
     def _run(self, ranks: bool | None) -> GradReport:
         settings = self._run_settings()

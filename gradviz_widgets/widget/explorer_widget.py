@@ -275,6 +275,10 @@ class ExplorerWidget(W.VBox):
             self._fail("this explorer was closed; create a new GradExplorer to explore again")
             return
         self.controls.show_settings(device_in_force(ex), ex.thresholds)
+        if what == "failed" and ex.failure is not None:  # ex.run() raised in a cell
+            said = f"ex.run() failed: {error_text(ex.failure)}; showing the last good run"
+            self._fail(said, ex.failure, run_failed=True)
+            return
         newest = ex.history[-1] if ex.history else None
         if newest is not None and newest is not self._shown:
             self.last_error = None
@@ -577,6 +581,8 @@ class ExplorerWidget(W.VBox):
     def _update_readout(self) -> None:
         target = self.selected if self.controls.kind == "tensor" else self.selected_module
         ex = self.explorer
+        if target is None and ex.events:  # hooks set in code and run: show the first one's
+            target = ex.events[0].target
         # "" is the root module (a click on an op at the top level): a target like any other
         quiet = quiet_reason(ex.hooks, ex.graph, ex.report, target) if target is not None else ""
         self.readout.value = readout_html(ex.events, target, ex.hook_mechanisms, quiet)

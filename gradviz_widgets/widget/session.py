@@ -21,6 +21,7 @@ class Session(Protocol):
 
     history: list[GradReport]
     closed: bool
+    failure: BaseException | None
     thresholds: Thresholds
 
     @property

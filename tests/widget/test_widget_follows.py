@@ -40,6 +40,17 @@ def test_toggle_hook_from_code_then_run(dead_explorer):
     assert dead_explorer.hooks == [] and GATE not in hooked(w)
 
 
+def test_a_hook_set_and_run_from_code_shows_its_events_with_nothing_selected(dead_explorer):
+    """set_hook + ex.run() in cells: the graph marked the hook and the status named it, but the
+    readout kept saying "Click a node to hook its module", the events in hand."""
+    w = dead_explorer.show()
+    dead_explorer.set_hook("main2", on=True)
+    dead_explorer.run()
+    assert w.selected is None and dead_explorer.events
+    assert "Click a node" not in w.readout.value and "grad_output[0]" in w.readout.value
+    assert "main2" in w.readout.value
+
+
 def test_quickstart_order_set_hook_on_run_then_off(dead_explorer):
     """The quickstart: show, set_hook on + run in a cell, set_hook off in the next cell."""
     w = dead_explorer.show()
@@ -196,3 +207,32 @@ def test_a_click_says_how_many_hooks_are_on_when_it_is_not_the_only_one(dead_exp
     other = next(n.id for n in w.view.nodes if n.module == "main1")
     w.click_node(other)
     assert w.status_text.startswith("backward hook on at main1 (2 hooks on);")
+
+
+def test_a_run_from_code_that_raises_is_said_in_the_status_line():
+    """ex.run() raising in a cell left the widget's status line on an older message (an earlier
+    error, or "press Run (or call ex.run())")."""
+    calls = [0]
+
+    class Flaky(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            calls[0] += 1
+            if calls[0] >= 2:
+                raise RuntimeError(f"boom on call {calls[0]}")
+            return self.lin(x)
+
+    ex = GradExplorer(Flaky(), torch.ones(4, 3))
+    w = ex.show()
+    good = w.status_text
+    for k in (2, 3):
+        with pytest.raises(RuntimeError, match=f"boom on call {k}"):
+            ex.run()
+        assert w.status_text.startswith("ex.run() failed:")
+        assert f"boom on call {k}" in w.status_text
+        assert "last good run" in w.status_text and w.view is not None
+    assert ex.failure is not None and good != w.status_text
+    ex.close()
