@@ -51,12 +51,13 @@ class FlightBook(Mapping[int, FlightRecord]):
         if record is not None:
             self._save(record)
         if self.folders:
+            tmp = self.folders[0] / f".{NOTES}.tmp"
             try:
-                tmp = self.folders[0] / f".{NOTES}.tmp"
                 tmp.write_text(json.dumps(notes, default=str), encoding="utf-8")
                 tmp.replace(self.folders[0] / NOTES)
-            except OSError:
-                pass  # the records themselves are what matters; a missing note is explained
+            except OSError:  # the records are what matters; a missing note is explained
+                with contextlib.suppress(OSError):
+                    tmp.unlink(missing_ok=True)  # a full disk left half a note behind
 
     def _save(self, record: FlightRecord) -> None:
         if self.folders:

@@ -233,3 +233,17 @@ def test_a_flight_record_that_cannot_be_saved_on_a_read_only_disk_stops_nothing(
     assert 3 in {a.step for a in watch.anomalies}
     monkeypatch.undo()
     watch.close()
+
+
+def test_a_flight_note_that_cannot_be_written_leaves_no_half_file(tmp_path, monkeypatch):
+    """A full disk left `.flights.json.tmp` behind in the run's folder."""
+    from pathlib import Path
+
+    from gradviz_widgets.watch.flight_book import FlightBook
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "replace", full)
+    FlightBook([tmp_path]).keep(None, {"kinds": {}})
+    assert list(tmp_path.iterdir()) == []
