@@ -88,8 +88,13 @@ class ParamSet:
         if any(map(_REQ, self._frozen_params)):
             self._flags([i for i in self._frozen if self.params[i].requires_grad], step)
 
-    def gradients(self, step: int, again: bool = True) -> tuple[list[int], list[torch.Tensor]]:
-        """Slots with a gradient this step and their gradients (after catching changes)."""
+    def gradients(
+        self, step: int, again: bool = True, only: set[int] | None = None
+    ) -> tuple[list[int], list[torch.Tensor]]:
+        """Slots with a gradient this step and their gradients (after catching changes);
+        `only`: the slots whose flags count at this step (one optimizer's of several: the
+        others' are frozen while it steps in Lightning's `toggle_optimizer`, and read at their
+        own optimizer's step)."""
         if self._lazy:
             self._settle()
         if self.dirty or sum(map(len, self._dicts)) != self._size:
@@ -99,13 +104,13 @@ class ParamSet:
         ids = list(compress(range(len(grads)), have))
         if again and len(ids) != self._n_trainable and self._stale(have):
             self._rescan(step)  # a raw write into a `_parameters` dict: no hook saw it
-            return self.gradients(step, again=False)
+            return self.gradients(step, again=False, only=only)
         frozen = self._frozen
         if len(ids) != self._n_trainable or (  # a trainable one without gradient, or
             frozen  # a frozen one unfrozen or with a gradient: read the flags that matter
             and (any(map(_REQ, self._frozen_params)) or any(map(have.__getitem__, frozen)))
         ):
-            self._check_flags(have, step)
+            self._check_flags(have, step, only)
         #: whether a trainable parameter has no gradient this step (the `none` anomaly)
         self.lacking = len(ids) != self._n_trainable and any(
             map(operator.and_, self.trainable, map(operator.not_, have))
@@ -120,10 +125,12 @@ class ParamSet:
             for (d, key), p in zip(compress(self._owner, lost), compress(self.params, lost))
         )
 
-    def _check_flags(self, have: list[bool], step: int) -> None:
+    def _check_flags(self, have: list[bool], step: int, only: set[int] | None = None) -> None:
         """Flags matter where there is no gradient (frozen, or an anomaly?) and for the ones
-        known frozen (unfrozen?): only those are read."""
+        known frozen (unfrozen?): only those are read (of `only`, when given)."""
         look = list(map(operator.not_, map(operator.and_, have, self.trainable)))
+        if only is not None:
+            look = [k and i in only for i, k in enumerate(look)]
         now = list(map(_REQ, compress(self.params, look)))
         if now != list(compress(self.trainable, look)):
             slots = compress(range(len(have)), look)

@@ -214,7 +214,8 @@ class Recorder:
         return wrapped
 
     def _read_point(self, j: int, skipped: bool = False) -> None:
-        ids, grads = self.watched.gradients(self.step)  # catches changes; sets `lacking`
+        only = set(self.rounds.owned(j, self.params)) if len(self.optimizers) > 1 else None
+        ids, grads = self.watched.gradients(self.step, only=only)  # catches changes, `lacking`
         self._publish()
         if self._owners_due and self.optimizers:
             self._owners_due = False

@@ -299,3 +299,34 @@ def test_a_construction_that_fails_leaves_nothing_behind(tmp_path, monkeypatch):
     assert not (tmp_path / "runs").exists()
     assert {t for t in threading.enumerate() if "GradWatch" in t.name} == before
     assert not model_hooks(m)
+
+
+def test_lightnings_toggle_optimizer_recipe_is_no_freezing(tmp_path):
+    """Lightning's GAN recipe freezes the other model while each optimizer steps
+    (`toggle_optimizer`): each step noted frozen / unfrozen events for every parameter and
+    warned twice that rows "read none (frozen)", which none did. A parameter's flags count at
+    its own optimizer's step."""
+    torch.manual_seed(0)
+    G = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 6))
+    D = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 1))
+    model = nn.ModuleDict({"G": G, "D": D})
+    og, od = torch.optim.Adam(G.parameters(), 1e-2), torch.optim.Adam(D.parameters(), 1e-2)
+    watch = GradWatch(model, optimizer=[og, od], path=tmp_path, flight_recorder=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(6):
+            x, z = torch.randn(8, 6), torch.randn(8, 4)
+            G.requires_grad_(False)  # toggle_optimizer(od)
+            ((D(x) - 1).pow(2).mean() + D(G(z)).pow(2).mean()).backward()
+            od.step()
+            od.zero_grad()
+            G.requires_grad_(True)  # toggle_optimizer(og)
+            D.requires_grad_(False)
+            (D(G(z)) - 1).pow(2).mean().backward()
+            og.step()
+            og.zero_grad()
+            D.requires_grad_(True)  # untoggle
+        h = watch.history()
+    assert not [w for w in caught if "frozen" in str(w.message)]
+    assert watch.events == [] and (h.status == "healthy").all() and h.step.nunique() == 6
+    watch.close()
