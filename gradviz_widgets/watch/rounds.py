@@ -129,7 +129,7 @@ class Rounds:
             if self._is_left(s):
                 self._leave_out(s, parts)
             else:
-                out.append(combine([r for _, r in parts]) if len(parts) > 1 else parts[0][1])
+                out.append(combine(_in_order(parts)) if len(parts) > 1 else parts[0][1])
         while self._left and self._left[0][1] < done:  # no part of these rounds can come
             self._left.pop(0)
         return out
@@ -140,7 +140,7 @@ class Rounds:
         waiting = sorted(self._waiting.items())
         self._waiting.clear()
         if len(waiting) == 1 and not any(n for n, _, _ in self._lost):
-            return [combine([r for _, r in waiting[0][1]])]
+            return [combine(_in_order(waiting[0][1]))]
         for step, parts in waiting:
             self._leave_out(step, parts)
         return []
@@ -202,3 +202,9 @@ class Rounds:
 
 def _span(first: int, last: int) -> str:
     return f"step {first}" if first == last else f"steps {first}-{last}"
+
+
+def _in_order(parts: list[tuple[int, StepRecord]]) -> list[StepRecord]:
+    """A round's parts by optimizer, not by arrival: the first optimizer's scale is the round's
+    (a step the scaler skipped is recorded at its `update`, after the others had stepped)."""
+    return [r for _, r in sorted(parts, key=lambda part: part[0])]

@@ -72,3 +72,33 @@ def test_a_round_every_optimizer_skipped_is_skipped_whole(tmp_path) -> None:
     assert h[h.step == 2].skipped.all() and not h[h.step != 2].skipped.any()
     assert skipped_steps(watch) == [2]
     watch.close()
+
+
+def test_a_rounds_scale_is_the_first_optimizers_when_another_was_skipped_before_it(tmp_path):
+    """`scaler.update()` after each optimizer's step (Lightning's mixed precision in manual
+    optimization): the discriminator's skipped step is recorded at its update, before the
+    generator steps at the halved scale, and the round read the discriminator's old scale."""
+    torch.manual_seed(0)
+    G, D = torch.nn.Linear(4, 6), torch.nn.Linear(6, 1)
+    model = torch.nn.ModuleDict({"G": G, "D": D})
+    og, od = torch.optim.Adam(G.parameters(), 1e-2), torch.optim.Adam(D.parameters(), 1e-2)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    watch = GradWatch(model, optimizer=[og, od], scaler=scaler, path=tmp_path)
+    used = []
+    for k in range(4):
+        x, z = torch.randn(8, 6), torch.randn(8, 4)
+        ld = D(x).pow(2).mean() + D(G(z).detach()).pow(2).mean()
+        scaler.scale(ld * (float("inf") if k == 2 else 1.0)).backward()
+        scaler.step(od)
+        scaler.update()
+        od.zero_grad()
+        used.append(scaler.get_scale())
+        scaler.scale((D(G(z)) - 1).pow(2).mean()).backward()
+        scaler.step(og)
+        scaler.update()
+        og.zero_grad()
+        od.zero_grad()
+    h = watch.history()
+    watch.close()
+    rows = h[h.param == "G.weight"].set_index("step")
+    assert rows.scale.tolist() == used == [1024.0, 1024.0, 512.0, 512.0]
