@@ -102,7 +102,8 @@ def page_html(
         "params": [bar_target(drawn, p.name) for p in report.params],
     }
     findings = "".join(f"<li>{html.escape(plain_text(f))}</li>" for f in report.findings)
-    notes = "".join(f"<li>{html.escape(plain_text(n))}</li>" for n in report.notes)
+    said = [*_hooks_in_force(hooks), *report.notes]
+    notes = "".join(f"<li>{html.escape(plain_text(n))}</li>" for n in said)
     return _TEMPLATE.format(
         title=html.escape(plain_text(title)),
         summary=html.escape(plain_text(report.summary())),
@@ -115,6 +116,23 @@ def page_html(
         script=script_text(static_text("page_host.js")),
         style=static_text("explorer_page.css"),
     )
+
+
+def _hooks_in_force(hooks: Hooks) -> list[str]:
+    """The hooks and modifiers of the run, in words, for the page's notes.
+
+    Example:
+        >>> _hooks_in_force(([("gate", "backward")], {"main2": "scale x0.5"}))
+        ['hooks on: backward at gate; modifiers: scale x0.5 at main2']
+        >>> _hooks_in_force(((), {}))
+        []
+    """
+    on = [f"{k} at {t or '(root)'}" for t, k in hooks[0]]
+    changed = [f"{what} at {t or '(root)'}" for t, what in hooks[1].items()]
+    parts = ([f"hooks on: {', '.join(on)}"] if on else []) + (
+        [f"modifiers: {', '.join(changed)}"] if changed else []
+    )
+    return ["; ".join(parts)] if parts else []
 
 
 _TEMPLATE = """<!doctype html>

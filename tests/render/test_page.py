@@ -143,5 +143,7 @@ def test_the_page_marks_the_hooks_in_force_as_the_widget_does(tmp_path) -> None:
         )
     plain = views(ex.graph)[0]
     assert not any(n["hooked"] for n in plain["nodes"].values())
-    assert "hooked: backward at gate" in ex.export_html(tmp_path / "p.html").read_text()
+    page = ex.export_html(tmp_path / "p.html").read_text()
+    assert "hooked: backward at gate" in page
+    assert "<li>hooks on: backward at gate; modifiers: scale" in page
     ex.close()
