@@ -29,6 +29,12 @@ from .steps import StepRecord, combine
 
 #: steps one optimizer may run ahead of the slowest before its steps are left out
 MAX_AHEAD = 64
+#: what the warnings about optimizers at different rates advise
+ONE_WATCH_EACH = (
+    "Record such loops (n critic steps per generator step) with one GradWatch per optimizer's "
+    "module: GradWatch(model.critic, optimizer=opt_d, ...) and GradWatch(model.generator, "
+    "optimizer=opt_g, ...)"
+)
 
 
 def as_list(optimizer: Any) -> list[Any]:
@@ -174,10 +180,7 @@ class Rounds:
             "watch step k pairs every optimizer's k-th step, and step "
             f"{step} of {who} cannot be paired (more than {MAX_AHEAD} steps ahead, or the "
             "watch closed before the others took theirs). Such steps are NOT recorded (no "
-            "round is written in part); the run's meta 'rounds' says which. Record such "
-            "loops (n critic steps per generator step) with one GradWatch per optimizer's "
-            "module: GradWatch(model.critic, optimizer=opt_d, ...) and GradWatch(model."
-            "generator, optimizer=opt_g, ...)"
+            f"round is written in part); the run's meta 'rounds' says which. {ONE_WATCH_EACH}"
         )
 
     def _uneven_note(self) -> str:
@@ -187,10 +190,7 @@ class Rounds:
         return (
             f"the optimizers step at different rates ({self._counts()} steps when one took "
             f"its step {self.uneven}): each watch step k pairs every optimizer's k-th step, so "
-            "the rows of one watch step come from different iterations of the loop. "
-            "Record such loops (n critic steps per generator step) with one GradWatch per "
-            "optimizer's module: GradWatch(model.critic, optimizer=opt_d, ...) and "
-            "GradWatch(model.generator, optimizer=opt_g, ...)"
+            f"the rows of one watch step come from different iterations of the loop. {ONE_WATCH_EACH}"
         )
 
     def _name(self, j: int) -> str:
