@@ -3,9 +3,37 @@ widget and the offline page alike: a fold never hides a hook."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from .. import ids
 from ..graph.grad_graph import GradGraph
 from ..graph.nodes import GradNode
+
+
+def hook_words(
+    hooks: Sequence[tuple[str, str]], modifiers: Mapping[str, str]
+) -> list[tuple[str, str]]:
+    """(target, words) for each hook and modifier that is on ("backward at gate").
+
+    Example:
+        >>> hook_words([("", "forward")], {"main2": "scale by 0.5"})
+        [('', 'forward at (root)'), ('main2', 'scale by 0.5 at main2')]
+    """
+    on = [(t, f"{kind} at {t or '(root)'}") for t, kind in hooks]
+    return on + [(t, f"{what} at {t or '(root)'}") for t, what in modifiers.items()]
+
+
+def plan_text(hooks: Sequence[tuple[str, str]], modifiers: Mapping[str, str]) -> str:
+    """The hooks and modifiers that are on, in words (the status line after a change not run).
+
+    Example:
+        >>> plan_text([("gate", "backward")], {"main2": "scale by 0.5"})
+        'hooks on: backward at gate, scale by 0.5 at main2'
+        >>> plan_text([], {})
+        'no hooks on'
+    """
+    on = [words for _, words in hook_words(hooks, modifiers)]
+    return "hooks on: " + ", ".join(on) if on else "no hooks on"
 
 
 def hooked_at(
@@ -23,8 +51,7 @@ def hooked_at(
         >>> hooked_at(g, [("layer2.0", "backward")], {})
         {'module:layer2': ['backward at layer2.0']}
     """
-    on = [(t, f"{k} at {t or '(root)'}") for t, k in hooks if k != "tensor"]
-    on += [(t, f"{what} at {t or '(root)'}") for t, what in modifiers.items()]
+    on = hook_words([(t, k) for t, k in hooks if k != "tensor"], modifiers)
     tensor = {t: f"tensor at {t}" for t, k in hooks if k == "tensor"}
     out: dict[str, list[str]] = {}
     for n in view.nodes:

@@ -30,7 +30,7 @@ from ..report.grad_report import GradReport
 from ..vocabulary import legend, plain_text
 from .chart import bar_rows
 from .dot import node_info, node_texts, render_dot
-from .hook_marks import hooked_at
+from .hook_marks import hooked_at, plan_text
 from .page_chart import chart_svg
 
 #: the hooks in force ((module or node, kind) pairs) and the modifiers (module -> words)
@@ -102,7 +102,8 @@ def page_html(
         "params": [bar_target(drawn, p.name) for p in report.params],
     }
     findings = "".join(f"<li>{html.escape(plain_text(f))}</li>" for f in report.findings)
-    said = [*_hooks_in_force(hooks), *report.notes]
+    said = [plan_text(*hooks)] if hooks[0] or hooks[1] else []
+    said += report.notes
     notes = "".join(f"<li>{html.escape(plain_text(n))}</li>" for n in said)
     return _TEMPLATE.format(
         title=html.escape(plain_text(title)),
@@ -116,23 +117,6 @@ def page_html(
         script=script_text(static_text("page_host.js")),
         style=static_text("explorer_page.css"),
     )
-
-
-def _hooks_in_force(hooks: Hooks) -> list[str]:
-    """The hooks and modifiers of the run, in words, for the page's notes.
-
-    Example:
-        >>> _hooks_in_force(([("gate", "backward")], {"main2": "scale x0.5"}))
-        ['hooks on: backward at gate; modifiers: scale x0.5 at main2']
-        >>> _hooks_in_force(((), {}))
-        []
-    """
-    on = [f"{k} at {t or '(root)'}" for t, k in hooks[0]]
-    changed = [f"{what} at {t or '(root)'}" for t, what in hooks[1].items()]
-    parts = ([f"hooks on: {', '.join(on)}"] if on else []) + (
-        [f"modifiers: {', '.join(changed)}"] if changed else []
-    )
-    return ["; ".join(parts)] if parts else []
 
 
 _TEMPLATE = """<!doctype html>

@@ -17,6 +17,7 @@ from ..errors import GradExplorerError
 from ..graph.grad_graph import GradGraph
 from ..graph.nodes import GradNode
 from ..graph.nodes import drawn_count as count_drawn
+from ..render.hook_marks import plan_text
 from ..vocabulary import Thresholds, format_norm, html_text, plain_text
 
 #: the status line, as parts get it: `status(text, level)` (level: info, busy, warning, error)
@@ -133,20 +134,6 @@ class Settings:
 def device_in_force(explorer: Any) -> str:
     """The device the explorer's runs go to: the one chosen, else where the model lives."""
     return str(explorer.device or explorer.model_device)
-
-
-def plan_text(hooks: list[tuple[str, str]], modifiers: dict[str, str]) -> str:
-    """The hooks and modifiers that are on, in words (the status line after a change not run).
-
-    Example:
-        >>> plan_text([("gate", "backward")], {"main2": "scale by 0.5"})
-        'hooks on: backward at gate, scale by 0.5 at main2'
-        >>> plan_text([], {})
-        'no hooks on'
-    """
-    on = [f"{kind} at {target or '(root)'}" for target, kind in hooks]
-    on += [f"{what} at {target or '(root)'}" for target, what in modifiers.items()]
-    return "hooks on: " + ", ".join(on) if on else "no hooks on"
 
 
 def status_line(

@@ -28,7 +28,7 @@ from ..graph.search import search_index, targets, unfold_to
 from ..hooks.config import HOOK_KINDS
 from ..render.chart import CHART_BOX_PX, figure_dict
 from ..render.dot import hook_fields, node_info, render_dot
-from ..render.hook_marks import hooked_at
+from ..render.hook_marks import hooked_at, plan_text
 from ..render.readout import readout_html
 from ..report.grad_report import GradReport
 from ..vocabulary import plain_text
@@ -46,7 +46,6 @@ from .controller import (
     module_of,
     node_showing,
     node_showing_module,
-    plan_text,
     quiet_reason,
     status_line,
 )

@@ -145,5 +145,5 @@ def test_the_page_marks_the_hooks_in_force_as_the_widget_does(tmp_path) -> None:
     assert not any(n["hooked"] for n in plain["nodes"].values())
     page = ex.export_html(tmp_path / "p.html").read_text()
     assert "hooked: backward at gate" in page
-    assert "<li>hooks on: backward at gate; modifiers: scale" in page
+    assert "<li>hooks on: backward at gate, scale by 0.5 at main2</li>" in page
     ex.close()
