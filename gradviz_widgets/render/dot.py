@@ -402,4 +402,4 @@ def all_ghosts(members: Sequence[str]) -> bool:
         >>> all_ghosts(("ghost:param:stem.weight",)), all_ghosts(("ghost:param:w", "m/Addmm#0"))
         (True, False)
     """
-    return bool(members) and all(m.startswith(ids.GHOST) for m in members)
+    return bool(members) and all(map(ids.is_ghost, members))
