@@ -117,6 +117,13 @@ class ParamSet:
         )
         return ids, list(compress(grads, have))
 
+    def arrived(self, ids: list[int]) -> None:
+        """The slots `ids` got a gradient this step, some read as they arrived and taken away
+        inside backward by another hook (watch/arrivals.py): `lacking` counts them as had."""
+        if self.lacking:
+            have = set(ids)
+            self.lacking = any(t and i not in have for i, t in enumerate(self.trainable))
+
     def _stale(self, have: list[bool]) -> bool:
         """Whether a trainable parameter without a gradient left its module's dict."""
         lost = list(map(operator.and_, self.trainable, map(operator.not_, have)))

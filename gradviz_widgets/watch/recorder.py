@@ -259,9 +259,7 @@ class Recorder:
         as read when they arrived (watch/arrivals.py): those parameters did get one."""
         found, stats = self.arrivals.merged(ids, stats, self.params)
         if len(found) > len(ids):
-            have = set(found)
-            trainable = self.watched.trainable
-            self.watched.lacking = any(t and i not in have for i, t in enumerate(trainable))
+            self.watched.arrived(found)
         return found, stats
 
     def _unmoved(self, j: int) -> list[int] | None:
