@@ -93,7 +93,7 @@ def test_where_the_time_goes(smoke) -> None:
     result, text = smoke
     row = result["stages"]["models"]["seed"]
     for clock in ("ms", "cpu_ms"):
-        assert set(row[clock]) == {"bare", "run", "noflow", "hooks", "resident"}
+        assert set(row[clock]) == {"bare", "run", "view", "noflow", "hooks", "resident"}
         run = row[clock]["run"]
         assert {"prepare", "forward", "walk", "flow_hooks", "backward", "norms", "freeze"} <= set(
             run
@@ -101,9 +101,11 @@ def test_where_the_time_goes(smoke) -> None:
         assert "flow_hooks" not in row[clock]["noflow"]  # track_flow=False registers none
     assert row["paired_run_ratio"] > 0 and row["cpu_run_ratio"] > 0
     assert len(row["load"]) == 2
-    assert set(row["faults"]) == {"bare", "run", "noflow", "hooks", "resident"}
+    assert set(row["faults"]) == {"bare", "run", "view", "noflow", "hooks", "resident"}
+    assert row["paired_view_ratio"] > 0 and row["cpu_view_ratio"] > 0  # a click's re-run
     assert row["paired_resident_ratio"] > 0
     assert all(n >= 0 for n in row["faults"].values())
     assert "## Where the time goes" in text and "| seed |" in text.split("## Graph")[0]
+    assert "a click's re-run" in text.split("## Graph")[0]
     # one thread whatever the suite runs under: the table the analysis quotes
     assert result["stages"]["meta"]["threads"] == 1 and "(1 torch thread," in text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from torch import nn
 from ..distributed.ddp import gathers_ranks, with_ranks
 from ..errors import GradExplorerError, did_you_mean
 from ..graph.grad_graph import GradGraph
+from ..graph.measure import FlowScope, flow_scope, unmeasured
 from ..graph.nodes import drawn_count
 from ..hooks.clash import HookFacts
 from ..hooks.config import DEFAULT_KIND, check_hook, modifier_kind
@@ -113,7 +114,11 @@ class GradExplorer:
         return self._model
 
     def run(
-        self, device: str | torch.device | None = None, *, ranks: bool | None = None
+        self,
+        device: str | torch.device | None = None,
+        *,
+        ranks: bool | None = None,
+        view: Mapping[str, Any] | None = None,
     ) -> GradReport:
         """One forward + backward with the hooks that are on; returns (and keeps) the report.
 
@@ -122,13 +127,17 @@ class GradExplorer:
         run it) or not; None: as the explorer was made (`GradExplorer(ranks=)`; by default for a
         DDP model in a group of several ranks). The widget's runs never gather: it is shown on
         one rank, where a collective would wait for the others for good.
+        `view` (`GradGraph.view`'s `depth`, `expand`, `collapse`): measure the flow only where
+        that view of the newest graph draws it (what the widget's re-runs do; graph/measure.py).
+        The graph's other op nodes and edges read `measured=False`, and views that draw them
+        show "not measured"; parameters and the report are measured in full either way.
         """
         self._check_open()
         previous = self.device
         if device is not None:
             self.device = str(resolve_device(device, self.model))
         try:
-            report = self._run(self._ranks if ranks is None else ranks)
+            report = self._run(self._ranks if ranks is None else ranks, self._scope(view))
         except BaseException as e:
             self.device = previous  # a failed switch leaves the explorer where it was
             self.failure = e
@@ -137,8 +146,20 @@ class GradExplorer:
         self.failure = None
         return report
 
-    def _run(self, ranks: bool | None) -> GradReport:
-        settings = self._run_settings()
+    def _scope(self, view: Mapping[str, Any] | None) -> FlowScope | None:
+        """What a run restricted to `view` measures (None: everything; also with no graph yet
+        to take the view of)."""
+        if view is None or self._last is None or not self.track_flow:
+            return None
+        try:
+            return flow_scope(self._last.graph, **view)
+        except TypeError as e:
+            raise GradExplorerError(
+                f"view takes GradGraph.view's depth, expand and collapse, got {dict(view)!r}"
+            ) from e
+
+    def _run(self, ranks: bool | None, scope: FlowScope | None = None) -> GradReport:
+        settings = dataclasses.replace(self._run_settings(), flow_scope=scope)
         plan = self._plan
         baseline = run(self.model, self.sample_input, settings) if plan.modifiers else None
         result = with_fallback(
@@ -391,8 +412,8 @@ class GradExplorer:
         """DOT text of the newest graph, folded to `depth` module levels (None: everything)."""
         from ..render.dot import to_dot
 
-        graph = self.graph if depth is None else self.graph.view(depth)
-        return to_dot(graph, **options)
+        graph = self._measured_graph()
+        return to_dot(graph if depth is None else graph.view(depth), **options)
 
     def export_svg(self, path: str | Path, depth: int | None = None) -> Path:
         """Write the graph as SVG with the system `dot` (the widget's button needs no binary)."""
@@ -411,7 +432,7 @@ class GradExplorer:
 
         name = title or f"{type(self.model).__name__}: gradient flow"
         hooks = (self.hooks, self.modifiers)
-        return _write(path, page_html(self.graph, self.report, name, hooks))
+        return _write(path, page_html(self._measured_graph(), self.report, name, hooks))
 
     def export_csv(self, path: str | Path) -> Path:
         """Write the per-parameter norms table as CSV."""
@@ -423,7 +444,15 @@ class GradExplorer:
         """Write the report and the graph (nodes, edges, norms, statuses) as JSON."""
         from ..report.export import report_json
 
-        return _write(path, report_json(self.report, self.graph))
+        graph = self._measured_graph()
+        return _write(path, report_json(self.report, graph))
+
+    def _measured_graph(self) -> GradGraph:
+        """The newest graph, its flow measured everywhere: an export is read at any depth, so
+        a newest run that measured one view's flow only (a widget's re-run) runs again in full."""
+        if unmeasured(self.graph) != (0, 0):
+            self.run()
+        return self.graph
 
     # ---- lifetime ------------------------------------------------------------------------------
     def close(self) -> None:

@@ -166,6 +166,8 @@ def _group_node(
         members=tuple(x for m in members for x in m.members),
         param_status=param_status,
         param_text=param_text,
+        measured=all(m.measured for m in members)
+        and all(e.measured for e in entering.get(gid, [])),
     )
 
 

@@ -45,6 +45,9 @@ class GradNode:
     # for kind == "module": the norm of what it passed to its inputs and parameters, when that
     # gave its colour and the status of what entered it (`grad_norm`) differs (None otherwise)
     grad_out: float | None = None
+    #: False where this run did not measure what reached it (a run whose flow was measured
+    #: only for the edges one view draws: `GradExplorer.run(view=...)`)
+    measured: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +67,8 @@ class GradEdge:
     #: sum the run measured covers them: a ×N group of some of the blocks reading one bias),
     #: an approximation of the norm of their sum
     approx: bool = False
+    #: False where this run did not measure the flow along it (see `GradNode.measured`)
+    measured: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

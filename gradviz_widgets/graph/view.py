@@ -17,28 +17,8 @@ def fold(
     self: GradGraph, depth: int | None, expand: Iterable[str], collapse: Iterable[str]
 ) -> GradGraph:
     """See `GradGraph.view`."""
-    expand, collapse = frozenset(expand), frozenset(collapse)
-
-    def folded(path: str, level: int) -> bool:
-        if path in collapse:
-            return True
-        if path in expand:
-            return False
-        return depth is not None and level >= depth
-
-    rep: dict[str, str] = {}
-    groups: dict[str, tuple[str, int | None, Scope]] = {}
-    for n in self.nodes:
-        for level, (path, call) in enumerate(n.scope):
-            if folded(path, level):
-                calls = self.modules[path].calls if path in self.modules else 1
-                key_call = call if calls > 1 else None
-                gid = module_id(path, key_call)
-                rep[n.id] = gid
-                groups.setdefault(gid, (path, key_call, n.scope[: level + 1]))
-                break
-        else:
-            rep[n.id] = n.id
+    collapse = frozenset(collapse)
+    rep, groups = fold_map(self, depth, expand, collapse)
     if not groups:
         return dataclasses.replace(self, collapsed=collapse)
     members: dict[str, list[str]] = {g: [] for g in groups}
@@ -64,6 +44,36 @@ def fold(
             )
         )
     return GradGraph(tuple(new_nodes), tuple(edges), self.modules, collapse, self.partials)
+
+
+def fold_map(
+    graph: GradGraph, depth: int | None, expand: Iterable[str], collapse: Iterable[str]
+) -> tuple[dict[str, str], dict[str, tuple[str, int | None, Scope]]]:
+    """Where each node of `graph` goes in the view folded at `depth`: node id -> its folded
+    module call's id (or its own id where it stays), and per folded call (path, call, scope)."""
+    expand, collapse = frozenset(expand), frozenset(collapse)
+
+    def folded(path: str, level: int) -> bool:
+        if path in collapse:
+            return True
+        if path in expand:
+            return False
+        return depth is not None and level >= depth
+
+    rep: dict[str, str] = {}
+    groups: dict[str, tuple[str, int | None, Scope]] = {}
+    for n in graph.nodes:
+        for level, (path, call) in enumerate(n.scope):
+            if folded(path, level):
+                calls = graph.modules[path].calls if path in graph.modules else 1
+                key_call = call if calls > 1 else None
+                gid = module_id(path, key_call)
+                rep[n.id] = gid
+                groups.setdefault(gid, (path, key_call, n.scope[: level + 1]))
+                break
+        else:
+            rep[n.id] = n.id
+    return rep, groups
 
 
 def _module_node(
@@ -105,6 +115,7 @@ def _module_node(
         param_status=param_status,
         param_text=param_text,
         grad_out=outflow(status, entering, leaving),
+        measured=all(e.measured for e in (*entering, *leaving)),
     )
 
 
@@ -217,6 +228,9 @@ def merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str], flows: Flows)
             out.append(dataclasses.replace(group[0], src=s, dst=d))
             continue
         group = flows.sums(group)
+        if not all(e.measured for e in group):  # a part this run did not measure
+            out.append(GradEdge(s, d, measured=False))
+            continue
         norm, gmax = combine_flow(group)
         status = strongest_flow(e.status for e in group) or "none"
         out.append(GradEdge(s, d, norm, gmax, status, in_quadrature(group)))

@@ -70,7 +70,8 @@ def ratio_legend() -> list[dict[str, Any]]:
 
 def edge_colors(edges_a: Iterable[Any], edges_b: Iterable[Any]) -> dict[tuple[str, str], str]:
     """(src, dst) -> colour for every edge of B: by the ratio of B's edge norm over A's, matched
-    by the stable ids; light grey for an edge only B has.
+    by the stable ids; light grey for an edge only B has, or whose flow A did not measure
+    (a run that measured another view's).
 
     Example:
         >>> from gradviz_widgets.graph.grad_graph import GradEdge
@@ -78,7 +79,7 @@ def edge_colors(edges_a: Iterable[Any], edges_b: Iterable[Any]) -> dict[tuple[st
         >>> edge_colors(a, [GradEdge("x", "y", 50.0), GradEdge("y", "z", 1.0)])
         {('x', 'y'): '#b35806', ('y', 'z'): '#c8c8c8'}
     """
-    norms_a = {(e.src, e.dst): e.grad_norm for e in edges_a}
+    norms_a = {(e.src, e.dst): e.grad_norm for e in edges_a if getattr(e, "measured", True)}
     out = {}
     for e in edges_b:
         key = (e.src, e.dst)

@@ -72,6 +72,8 @@ def node_texts(n: GradNode) -> dict[str, str]:
         >>> node_texts(GradNode("ghost:param:w", "Ghost", "ghost", "", "w\\n✂ frozen"))["status_text"]
         'no gradient (frozen)'
     """
+    if not n.measured:
+        return {"norm_text": "not measured", "status_text": UNMEASURED_TIP}
     words = style(n.status).words
     if n.kind == "ghost" and "✂ " in n.label:  # why no gradient reached it (frozen, unused)
         words = f"{words} ({n.label.rpartition('✂ ')[2]})"
@@ -125,6 +127,9 @@ def to_dot(
 
 #: what an edge marked "≈" says: its norm is pieces of one gradient in quadrature
 APPROX_TIP = "≈: the norm of pieces of one gradient taken in quadrature, not of their sum"
+#: an edge or node whose run measured the flow of another view (`GradExplorer.run(view=)`)
+UNMEASURED_TIP = "not measured: this run measured the flow another view draws; re-run to see it"
+UNMEASURED_LOOK = {"fillcolor": "#ffffff", "color": "#9e9e9e", "style": "filled,dotted"}
 
 
 def render_dot(
@@ -176,6 +181,9 @@ def render_dot(
             border, dash = edge_colors[(e.src, e.dst)], "solid"
         width = _penwidth(e.grad_norm)
         approx = f', label="≈", fontsize=9, tooltip={_q(APPROX_TIP)}' if e.approx else ""
+        if not e.measured:
+            border, dash, width = UNMEASURED_LOOK["color"], "dotted", "1"
+            approx = f', label="?", fontsize=9, tooltip={_q(UNMEASURED_TIP)}'
         lines.append(
             f"  {emit.key_of[src]} -> {emit.key_of[e.dst]} [color={_q(border)}, "
             f"style={_q(dash)}, penwidth={width}{approx}];"
@@ -260,6 +268,8 @@ def _node_line(key: str, n: GradNode, hooked: bool, selected: bool) -> str:
         "color": look.line,
         "penwidth": "2.5" if n.status in ("exploding", "nonfinite") or selected else "1.2",
     }
+    if not n.measured:
+        attrs.update(UNMEASURED_LOOK, penwidth="1")
     if hooked:
         attrs["peripheries"] = "2"
     if selected:
@@ -283,7 +293,9 @@ def label_lines(n: GradNode) -> list[str]:
             lines = [f"{lines[0]} · {lines[1]}"]
     if not lines[0].strip():
         lines[0] = n.op or n.kind  # an empty first line would start the label with a newline
-    if n.grad_norm is not None and n.kind != "output":
+    if not n.measured:
+        lines.append("‖g‖ not measured")
+    elif n.grad_norm is not None and n.kind != "output":
         # a ×N group's label already gives its blocks' range: say which one this is
         into = "into group " if ids.is_group_id(n.id) else ""
         lines.append(f"‖g‖ {into}{_norm_of(n)}")
@@ -388,7 +400,7 @@ def node_info(n: GradNode, hooked: Sequence[str] = ()) -> dict[str, Any]:
         "param_color": style(n.param_status).line if n.param_text else "",
         # how alarming the node is, its own status or its parameters' (the first view opens on
         # the worst: the page compares numbers, it knows no status)
-        "alarm": alarm_rank(n.status, n.param_status),
+        "alarm": alarm_rank(n.status if n.measured else "", n.param_status),
         # a parameter the gradient never reached, or a folded module of nothing but such (a
         # frozen stage at fold depth 1): no finding to open the view on (js/graph_view.js)
         "ghost": n.kind == "ghost" or (folded and all_ghosts(n.members)),

@@ -79,6 +79,7 @@ def report_json(report: GradReport, graph: GradGraph | None = None) -> str:
                     "status": e.status,
                     "grad_max": e.grad_max,
                     "approx": e.approx,
+                    "measured": e.measured,
                 }
                 for e in graph.edges
             ],
@@ -102,6 +103,7 @@ def _node_doc(n: GradNode) -> dict[str, Any]:
         "grad_max": n.grad_max,
         "order": n.order,
         "members": list(n.members),
+        "measured": n.measured,
     }
 
 

@@ -14,6 +14,7 @@ from torch import nn
 from .. import ids
 from ..graph.flows import PartialFlow, flow_max
 from ..graph.grad_graph import GradGraph
+from ..graph.measure import FlowScope
 from ..graph.nodes import GradEdge, GradNode, ModuleScope, maker
 from ..report import diagnose
 from ..report.grad_report import GradReport, ParamRecord
@@ -46,7 +47,25 @@ def freeze_graph(state: RunState) -> GradGraph:
     )
     tree = _module_tree(state.index, state.tracker.calls)
     edges = _edges(state, raw, thresholds)
+    if state.settings.flow_scope is not None and state.settings.track_flow:
+        _mark_unmeasured(state.settings.flow_scope, raw, nodes, edges)
     return GradGraph(nodes, edges, tree, partials=_partials(state, thresholds))
+
+
+def _mark_unmeasured(
+    scope: FlowScope, raw: RawGraph, nodes: tuple[GradNode, ...], edges: tuple[GradEdge, ...]
+) -> None:
+    """`measured=False` on the op nodes and edges the scope left out (and nothing else
+    measured: an edge that carries a leaf's gradient, a node whose inflow is its only
+    consumer's edge). The objects are this run's own, not yet in any graph."""
+    for n, raw_node in zip(nodes, raw.nodes.values(), strict=True):
+        if n.kind == "op" and not raw_node.inflow and not scope.node(n.id):
+            object.__setattr__(n, "measured", False)
+    for e, raw_edge in zip(edges, raw.edges, strict=True):
+        if e.grad_norm is None and raw_edge.slot is None and raw_edge.leaf is None:
+            into_leaf = e.dst.startswith(ids.ACC) or e.dst == ids.OUTPUT  # read from the leaf
+            if not into_leaf and not scope.edge(e.src, e.dst):
+                object.__setattr__(e, "measured", False)
 
 
 def _partials(state: RunState, thresholds: Thresholds) -> tuple[PartialFlow, ...]:

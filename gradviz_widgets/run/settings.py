@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ..graph.measure import FlowScope
 from ..vocabulary import Thresholds
 from .checks import check_autocast, check_loss_args, check_seed, check_thresholds
 
@@ -33,6 +34,9 @@ class RunSettings:
     #: look for the first op whose output is NaN/Inf (the rerun of a run whose loss was not
     #: finite: run/forward_nan.py); never set by users
     probe_nonfinite: bool = False
+    #: measure the flow only where one view of the graph needs it (graph/measure.FlowScope:
+    #: a widget's re-run); None: along every edge
+    flow_scope: FlowScope | None = None
 
     @classmethod
     def checked(

@@ -123,6 +123,7 @@ def trace(state: RunState) -> None:
             leaves_whole=whole,
             hooked=frozenset(hooked),
             lookups=lookups,
+            scope=state.settings.flow_scope,
         )
         state.partials = timed("flow_hooks", instrument, state.raw, state.batch, known)
     elif lookups:

@@ -8,7 +8,7 @@ import dataclasses
 import itertools
 from collections import Counter
 from collections.abc import Collection, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -278,6 +278,16 @@ class FlowFacts:
     hooked: Collection[str] = ()
     #: EmbeddingBackward0 node -> the indices its lookup took (`ScopeTracker.lookups`)
     lookups: Mapping[Any, torch.Tensor] = dataclasses.field(default_factory=dict)
+    #: which edges and op nodes to measure (graph/measure.FlowScope); None: all of them
+    scope: Measured | None = None
+
+
+class Measured(Protocol):
+    """What a run measures: graph/measure.FlowScope (trace/ does not import graph/)."""
+
+    def edge(self, src: str, dst: str) -> bool: ...
+
+    def node(self, node_id: str) -> bool: ...
 
 
 def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None) -> PartialSums:
@@ -296,11 +306,12 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
     edge, or on its way into a view of the leaf (a Linear weight's `t()`). An embedding's
     weight gradient is read from the rows its lookup took (`facts.lookups`).
     The pieces one module call's (or container's: a ModuleList of blocks) consumers send a
-    producer read elsewhere too are added up as they arrive (the `PartialSums` returned). The
+    producer read elsewhere too are added up as they arrive (the `PartialSums` returned). With
+    `facts.scope` only the edges and nodes one view needs are measured (graph/measure.py). The
     hooks vanish with this run's graph.
     """
     facts = facts or FlowFacts()
-    modified, leaves_whole, hooked = facts.modified, facts.leaves_whole, facts.hooked
+    modified, leaves_whole = facts.modified, facts.leaves_whole
     leaving, in_edges, sharing = _edge_maps(graph)
     carried = _carried(graph, leaving) if leaves_whole and not modified else {}
     large = _measured_alone(graph, batch)
@@ -327,18 +338,39 @@ def instrument(graph: RawGraph, batch: NormBatch, facts: FlowFacts | None = None
         planned.append((node, direct, wholes))
     partials = _plan_partials(graph, leaving, planned, batch)
     for node, direct, wholes in planned:
-        out = leaving.get(node.id, [])
-        alone = len(out) == 1 and out[0].dst != OUTPUT
-        same = out[0] if alone and node.id not in modified and node.id not in hooked else None
-        rows = facts.lookups.get(node.fn) if node.op == EMBEDDING_BACKWARD else None
-        # a hooked view of a leaf (`w = weight.t(); w.register_hook(...)`): what enters it is
-        # the leaf's gradient to be, measured in full here for its arrival to find
-        whole_in = node.id in viewed and node.id in hooked
-        pieces = [(k, id(e)) for k, e in enumerate(direct) if partials.wants(id(e))]
-        flows = _Flows(direct, same, rows, wholes, whole_in, pieces)
-        node.fn.register_hook(_flow_hook(node, flows, batch, order, partials))
+        flows = _node_flows(node, direct, wholes, leaving.get(node.id, []), facts, viewed, partials)
+        if flows is not None:
+            node.fn.register_hook(_flow_hook(node, flows, batch, order, partials))
     _hook_the_hook_nodes(through, _plan_exits(graph, sharing, partials), batch, partials)
     return partials
+
+
+def _node_flows(
+    node: RawNode,
+    direct: list[RawEdge],
+    wholes: list[RawEdge],
+    out: list[RawEdge],
+    facts: FlowFacts,
+    viewed: Collection[str],
+    partials: PartialSums,
+) -> _Flows | None:
+    """What one op node's hook measures (`_Flows`); None when nothing (a node a view folds
+    away, with no leaf, rows or partial sum to see)."""
+    scope = facts.scope
+    measured = scope is None or scope.node(node.id)
+    if scope is not None:  # a partial sum takes its pieces whatever the view
+        direct = [e for e in direct if scope.edge(e.src, e.dst) or partials.wants(id(e))]
+    alone = len(out) == 1 and out[0].dst != OUTPUT
+    mine = node.id not in facts.modified and node.id not in facts.hooked
+    same = out[0] if alone and mine else None
+    rows = facts.lookups.get(node.fn) if node.op == EMBEDDING_BACKWARD else None
+    # a hooked view of a leaf (`w = weight.t(); w.register_hook(...)`): what enters it is
+    # the leaf's gradient to be, measured in full here for its arrival to find
+    whole_in = node.id in viewed and node.id in facts.hooked
+    if not (measured or direct or wholes or rows is not None or whole_in):
+        return None
+    pieces = [(k, id(e)) for k, e in enumerate(direct) if partials.wants(id(e))]
+    return _Flows(direct, same, rows, wholes, whole_in, pieces, measured)
 
 
 def _hook_the_hook_nodes(
@@ -455,13 +487,14 @@ class _Flows:
     wholes: list[RawEdge]
     whole_in: bool
     pieces: list[tuple[int, int]]
+    measured: bool = True  # what arrives is measured (not for a node a view folds away)
 
 
 def _flow_hook(
     node: RawNode, flows: _Flows, batch: NormBatch, order: Iterator[int], partials: PartialSums
 ):
     edges, same, rows = flows.direct, flows.same, flows.rows
-    whole_in, pieces = flows.whole_in, flows.pieces
+    whole_in, pieces, measured = flows.whole_in, flows.pieces, flows.measured
     indices = [e.index for e in edges]
     whole_at = [e.index for e in flows.wholes if e.index is not None]
 
@@ -477,7 +510,11 @@ def _flow_hook(
         if reuse and not indices and not whole_in:  # a view's `t()` of a weight, say
             node.inflow = [same.slot]  # type: ignore[list-item, union-attr]
             return
-        arrived = [] if reuse else [g for g in grad_outputs if g is not None]
+        arrived = (
+            []
+            if reuse or not (measured or whole_in)
+            else [g for g in grad_outputs if g is not None]
+        )
         if whole_in:
             batch.add_whole(arrived)
         leaving = [grad_inputs[i] for i in indices]  # type: ignore[index]

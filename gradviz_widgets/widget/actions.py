@@ -3,7 +3,7 @@ that re-run (undone when the run fails, rejected inputs reverted) and downloads 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +33,14 @@ class SettingsActions:
         status: Status,
         fail: Fail,
         ran: Callable[[], Any],
+        view: Callable[[], Mapping[str, Any] | None] = lambda: None,
     ) -> None:
         self._explorer = explorer
         self._toolbar = toolbar
         self._status = status
         self._fail = fail
         self._ran = ran
+        self._view = view  # the view drawn now: a re-run measures the flow it draws
         self.acting = False
 
     def apply(self, change: Callable[[], Any] | None, what: str, run: bool = True) -> bool:
@@ -54,8 +56,8 @@ class SettingsActions:
             if change is not None:
                 change()
             running = run
-            if run:
-                ex.run(ranks=False)  # shown on one rank: never a collective
+            if run:  # shown on one rank: never a collective
+                ex.run(ranks=False, view=self._view())
         except Exception as e:  # noqa: BLE001 - any failure: undo and show it
             before.restore(ex)
             self._toolbar.show_settings(device_in_force(ex), ex.thresholds)
@@ -70,7 +72,9 @@ class SettingsActions:
     def set_device(self, device: str) -> None:
         """Run on `device`; if that fails, the device in force stays (and the menu shows it)."""
         self.apply(
-            lambda: self._explorer.run(device=device, ranks=False), f"switch to {device}", run=False
+            lambda: self._explorer.run(device=device, ranks=False, view=self._view()),
+            f"switch to {device}",
+            run=False,
         )
 
     def set_thresholds(self) -> None:

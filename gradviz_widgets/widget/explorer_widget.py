@@ -24,6 +24,7 @@ from ..errors import GradExplorerError
 from ..graph.ghosts import add_ghosts
 from ..graph.grad_graph import GradGraph
 from ..graph.groups import unfolded_group_at
+from ..graph.measure import drawn_measured
 from ..graph.search import search_index, targets, unfold_to
 from ..hooks.config import HOOK_KINDS
 from ..render.chart import CHART_BOX_PX, figure_dict
@@ -89,6 +90,7 @@ class ExplorerWidget(W.VBox):
         self.depth = None if depth == "full" else depth
         self.expand: set[str] = set()
         self.collapse: set[str] = set()
+        self._measuring = False  # a re-run for a view that drew unmeasured flow is under way
         self._selected: str | None = None
         self.selected_module: str | None = None
         self.view: GradGraph | None = None
@@ -111,7 +113,7 @@ class ExplorerWidget(W.VBox):
         self.compare_view = CompareView()
         self.controls = self._toolbar(hook_kind, chart_mode, first_error is None)
         self.settings = SettingsActions(
-            explorer, self.controls, self._set_status, self._fail, self._ran
+            explorer, self.controls, self._set_status, self._fail, self._ran, self.measure_view
         )
         self.exports = ExportActions(
             explorer, self.pane, self.guard, Path(export_dir), self._set_status, self._fail
@@ -281,7 +283,7 @@ class ExplorerWidget(W.VBox):
         newest = ex.history[-1] if ex.history else None
         if newest is not None and newest is not self._shown:
             self.last_error = None
-            self.refresh()
+            self.refresh(measure=False)  # another's run: re-running here could answer it back
         elif self.view is not None:
             self._mark_hooks(self.view)
             self._update_readout()
@@ -399,7 +401,8 @@ class ExplorerWidget(W.VBox):
             self._update_readout()
 
     def toggle_scope(self, module: str) -> None:
-        """Fold or unfold one module (a module path, as the page sends it) without a re-run."""
+        """Fold or unfold one module (a module path, as the page sends it); it re-runs only
+        where the new view draws flow the newest run did not measure."""
         group = unfolded_group_at(module, self.expand, self.explorer.graph.modules)
         if group is not None:  # the frame around unfolded ×N blocks: fold them back
             self.expand.discard(group)
@@ -499,9 +502,11 @@ class ExplorerWidget(W.VBox):
                 self.pane.selected = node_id
 
     # ---- state -> widgets -------------------------------------------------------------------
-    def refresh(self) -> None:
+    def refresh(self, measure: bool = True) -> None:
         """Rebuild the graph view, the chart and the readout from the newest run. Everything is
-        built before anything is shown: a failure leaves the last good view."""
+        built before anything is shown: a failure leaves the last good view. A view drawing
+        flow the newest run did not measure (this widget's re-runs measure what its view
+        draws) re-runs first for the new view, when `measure`."""
         ex, cv = self.explorer, self.compare_view
         report, graph = ex.report, ex.graph
         if self._shown is not None and report is not self._shown:
@@ -510,6 +515,13 @@ class ExplorerWidget(W.VBox):
         full = add_ghosts(graph, report.none_reasons)
         depth, group, leaves = self._fold_args(full)
         view = full.view(depth, self.expand, self.collapse | leaves, group=group)
+        if measure and not self._measuring and not drawn_measured(view):
+            self._measuring = True
+            try:  # draws the new run when it has run (or says why not)
+                self.settings.apply(None, "", run=True)
+            finally:
+                self._measuring = False
+            return
         # a folded module or ×N group holding a hooked module carries the marker too
         hooked = hooked_at(view, ex.hooks, ex.modifiers)
         # selection and hook markers are classes the page applies (node info, `selected`):
@@ -541,6 +553,19 @@ class ExplorerWidget(W.VBox):
         cv.show_notes(notes)
         self.controls.loss_label.value = loss
         self._show_summary()
+
+    def measure_view(self) -> dict[str, Any] | None:
+        """The view drawn now, as `GradExplorer.run(view=...)` takes it: what this widget's
+        re-runs measure the flow of (None before the first run)."""
+        if not self.explorer.history:
+            return None
+        graph = add_ghosts(self.explorer.graph, self.explorer.report.none_reasons)
+        depth, _, leaves = self._fold_args(graph)
+        return {
+            "depth": depth,
+            "expand": sorted(self.expand),
+            "collapse": sorted(self.collapse | leaves),
+        }
 
     def _fold_args(self, graph: GradGraph) -> tuple[int | None, bool | None, frozenset[str]]:
         """(depth, group, leaf modules folded) of the view drawn for `graph`."""
