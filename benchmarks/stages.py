@@ -174,7 +174,9 @@ def _steps(net: nn.Module, x: Any, loss: Loss) -> dict[str, Callable[[], Sample]
 
 def _click(ex: Any, stage_times: Any) -> Callable[[], Sample]:
     """A click's re-run: `ex.run(view=...)` measuring the flow the widget's first view draws."""
-    view = ex.show().measure_view()
+    widget = ex.show()
+    view = widget.measure_view()
+    widget.close()  # a widget left open would redraw each run inside the clock
     return _timed_run(ex, stage_times, view)
 
 
