@@ -487,7 +487,12 @@ class GradExplorer:
         self.close()
 
     def show(self, **options: Any) -> Any:
-        """The notebook widget: graph and gradient-norm chart side by side."""
+        """The notebook widget: graph and gradient-norm chart side by side.
+
+        Options (`ExplorerWidget`): `depth` ("auto", an int or "full"), `max_nodes`,
+        `hook_kind`, `chart_mode`, `height`, `export_dir`, and `flow`: "view" (a click's re-run
+        measures the flow only where the view draws it, a few % of a large model's step; the
+        first unfold after it runs once more, in full) or "all" (every edge at every run)."""
         from ..widget.explorer_widget import (
             ExplorerWidget,  # the analysis never imports widget code
         )

@@ -43,13 +43,17 @@ class SettingsActions:
         self._view = view  # the view drawn now: a re-run measures the flow it draws
         self.acting = False
 
-    def apply(self, change: Callable[[], Any] | None, what: str, run: bool = True) -> bool:
+    def apply(
+        self, change: Callable[[], Any] | None, what: str, run: bool = True, whole: bool = False
+    ) -> bool:
         """Make `change` (to hooks, modifiers, device, thresholds) and re-run (`run=False`: the
-        change runs itself); when either fails, put the settings back, say so, keep the last
-        good view. True when it ran."""
+        change runs itself) measuring the flow the view draws (`whole`: every edge); when
+        either fails, put the settings back, say so, keep the last good view. True when it
+        ran."""
         ex = self._explorer
         before = Settings.of(ex)
-        self._status("running forward + backward…", "busy")
+        busy = "measuring the flow this view draws: " if whole else ""
+        self._status(f"{busy}running forward + backward…", "busy")
         self.acting = True
         running = not run  # with run=False the change is the run
         try:
@@ -57,7 +61,7 @@ class SettingsActions:
                 change()
             running = run
             if run:  # shown on one rank: never a collective
-                ex.run(ranks=False, view=self._view())
+                ex.run(ranks=False, view=None if whole else self._view())
         except Exception as e:  # noqa: BLE001 - any failure: undo and show it
             before.restore(ex)
             self._toolbar.show_settings(device_in_force(ex), ex.thresholds)

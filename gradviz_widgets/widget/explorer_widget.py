@@ -60,6 +60,10 @@ from .session import Session
 CHART_MAX_HEIGHT = f"{CHART_BOX_PX}px"
 
 
+#: what a click's re-run measures of the flow (`ExplorerWidget(flow=...)`)
+FLOW_MODES = ("view", "all")
+
+
 class ExplorerWidget(W.VBox):
     """What `GradExplorer.show()` returns.
 
@@ -82,9 +86,15 @@ class ExplorerWidget(W.VBox):
         chart_mode: str = "param",
         height: str = "520px",
         export_dir: str | Path = "gradviz_export",
+        flow: str = "view",
     ) -> None:
         if hook_kind not in HOOK_KINDS:
             raise GradExplorerError(f"hook_kind must be one of {HOOK_KINDS}, got {hook_kind!r}")
+        if flow not in FLOW_MODES:
+            raise GradExplorerError(f"flow must be one of {FLOW_MODES}, got {flow!r}")
+        #: "view": a click's re-run measures the flow its view draws (faster on large models;
+        #: the first unfold after it runs again, in full); "all": every edge, unfolds never run
+        self.flow = flow
         self.explorer = explorer
         self.max_nodes = max_nodes
         self.depth = None if depth == "full" else depth
@@ -517,8 +527,8 @@ class ExplorerWidget(W.VBox):
         view = full.view(depth, self.expand, self.collapse | leaves, group=group)
         if measure and not self._measuring and not drawn_measured(view):
             self._measuring = True
-            try:  # draws the new run when it has run (or says why not)
-                self.settings.apply(None, "", run=True)
+            try:  # in full: the next unfolds draw at once; draws the new run when it has run
+                self.settings.apply(None, "", run=True, whole=True)
             finally:
                 self._measuring = False
             return
@@ -556,8 +566,9 @@ class ExplorerWidget(W.VBox):
 
     def measure_view(self) -> dict[str, Any] | None:
         """The view drawn now, as `GradExplorer.run(view=...)` takes it: what this widget's
-        re-runs measure the flow of (None before the first run)."""
-        if not self.explorer.history:
+        re-runs measure the flow of (None: everything; before the first run, with
+        `flow="all"`)."""
+        if not self.explorer.history or self.flow == "all":
             return None
         graph = add_ghosts(self.explorer.graph, self.explorer.report.none_reasons)
         depth, _, leaves = self._fold_args(graph)

@@ -4,9 +4,10 @@ that draws what the newest run did not measure runs again for that view before i
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from gradviz_widgets import GradExplorer
+from gradviz_widgets import GradExplorer, GradExplorerError
 from gradviz_widgets.examples.zoo import zoo
 from gradviz_widgets.graph.measure import drawn_measured, unmeasured
 
@@ -27,10 +28,18 @@ def test_a_click_measures_the_view_and_unfolding_measures_more() -> None:
     w.toggle_scope("layer2.0")  # unfold a block: its inside was not measured
     assert len(ex.history) == runs + 1 and drawn_measured(w.view)
     assert any(n.module.startswith("layer2.0.") for n in w.view.nodes)
+    assert unmeasured(ex.graph) == (0, 0)  # in full: the next unfolds need no run
     w._set_depth("full")
-    assert len(ex.history) == runs + 2 and unmeasured(ex.graph) == (0, 0)
-    w._set_depth(1)  # everything is measured: no run
-    assert len(ex.history) == runs + 2 and drawn_measured(w.view)
+    assert len(ex.history) == runs + 1 and drawn_measured(w.view)
+
+
+def test_flow_all_measures_every_edge_at_every_click() -> None:
+    ex = _explorer()
+    w = ex.show(depth=1, flow="all")
+    w.rerun()
+    assert unmeasured(ex.graph) == (0, 0) and w.measure_view() is None
+    with pytest.raises(GradExplorerError, match="flow must be one of"):
+        ex.show(flow="some")
 
 
 def test_a_run_another_widget_made_is_drawn_not_answered() -> None:
