@@ -102,3 +102,34 @@ def test_the_first_click_leaves_the_graph_under_the_pointer(small_lab: LabPage) 
     now = head.bounding_box()  # the node may move a little in its new layout (its hook marker)
     assert now["x"] <= pointer[0] <= now["x"] + now["width"], (pointer, now)
     assert now["y"] <= pointer[1] <= now["y"] + now["height"], (pointer, now)
+
+
+@pytest.mark.ui
+def test_unfolding_after_a_click_shows_the_flow_inside(small_lab: LabPage) -> None:
+    """A click's re-run measures the flow the folded view draws (issue 21); a double-click that
+    unfolds a module it did not measure runs once more, in full, and the page shows numbers
+    inside, never "not measured"."""
+    opened(small_lab, "clicks_measure_ui.ipynb")
+    head = node(
+        small_lab, next(iter(py(small_lab, "[n.id for n in w.view.nodes if n.module == 'head']")))
+    )
+    head.scroll_into_view_if_needed()
+    head.click()
+    wait_until(lambda: py(small_lab, "ex.hooks") == [["head", "backward"]], 60, "the hook on")
+    small_lab.execute("from gradviz_widgets.graph.measure import unmeasured, drawn_measured")
+    assert py(small_lab, "unmeasured(ex.graph)[1] > 0")  # enc's inside was not measured
+    runs = py(small_lab, "len(ex.history)")
+    small_lab.page.wait_for_timeout(1500)
+    box = node(small_lab, "module:enc")
+    box.scroll_into_view_if_needed()
+    box.dblclick()
+    wait_until(
+        lambda: py(small_lab, "all(n.id != 'module:enc' for n in w.view.nodes)"), 60, "enc unfolded"
+    )
+    wait_until(lambda: py(small_lab, "len(ex.history)") == runs + 1, 60, "the run in full")
+    assert py(small_lab, "unmeasured(ex.graph) == (0, 0) and drawn_measured(w.view)")
+    small_lab.page.wait_for_timeout(1500)  # the new drawing is in
+    labels = small_lab.page.locator(".gvw-pane g.node text").all_text_contents()
+    assert labels and not any("not measured" in t for t in labels), labels
+    assert any(t.startswith("‖g‖") for t in labels), labels
+    small_lab.screenshot("clicks_unfold_after_click")
