@@ -172,9 +172,9 @@ class GradExplorer:
         settings = dataclasses.replace(self._run_settings(), flow_scope=scope)
         plan = self._plan
         baseline = run(self.model, self.sample_input, settings) if plan.modifiers else None
-        result = with_fallback(
-            plan, self._learned, lambda hooks: run(self.model, self.sample_input, settings, hooks)
-        )
+        result = self._capture(settings)
+        if scope is not None and _needs_every_edge(result):
+            result = self._capture(dataclasses.replace(settings, flow_scope=None))
         if result.hooks is not None:
             self._learned = result.hooks.facts
         if baseline is not None:
@@ -194,6 +194,14 @@ class GradExplorer:
         del self.history[: -self._history_len]
         self._changed("run")
         return result.report
+
+    def _capture(self, settings: RunSettings) -> Capture:
+        """One run with the hooks of the plan (the tensor-hook fallback where they clash)."""
+        return with_fallback(
+            self._plan,
+            self._learned,
+            lambda hooks: run(self.model, self.sample_input, settings, hooks),
+        )
 
     def carry_finding(self, text: str) -> None:
         """A finding this explorer's runs report first, this one's and every later one's (a
@@ -516,6 +524,19 @@ class GradExplorer:
         return (
             f"GradExplorer({name}, device={self.device or 'model device'}, hooks={len(self.hooks)})"
         )
+
+
+def _needs_every_edge(result: Capture) -> bool:
+    """Whether a run that measured one view's flow must run again measuring every edge: a
+    parameter's gradient is exactly zero or NaN/Inf, or NaN/Inf flowed somewhere. Where the
+    zeros or the NaN began is found along every edge (report/diagnose.py); with some unmeasured
+    it could be missed, or pinned on a node whose inflow was not measured."""
+    bad = ("zero", "nonfinite")
+    return (
+        any(p.status in bad for p in result.report.params)
+        or result.report.nonfinite_origin is not None
+        or any(e.status == "nonfinite" for e in result.graph.edges)
+    )
 
 
 def _view_sizes(graph: GradGraph) -> str:

@@ -14,11 +14,10 @@ from torch import nn
 from .. import ids
 from ..graph.flows import PartialFlow, flow_max
 from ..graph.grad_graph import GradGraph
-from ..graph.measure import FlowScope
 from ..graph.nodes import GradEdge, GradNode, ModuleScope, maker
 from ..report import diagnose
 from ..report.grad_report import GradReport, ParamRecord
-from ..trace.walk import RawEdge, RawGraph, RawNode
+from ..trace.walk import Measured, RawEdge, RawGraph, RawNode
 from ..vocabulary import Thresholds, classify_lists, combine_norms
 from .model_state import ModelIndex
 from .state import RunState
@@ -47,13 +46,28 @@ def freeze_graph(state: RunState) -> GradGraph:
     )
     tree = _module_tree(state.index, state.tracker.calls)
     edges = _edges(state, raw, thresholds)
-    if state.settings.flow_scope is not None and state.settings.track_flow:
+    if not state.settings.track_flow:
+        _mark_unmeasured(_NOTHING, raw, nodes, edges)
+    elif state.settings.flow_scope is not None:
         _mark_unmeasured(state.settings.flow_scope, raw, nodes, edges)
     return GradGraph(nodes, edges, tree, partials=_partials(state, thresholds))
 
 
+class _Nothing:
+    """The flow scope of a run without flow tracking (`track_flow=False`): no edge, no node."""
+
+    def edge(self, src: str, dst: str) -> bool:
+        return False
+
+    def node(self, node_id: str) -> bool:
+        return False
+
+
+_NOTHING = _Nothing()
+
+
 def _mark_unmeasured(
-    scope: FlowScope, raw: RawGraph, nodes: tuple[GradNode, ...], edges: tuple[GradEdge, ...]
+    scope: Measured, raw: RawGraph, nodes: tuple[GradNode, ...], edges: tuple[GradEdge, ...]
 ) -> None:
     """`measured=False` on the op nodes and edges the scope left out (and nothing else
     measured: an edge that carries a leaf's gradient, a node whose inflow is its only

@@ -64,6 +64,15 @@ CHART_MAX_HEIGHT = f"{CHART_BOX_PX}px"
 FLOW_MODES = ("view", "all")
 
 
+def _flow_mode(flow: str) -> str:
+    """`flow` checked: "view" (a click's re-run measures the flow its view draws, faster on
+    large models; the first unfold after it runs again, in full) or "all" (every edge at
+    every run; unfolds never run)."""
+    if flow not in FLOW_MODES:
+        raise GradExplorerError(f"flow must be one of {FLOW_MODES}, got {flow!r}")
+    return flow
+
+
 class ExplorerWidget(W.VBox):
     """What `GradExplorer.show()` returns.
 
@@ -90,11 +99,7 @@ class ExplorerWidget(W.VBox):
     ) -> None:
         if hook_kind not in HOOK_KINDS:
             raise GradExplorerError(f"hook_kind must be one of {HOOK_KINDS}, got {hook_kind!r}")
-        if flow not in FLOW_MODES:
-            raise GradExplorerError(f"flow must be one of {FLOW_MODES}, got {flow!r}")
-        #: "view": a click's re-run measures the flow its view draws (faster on large models;
-        #: the first unfold after it runs again, in full); "all": every edge, unfolds never run
-        self.flow = flow
+        self.flow = _flow_mode(flow)
         self.explorer = explorer
         self.max_nodes = max_nodes
         self.depth = None if depth == "full" else depth
@@ -525,7 +530,8 @@ class ExplorerWidget(W.VBox):
         full = add_ghosts(graph, report.none_reasons)
         depth, group, leaves = self._fold_args(full)
         view = full.view(depth, self.expand, self.collapse | leaves, group=group)
-        if measure and not self._measuring and not drawn_measured(view):
+        tracked = getattr(ex, "track_flow", True)  # without, nothing would measure the flow
+        if measure and tracked and not self._measuring and not drawn_measured(view):
             self._measuring = True
             try:  # in full: the next unfolds draw at once; draws the new run when it has run
                 self.settings.apply(None, "", run=True, whole=True)

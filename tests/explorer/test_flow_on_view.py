@@ -135,9 +135,47 @@ def test_a_wrong_view_is_a_grad_explorer_error() -> None:
         ex.run(view={"depth": "1"})
 
 
-def test_without_flow_tracking_a_view_changes_nothing() -> None:
+def test_without_flow_tracking_the_flow_reads_not_measured() -> None:
+    """`track_flow=False`: no edge between ops is measured, and none says "none" (no gradient)
+    for it; a view changes nothing, and the widget never re-runs to measure it."""
     net, x, _ = dead_branch_example()
     ex = GradExplorer(net, x, track_flow=False)
-    assert ex.graph.nodes  # the first run: the graph a view is taken of
+    ops = [n for n in ex.graph.nodes if n.kind == "op"]
+    assert ops and not any(n.measured for n in ops)
+    assert all(not e.measured for e in ex.graph.edges if e.grad_norm is None)
+    assert all(n.measured for n in ex.graph.nodes if n.kind in ("param", "input", "output"))
+    ex.run(view={"depth": 0})
+    assert unmeasured(ex.graph)[0] == len(ops)
+    w = ex.show()
+    runs = len(ex.history)
+    w._set_depth(0)
+    w._set_depth("full")
+    assert len(ex.history) == runs
+
+
+def test_a_zero_or_nan_gradient_runs_again_measuring_every_edge() -> None:
+    """Where zeros or NaN began is found along every edge: a view's run that finds a zero or
+    NaN/Inf gradient runs again in full, so origins read as in a full run."""
+    net, x, _ = dead_branch_example()  # gate.weight / gate.bias: exactly 0.0
+    ex = GradExplorer(net, x)
+    full = ex.report
     ex.run(view={"depth": 0})
     assert unmeasured(ex.graph) == (0, 0)
+    assert ex.report.zero_origins == full.zero_origins and full.zero_origins
+
+    class Root(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+            self.head = nn.Linear(3, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.inner(x).sqrt())  # sqrt(0): an infinite gradient
+
+    torch.manual_seed(0)
+    model, inputs = Root(), torch.randn(4, 3)
+    ex = GradExplorer(model, inputs)
+    origin = ex.report.nonfinite_origin
+    ex.run(view={"depth": 0})
+    assert unmeasured(ex.graph) == (0, 0)
+    assert ex.report.nonfinite_origin == origin and origin is not None
