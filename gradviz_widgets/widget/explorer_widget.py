@@ -60,6 +60,11 @@ from .session import Session
 CHART_MAX_HEIGHT = f"{CHART_BOX_PX}px"
 
 
+#: the status line of a view drawing flow the newest run (made for another view) did not measure
+NOT_MEASURED_HERE = (
+    "the newest run measured the flow another view draws: dotted grey parts are not "
+    "measured here (press Run to measure them)"
+)
 #: what a click's re-run measures of the flow (`ExplorerWidget(flow=...)`)
 FLOW_MODES = ("view", "all")
 
@@ -641,6 +646,8 @@ class ExplorerWidget(W.VBox):
         # the loss, its description and the device are in the header line above the pane; the
         # run's headline leads, the hooks in force and the findings follow (status_line)
         text = status_line(report, ex.hooks, ex.modifiers)
+        if self.view is not None and not drawn_measured(self.view):  # another's run
+            text = f"{NOT_MEASURED_HERE}; {text}"
         self._set_status(text, "warning" if report.findings else "info")
 
     def _set_status(self, text: str, level: str) -> None:

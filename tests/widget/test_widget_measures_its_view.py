@@ -48,6 +48,8 @@ def test_a_run_another_widget_made_is_drawn_not_answered() -> None:
     narrow.rerun()  # measures depth 0's flow only
     runs = len(ex.history)
     assert not drawn_measured(wide.view)  # drawn as "not measured", not re-run back and forth
+    assert wide.pane.status_text.startswith("the newest run measured the flow another view draws")
+    assert "press Run" in wide.pane.status_text
     assert len(ex.history) == runs
     wide.rerun()  # its own run measures its own view
     assert drawn_measured(wide.view) and unmeasured(ex.graph) == (0, 0)
