@@ -310,6 +310,22 @@ STYLES: dict[str, StatusStyle] = {
     )
 }
 
+#: the graph's status of a node or edge whose flow its run did not measure (a run that measured
+#: one view's: `GradExplorer.run(view=)`; `track_flow=False`): not a gradient's status, so not
+#: in STATUSES (nothing over time has it), and never "none", which says no gradient flowed
+UNMEASURED = "unmeasured"
+UNMEASURED_STYLE = StatusStyle(
+    UNMEASURED,
+    "#ffffff",
+    "#9e9e9e",
+    "dotted",
+    "?",
+    "not measured",
+    "not measured in this run",
+    ' stroke-dasharray="1 3"',
+    "?",
+)
+
 #: ghosts (graph/ghosts.py: parameters the gradient never reached) are grey and dashed
 GHOST_STYLE = {"style": "dashed,rounded", "color": "#9a9a9a", "fontcolor": "#7a7a7a"}
 #: the outline of the selected node
@@ -317,12 +333,14 @@ SELECTED_COLOR = "#cc79a7"
 
 
 def style(status: str) -> StatusStyle:
-    """The style of `status`; unknown statuses look like "none".
+    """The style of `status` (UNMEASURED's too); unknown statuses look like "none".
 
     Example:
-        >>> style("vanishing").line, style("bogus").status
-        ('#0072b2', 'none')
+        >>> style("vanishing").line, style("bogus").status, style(UNMEASURED).label
+        ('#0072b2', 'none', 'not measured')
     """
+    if status == UNMEASURED:
+        return UNMEASURED_STYLE
     return STYLES.get(status, STYLES["none"])
 
 

@@ -21,7 +21,7 @@ from ..ids import (
     parse_leaf_id,
     parse_module_id,
 )
-from ..vocabulary import format_norm, worst, worst_param
+from ..vocabulary import UNMEASURED, format_norm, worst, worst_param
 from .flows import Flows
 from .grad_graph import GradGraph
 from .nodes import GradEdge, GradNode, ModuleScope
@@ -152,6 +152,10 @@ def _group_node(
     kind = ", ".join(dict.fromkeys(m.op for m in members[:period]))
     norm, gmax = inflow(entering.get(gid, []), members)
     param_status, param_text = _group_params(reps, members, lookup)
+    measured = all(m.measured for m in members) and all(e.measured for e in entering.get(gid, []))
+    status = worst(m.status for m in members) if measured else UNMEASURED
+    if not measured:
+        norm, gmax, span = None, None, ""
     return GradNode(
         id=gid,
         op=kind,
@@ -161,13 +165,12 @@ def _group_node(
         scope=members[0].scope,
         grad_norm=norm,
         grad_max=gmax,
-        status=worst(m.status for m in members),
+        status=status,
         order=min((m.order for m in members if m.order is not None), default=None),
         members=tuple(x for m in members for x in m.members),
         param_status=param_status,
         param_text=param_text,
-        measured=all(m.measured for m in members)
-        and all(e.measured for e in entering.get(gid, [])),
+        measured=measured,
     )
 
 

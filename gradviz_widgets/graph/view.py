@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from ..ids import LEAF_KINDS, PARAMS_CALL, Scope, module_id
-from ..vocabulary import strongest_flow, style, worst_param
+from ..vocabulary import UNMEASURED, strongest_flow, style, worst_param
 from ..vocabulary import worst as _worst
 from .flows import Flows, combine_flow, in_quadrature
 from .grad_graph import GradGraph
@@ -100,6 +100,9 @@ def _module_node(
     cut = " · " + " ".join(cuts) if inside and all(m.kind == "ghost" for m in inside) else ""
     param_status, param_text = param_health(inside)
     status = _status_of(inside, (e.status for e in leaving), (e.status for e in entering))
+    measured = all(e.measured for e in (*entering, *leaving))
+    if not measured:  # never a number of something else (the largest parameter's inside)
+        norm, gmax, status = None, None, UNMEASURED
     return GradNode(
         id=gid,
         op=mtype,
@@ -114,8 +117,8 @@ def _module_node(
         members=tuple(m.id for m in inside),
         param_status=param_status,
         param_text=param_text,
-        grad_out=outflow(status, entering, leaving),
-        measured=all(e.measured for e in (*entering, *leaving)),
+        grad_out=outflow(status, entering, leaving) if measured else None,
+        measured=measured,
     )
 
 
@@ -229,7 +232,7 @@ def merge_edges(edges: Iterable[GradEdge], rep: Mapping[str, str], flows: Flows)
             continue
         group = flows.sums(group)
         if not all(e.measured for e in group):  # a part this run did not measure
-            out.append(GradEdge(s, d, measured=False))
+            out.append(GradEdge(s, d, status=UNMEASURED, measured=False))
             continue
         norm, gmax = combine_flow(group)
         status = strongest_flow(e.status for e in group) or "none"

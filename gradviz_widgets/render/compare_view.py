@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from ..graph.nodes import GradEdge
 from ..report.compare import compare_rows, norm_ratio
 from ..vocabulary import STYLES, format_norm, html_text
 
@@ -68,10 +69,12 @@ def ratio_legend() -> list[dict[str, Any]]:
     return items
 
 
-def edge_colors(edges_a: Iterable[Any], edges_b: Iterable[Any]) -> dict[tuple[str, str], str]:
+def edge_colors(
+    edges_a: Iterable[GradEdge], edges_b: Iterable[GradEdge]
+) -> dict[tuple[str, str], str]:
     """(src, dst) -> colour for every edge of B: by the ratio of B's edge norm over A's, matched
-    by the stable ids; light grey for an edge only B has, or whose flow A did not measure
-    (a run that measured another view's).
+    by the stable ids; light grey for an edge only B has. An edge whose flow A or B did not
+    measure (a run that measured another view's) has no ratio: it keeps its own look.
 
     Example:
         >>> from gradviz_widgets.graph.grad_graph import GradEdge
@@ -79,10 +82,13 @@ def edge_colors(edges_a: Iterable[Any], edges_b: Iterable[Any]) -> dict[tuple[st
         >>> edge_colors(a, [GradEdge("x", "y", 50.0), GradEdge("y", "z", 1.0)])
         {('x', 'y'): '#b35806', ('y', 'z'): '#c8c8c8'}
     """
-    norms_a = {(e.src, e.dst): e.grad_norm for e in edges_a if getattr(e, "measured", True)}
+    norms_a = {(e.src, e.dst): e.grad_norm for e in edges_a if e.measured}
+    unmeasured_a = {(e.src, e.dst) for e in edges_a if not e.measured}
     out = {}
     for e in edges_b:
         key = (e.src, e.dst)
+        if key in unmeasured_a or not e.measured:
+            continue
         out[key] = ratio_color(norm_ratio(norms_a[key], e.grad_norm)) if key in norms_a else ONLY_B
     return out
 

@@ -18,7 +18,7 @@ from ..graph.nodes import GradEdge, GradNode, ModuleScope, maker
 from ..report import diagnose
 from ..report.grad_report import GradReport, ParamRecord
 from ..trace.walk import Measured, RawEdge, RawGraph, RawNode
-from ..vocabulary import Thresholds, classify_lists, combine_norms
+from ..vocabulary import UNMEASURED, Thresholds, classify_lists, combine_norms
 from .model_state import ModelIndex
 from .state import RunState
 
@@ -75,11 +75,13 @@ def _mark_unmeasured(
     for n, raw_node in zip(nodes, raw.nodes.values(), strict=True):
         if n.kind == "op" and not raw_node.inflow and not scope.node(n.id):
             object.__setattr__(n, "measured", False)
+            object.__setattr__(n, "status", UNMEASURED)
     for e, raw_edge in zip(edges, raw.edges, strict=True):
         if e.grad_norm is None and raw_edge.slot is None and raw_edge.leaf is None:
             into_leaf = e.dst.startswith(ids.ACC) or e.dst == ids.OUTPUT  # read from the leaf
             if not into_leaf and not scope.edge(e.src, e.dst):
                 object.__setattr__(e, "measured", False)
+                object.__setattr__(e, "status", UNMEASURED)
 
 
 def _partials(state: RunState, thresholds: Thresholds) -> tuple[PartialFlow, ...]:

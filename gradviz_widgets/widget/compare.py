@@ -15,10 +15,17 @@ import ipywidgets as W
 
 from ..errors import GradExplorerError
 from ..graph.grad_graph import GradGraph
+from ..graph.measure import unmeasured
 from ..render.compare_view import compare_html, edge_colors, ratio_legend
 from ..report.grad_report import GradReport
 from ..vocabulary import html_text, legend
 from .controller import ranks_html
+
+#: the notes line when run A measured one view's flow only (a click's re-run)
+A_UNMEASURED = (
+    "(run A measured the flow of the view it was drawn in: edges it did not measure have no "
+    "ratio and keep their own look)"
+)
 
 #: what `compare(baseline=...)` takes
 Baseline = Any  # GradReport | GradExplorer | (GradReport, GradGraph | None) | int | None
@@ -99,6 +106,8 @@ class CompareView:
             parts.append(compare_html(self.baseline[0], report, names=self.names))
             if self.baseline[1] is None:
                 parts.append(html_text("(baseline has no graph: edges keep status colours)"))
+            elif unmeasured(self.baseline[1])[1]:
+                parts.append(html_text(A_UNMEASURED))
         ranks = ranks_html(report)
         if ranks:
             parts.append(ranks)

@@ -88,9 +88,16 @@ def test_what_was_not_measured_says_so_and_exports_measure_it(tmp_path) -> None:
     assert not drawn_measured(deep)
     dot = render_dot(deep).dot
     assert "‖g‖ not measured" in dot and 'label="?"' in dot
-    # a folded module holding some of what was not measured is not measured either
-    assert any(not n.measured for n in part.view(2).nodes if n.kind == "module")
+    # a folded module holding some of what was not measured is not measured either, and
+    # prints no number of something else (it had printed its largest parameter's norm)
+    boxes = [n for n in part.view(2).nodes if n.kind == "module" and not n.measured]
+    assert boxes and all(n.grad_norm is None and n.grad_out is None for n in boxes)
     assert all(e.grad_norm is None for e in part.edges if not e.measured)
+    # "unmeasured", never "none" (no gradient flowed): a filter on "none" finds no gap here
+    for view in (part, deep, part.view(2), part.view(1, group=True)):
+        assert {n.status for n in view.nodes if not n.measured} <= {"unmeasured"}
+        assert {e.status for e in view.edges if not e.measured} == {"unmeasured"}
+        assert all(n.measured for n in view.nodes if n.status == "none")
     runs = len(ex.history)
     doc = json.loads(ex.export_json(tmp_path / "r.json").read_text())
     assert len(ex.history) == runs + 1  # the export ran again, in full

@@ -57,3 +57,26 @@ def test_a_run_another_widget_made_is_drawn_not_answered() -> None:
         ex.report.param_norms,
         GradExplorer(*zoo("tiny", ["resnet18"])["resnet18"][:2]).report.param_norms,
     )
+
+
+def test_compare_gives_no_ratio_to_an_edge_run_a_did_not_measure() -> None:
+    """Run A pinned after a click measured its folded view only: the edges inside a block
+    unfolded afterwards were called "edge only in B" (light grey); they keep their own look,
+    and the notes line says why."""
+    from gradviz_widgets.render.compare_view import ONLY_B
+    from gradviz_widgets.widget.compare import A_UNMEASURED
+
+    ex = _explorer()
+    w = ex.show(depth=1)
+    w.rerun()  # A: the folded view's flow only
+    w.compare()  # pins the newest run as A
+    w.toggle_scope("layer2.0")  # B: a run in full, layer2.0 unfolded
+    a_view = w.compare_view.baseline[1].view(1, w.expand, w.collapse)  # A folded as B is
+    inside = {(e.src, e.dst) for e in a_view.edges if not e.measured}
+    colours = w.compare_view.edge_colors(w.view, 1, w.expand, w.collapse)
+    assert inside and colours is not None
+    drawn = {(e.src, e.dst) for e in w.view.edges}
+    assert not (inside & drawn & set(colours))  # no ratio, no "only in B"
+    assert ONLY_B not in {colours[k] for k in drawn & inside if k in colours}
+    assert any(k in inside for k in drawn)  # the case is there: A left some unmeasured
+    assert A_UNMEASURED.strip("()") in w.notes.value
