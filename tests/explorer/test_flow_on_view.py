@@ -186,3 +186,21 @@ def test_a_zero_or_nan_gradient_runs_again_measuring_every_edge() -> None:
     ex.run(view={"depth": 0})
     assert unmeasured(ex.graph) == (0, 0)
     assert ex.report.nonfinite_origin == origin and origin is not None
+
+
+@pytest.mark.parametrize("name", ["resnet18", "bert_like", "unrolled_lstm"])
+def test_a_view_with_hooks_and_a_modifier_reads_as_a_full_run(name: str) -> None:
+    """A module's full backward hook and a modifier put hook nodes between ops (what leaves
+    them is measured apart): a view of a run that measured only it still reads as in full."""
+    net, x, _ = zoo("tiny", [name])[name]
+    paths = [p for p, _ in net.named_modules() if p]
+    ex, ref = GradExplorer(net, x), GradExplorer(net, x)
+    for explorer in (ex, ref):
+        explorer.set_hook(paths[len(paths) // 2], "backward")
+        explorer.set_modifier(paths[len(paths) // 3], scale=0.5)
+    full = ref.graph
+    assert ex.graph.nodes
+    for view in _views(full):
+        ex.run(view=view)
+        depth, rest = view["depth"], {k: v for k, v in view.items() if k != "depth"}
+        assert _drawn(ex.graph.view(depth, **rest)) == _drawn(full.view(depth, **rest)), view
