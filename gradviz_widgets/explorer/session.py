@@ -531,6 +531,8 @@ def _needs_every_edge(result: Capture) -> bool:
     parameter's gradient is exactly zero or NaN/Inf, or NaN/Inf flowed somewhere. Where the
     zeros or the NaN began is found along every edge (report/diagnose.py); with some unmeasured
     it could be missed, or pinned on a node whose inflow was not measured."""
+    if unmeasured(result.graph) == (0, 0):  # the view drew everything (the quickstart's)
+        return False
     bad = ("zero", "nonfinite")
     return (
         any(p.status in bad for p in result.report.params)

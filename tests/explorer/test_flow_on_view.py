@@ -204,3 +204,18 @@ def test_a_view_with_hooks_and_a_modifier_reads_as_a_full_run(name: str) -> None
         ex.run(view=view)
         depth, rest = view["depth"], {k: v for k, v in view.items() if k != "depth"}
         assert _drawn(ex.graph.view(depth, **rest)) == _drawn(full.view(depth, **rest)), view
+
+
+def test_a_view_that_draws_everything_runs_once_whatever_it_finds(monkeypatch) -> None:
+    """The quickstart's first view draws every node, and its gate's gradient is exactly zero:
+    a click runs once (running again in full would double every click's cost)."""
+    from gradviz_widgets.explorer import session
+
+    net, x, _ = dead_branch_example()
+    ex = GradExplorer(net, x)
+    view = ex.show().measure_view()
+    runs: list[object] = []
+    real = session.run
+    monkeypatch.setattr(session, "run", lambda *a, **k: runs.append(a) or real(*a, **k))
+    ex.run(view=view)
+    assert len(runs) == 1 and ex.report.zero_origins
