@@ -195,6 +195,21 @@ def _group_params(
     return param_health(inside, where)
 
 
+def inside_group(path: str, gid: str, modules: Mapping[str, ModuleScope]) -> bool:
+    """Whether module `path` is one of group `gid`'s blocks or inside one (not its parent).
+
+    Example:
+        >>> kids = ("h.0", "h.1", "h.2", "h.3", "ln")
+        >>> mods = {"h": ModuleScope("h", "ModuleList", 1, "", kids, ())}
+        >>> [inside_group(p, "group:h.0-3", mods) for p in ("h.2.attn", "h", "ln", "h.1")]
+        [True, False, False, True]
+    """
+    parent = parse_group_id(gid)[0]
+    parts = path.split(".")
+    prefixes = (".".join(parts[:k]) for k in range(1, len(parts) + 1))
+    return any(q != parent and unfolded_group_at(q, {gid}, modules) == gid for q in prefixes)
+
+
 def unfolded_group_at(
     module: str, expand: Collection[str], modules: Mapping[str, ModuleScope]
 ) -> str | None:

@@ -107,7 +107,7 @@ class CompareView:
             if self.baseline[1] is None:
                 parts.append(html_text("(baseline has no graph: edges keep status colours)"))
             elif unmeasured(self.baseline[1])[1]:
-                parts.append(html_text(A_UNMEASURED))
+                parts.append(f"<div>{html_text(A_UNMEASURED)}</div>")
         ranks = ranks_html(report)
         if ranks:
             parts.append(ranks)

@@ -23,7 +23,7 @@ from .. import ids
 from ..errors import GradExplorerError
 from ..graph.ghosts import add_ghosts
 from ..graph.grad_graph import GradGraph
-from ..graph.groups import unfolded_group_at
+from ..graph.groups import inside_group, unfolded_group_at
 from ..graph.measure import drawn_measured
 from ..graph.search import search_index, targets, unfold_to
 from ..hooks.config import HOOK_KINDS
@@ -423,14 +423,16 @@ class ExplorerWidget(W.VBox):
     def toggle_scope(self, module: str) -> None:
         """Fold or unfold one module (a module path, as the page sends it); it re-runs only
         where the new view draws flow the newest run did not measure."""
-        group = unfolded_group_at(module, self.expand, self.explorer.graph.modules)
-        if group is not None:  # the frame around unfolded ×N blocks: fold them back
-            self.expand.discard(group)
+        modules = self.explorer.graph.modules
+        folded = self.view is not None and any(
+            n.kind == "module" and n.module == module for n in self.view.nodes
+        )  # a block drawn folded inside an unfolded ×N group opens, as any folded module
+        group = None if folded else unfolded_group_at(module, self.expand, modules)
+        if group is not None:  # the frame around unfolded ×N blocks: fold them back, whole
+            self.expand -= {group, *(p for p in self.expand if inside_group(p, group, modules))}
             self.refresh()
             return
-        if self.view is not None and any(
-            n.kind == "module" and n.module == module for n in self.view.nodes
-        ):
+        if folded:
             self.expand.add(module)
             self.collapse.discard(module)
         else:
