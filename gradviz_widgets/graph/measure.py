@@ -5,8 +5,9 @@ Measuring what flows along every edge reads every activation gradient once more 
 edges. `flow_scope` names, from the previous run's graph, what a view's numbers are made of:
 the nodes drawn unfolded, the producer of each edge that crosses a folded module's boundary
 (a set of edges holding all of a producer's pieces is drawn with its own norm: `Flows.sums`),
-and the crossing edges themselves, unless all of their producer's pieces go into one place. An edge or node the previous graph did not have is measured too (the model
-took another path). Nothing here imports torch.
+and the crossing edges themselves, unless all of their producer's pieces go into one place.
+An edge or node the previous graph did not have is measured too (the model took another
+path). Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .view import fold_map
 
 @dataclasses.dataclass(frozen=True)
 class FlowScope:
-    """What a run measures (`edge`, `node`); the view it was made for is in `view`.
+    """What a run measures (`edge`, `node`).
 
     Example:
         >>> scope = FlowScope(frozenset({"a", "b", "c"}), frozenset({"a"}), frozenset({("b", "a")}))
@@ -33,7 +34,6 @@ class FlowScope:
     known: frozenset[str]  # every node of the graph the scope was made from
     nodes: frozenset[str]
     edges: frozenset[tuple[str, str]]
-    view: tuple[int | None, tuple[str, ...], tuple[str, ...]] = (None, (), ())
 
     def edge(self, src: str, dst: str) -> bool:
         """Whether the flow along src -> dst is measured."""
@@ -76,12 +76,7 @@ def flow_scope(
         if len(out) > 1 and len(cross) == len(out) and len({rep[e.dst] for e in out}) == 1:
             continue  # every piece goes into one place: drawn as the producer's own norm
         crossing.update((e.src, e.dst) for e in cross)
-    return FlowScope(
-        frozenset(rep),
-        frozenset(nodes),
-        frozenset(crossing),
-        (depth, tuple(sorted(expand)), tuple(sorted(collapse))),
-    )
+    return FlowScope(frozenset(rep), frozenset(nodes), frozenset(crossing))
 
 
 def unmeasured(graph: GradGraph) -> tuple[int, int]:

@@ -23,6 +23,7 @@ from ..vocabulary import (
     LEGEND_ORDER,
     SELECTED_COLOR,
     STYLES,
+    UNMEASURED_STYLE,
     alarm_rank,
     format_norm,
     norm_text,
@@ -129,7 +130,11 @@ def to_dot(
 APPROX_TIP = "≈: the norm of pieces of one gradient taken in quadrature, not of their sum"
 #: an edge or node whose run measured the flow of another view (`GradExplorer.run(view=)`)
 UNMEASURED_TIP = "not measured: this run measured the flow another view draws; re-run to see it"
-UNMEASURED_LOOK = {"fillcolor": "#ffffff", "color": "#9e9e9e", "style": "filled,dotted"}
+UNMEASURED_LOOK = {
+    "fillcolor": UNMEASURED_STYLE.fill,
+    "color": UNMEASURED_STYLE.line,
+    "style": f"filled,{UNMEASURED_STYLE.dash}",
+}
 
 
 def render_dot(
@@ -182,7 +187,7 @@ def render_dot(
         width = _penwidth(e.grad_norm)
         approx = f', label="≈", fontsize=9, tooltip={_q(APPROX_TIP)}' if e.approx else ""
         if not e.measured:
-            border, dash, width = UNMEASURED_LOOK["color"], "dotted", "1"
+            border, dash, width = UNMEASURED_STYLE.line, UNMEASURED_STYLE.dash, "1"
             approx = f', label="?", fontsize=9, tooltip={_q(UNMEASURED_TIP)}'
         lines.append(
             f"  {emit.key_of[src]} -> {emit.key_of[e.dst]} [color={_q(border)}, "

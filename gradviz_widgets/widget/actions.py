@@ -52,7 +52,7 @@ class SettingsActions:
         ran."""
         ex = self._explorer
         before = Settings.of(ex)
-        busy = "measuring the flow this view draws: " if whole else ""
+        busy = "measuring every edge for this view: " if whole else ""
         self._status(f"{busy}running forward + backward…", "busy")
         self.acting = True
         running = not run  # with run=False the change is the run

@@ -528,7 +528,7 @@ class ExplorerWidget(W.VBox):
         """Rebuild the graph view, the chart and the readout from the newest run. Everything is
         built before anything is shown: a failure leaves the last good view. A view drawing
         flow the newest run did not measure (this widget's re-runs measure what its view
-        draws) re-runs first for the new view, when `measure`."""
+        draws) runs again first, measuring every edge, when `measure`."""
         ex, cv = self.explorer, self.compare_view
         report, graph = ex.report, ex.graph
         if self._shown is not None and report is not self._shown:
