@@ -25,7 +25,7 @@ from ..vocabulary import UNMEASURED, format_norm, worst, worst_param
 from .flows import Flows
 from .grad_graph import GradGraph
 from .nodes import GradEdge, GradNode, ModuleScope
-from .view import inflow, merge_edges, outputs, param_health
+from .view import forward_inside, inflow, merge_edges, outputs, param_health
 
 MAX_PERIOD = 4
 
@@ -171,6 +171,7 @@ def _group_node(
         param_status=param_status,
         param_text=param_text,
         measured=measured,
+        forward_note=forward_inside(members),
     )
 
 

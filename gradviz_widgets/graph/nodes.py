@@ -48,6 +48,16 @@ class GradNode:
     #: False where this run did not measure what reached it (a run whose flow was measured
     #: only for the edges one view draws: `GradExplorer.run(view=...)`)
     measured: bool = True
+    #: what the forward pass left here that no gradient shows: the loss's value where it is
+    #: NaN/Inf ("loss = nan") and, on the op whose output first held NaN/Inf, FORWARD_ORIGIN
+    #: (a NaN loss sends a finite 1.0 back: every gradient may be healthy); "" otherwise
+    forward_note: str = ""
+
+
+#: `GradNode.forward_note` of the op whose output first held NaN/Inf in the forward pass
+FORWARD_ORIGIN = "NaN/Inf first made here (forward)"
+#: ... and of a folded module or ×N group holding that op
+FORWARD_INSIDE = "NaN/Inf first made inside (forward)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,4 +164,14 @@ def drawn_count(nodes: Iterable[GradNode]) -> int:
     return sum(1 for n in nodes if n.kind not in UNDRAWN_KINDS)
 
 
-__all__ = ["UNDRAWN_KINDS", "GradEdge", "GradNode", "ModuleScope", "built", "drawn_count", "maker"]
+__all__ = [
+    "FORWARD_INSIDE",
+    "FORWARD_ORIGIN",
+    "UNDRAWN_KINDS",
+    "GradEdge",
+    "GradNode",
+    "ModuleScope",
+    "built",
+    "drawn_count",
+    "maker",
+]

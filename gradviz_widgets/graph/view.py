@@ -10,7 +10,7 @@ from ..vocabulary import UNMEASURED, strongest_flow, style, worst_param
 from ..vocabulary import worst as _worst
 from .flows import Flows, combine_flow, in_quadrature
 from .grad_graph import GradGraph
-from .nodes import GradEdge, GradNode, ModuleScope, drawn_count
+from .nodes import FORWARD_INSIDE, FORWARD_ORIGIN, GradEdge, GradNode, ModuleScope, drawn_count
 
 
 def fold(
@@ -119,7 +119,20 @@ def _module_node(
         param_text=param_text,
         grad_out=outflow(status, entering, leaving) if measured else None,
         measured=measured,
+        forward_note=forward_inside(inside),
     )
+
+
+def forward_inside(inside: Iterable[GradNode]) -> str:
+    """The `forward_note` of a node standing for `inside`: the loss's value where the output
+    is inside, and FORWARD_INSIDE where one of them first made a NaN/Inf in the forward pass."""
+    made, notes = (FORWARD_ORIGIN, FORWARD_INSIDE), list[str]()
+    for m in inside:
+        if m.forward_note and m.kind == "output":
+            notes.insert(0, m.forward_note)
+        elif m.forward_note in made and FORWARD_INSIDE not in notes:
+            notes.append(FORWARD_INSIDE)
+    return " · ".join(notes)
 
 
 #: node kinds that stand for a leaf itself (its AccumulateGrad too), not for an op's output

@@ -80,6 +80,8 @@ def node_texts(n: GradNode) -> dict[str, str]:
         words = f"{words} ({n.label.rpartition('✂ ')[2]})"
     if n.grad_out is not None:
         words = f"{words} (what it passed to its inputs and parameters)"
+    if n.forward_note:
+        words = f"{words}; {n.forward_note}"
     return {"norm_text": _norm_of(n), "status_text": words}
 
 
@@ -275,6 +277,8 @@ def _node_line(key: str, n: GradNode, hooked: bool, selected: bool) -> str:
     }
     if not n.measured:
         attrs.update(UNMEASURED_LOOK, penwidth="1")
+    if n.forward_note:  # a NaN/Inf the gradients do not show: the outline says it
+        attrs.update(color=STYLES["nonfinite"].line, penwidth="2.5")
     if hooked:
         attrs["peripheries"] = "2"
     if selected:
@@ -308,6 +312,8 @@ def label_lines(n: GradNode) -> list[str]:
         lines.append("no grad")
     if n.param_text:  # a folded module's parameters, when not healthy
         lines.append(n.param_text)
+    if n.forward_note:
+        lines.append(f"⚠ {n.forward_note}")
     return lines
 
 
@@ -405,7 +411,9 @@ def node_info(n: GradNode, hooked: Sequence[str] = ()) -> dict[str, Any]:
         "param_color": style(n.param_status).line if n.param_text else "",
         # how alarming the node is, its own status or its parameters' (the first view opens on
         # the worst: the page compares numbers, it knows no status)
-        "alarm": alarm_rank(n.status if n.measured else "", n.param_status),
+        "alarm": alarm_rank(
+            n.status if n.measured else "", n.param_status, "nonfinite" if n.forward_note else ""
+        ),
         # a parameter the gradient never reached, or a folded module of nothing but such (a
         # frozen stage at fold depth 1): no finding to open the view on (js/graph_view.js)
         "ghost": n.kind == "ghost" or (folded and all_ghosts(n.members)),

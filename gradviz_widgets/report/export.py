@@ -104,6 +104,7 @@ def _node_doc(n: GradNode) -> dict[str, Any]:
         "order": n.order,
         "members": list(n.members),
         "measured": n.measured,
+        "forward_note": n.forward_note,
     }
 
 

@@ -7,6 +7,7 @@ gives it, and counts once in the `module_norms` of *every* module that holds it 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from torch import nn
@@ -14,7 +15,7 @@ from torch import nn
 from .. import ids
 from ..graph.flows import PartialFlow, flow_max
 from ..graph.grad_graph import GradGraph
-from ..graph.nodes import GradEdge, GradNode, ModuleScope, maker
+from ..graph.nodes import FORWARD_ORIGIN, GradEdge, GradNode, ModuleScope, maker
 from ..report import diagnose
 from ..report.grad_report import GradReport, ParamRecord
 from ..trace.walk import Measured, RawEdge, RawGraph, RawNode
@@ -50,6 +51,7 @@ def freeze_graph(state: RunState) -> GradGraph:
         _mark_unmeasured(_NOTHING, raw, nodes, edges)
     elif state.settings.flow_scope is not None:
         _mark_unmeasured(state.settings.flow_scope, raw, nodes, edges)
+    _note_forward(state, nodes)
     return GradGraph(nodes, edges, tree, partials=_partials(state, thresholds))
 
 
@@ -82,6 +84,20 @@ def _mark_unmeasured(
             if not into_leaf and not scope.edge(e.src, e.dst):
                 object.__setattr__(e, "measured", False)
                 object.__setattr__(e, "status", UNMEASURED)
+
+
+def _note_forward(state: RunState, nodes: tuple[GradNode, ...]) -> None:
+    """A loss that is NaN/Inf sends a finite 1.0 back, so the gradients may all be healthy:
+    the output node says the loss's value, and the op whose output first held NaN/Inf
+    (run/forward_nan.py) says so (`GradNode.forward_note`). The nodes are this run's own."""
+    loss = float(state.values[state.loss_slot])
+    if math.isfinite(loss):
+        return
+    for n in nodes:
+        if n.id == ids.OUTPUT:
+            object.__setattr__(n, "forward_note", f"loss = {loss}")
+        elif n.id == state.nonfinite_at:
+            object.__setattr__(n, "forward_note", FORWARD_ORIGIN)
 
 
 def _partials(state: RunState, thresholds: Thresholds) -> tuple[PartialFlow, ...]:
