@@ -64,6 +64,8 @@ export class GraphView {
     this.moduleOf = new WeakMap();
     /** @type {Record<string, NodeInfo>} */
     this.info = {};
+    /** @type {Record<string, {hooked?: boolean, hooked_text?: string}>} module path -> its frame's hook marker */
+    this.clusterInfo = {};
     this.selected = "";
     /** @type {string[]} */
     this.highlight = [];
@@ -230,6 +232,12 @@ export class GraphView {
     this.applyAll();
   }
 
+  /** @param {Record<string, {hooked?: boolean, hooked_text?: string}>} info module path -> hook marker */
+  setClusterInfo(info) {
+    this.clusterInfo = info ?? {};
+    this.applyAll();
+  }
+
   /**
    * @param {string} id @param {boolean} reveal centre the node if it is off screen
    * @returns {boolean} whether the node is in the current graph
@@ -284,7 +292,15 @@ export class GraphView {
       setParamStripe(g, String(i?.param_text ?? ""), String(i?.param_color ?? ""));
       fitLabels(g, i?.param_text ? STRIPE_ROOM : 0);
     }
-    for (const g of this.clusterEls) fitLabels(g, 0);
+    for (const g of this.clusterEls) {
+      const module = this.moduleOf.get(g) ?? "";
+      const c = own(this.clusterInfo, module) ? this.clusterInfo[module] : undefined;
+      const hooked = Boolean(c?.hooked);
+      g.classList.toggle("hooked", hooked); // a hook on an open module: its frame shows it
+      setTitle(g, hooked ? `${module || "(root)"} — ${String(c?.hooked_text ?? "hooked")}` : module || "(root)");
+      setBadge(g, hooked);
+      fitLabels(g, 0);
+    }
     this.applyClasses();
   }
 

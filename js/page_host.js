@@ -3,7 +3,7 @@
 // in-page model instead of a kernel. Copied next to the bundle at build time; inlined in the page.
 // Everything the page shows from the run is set as text (textContent), never as markup.
 
-/** @typedef {{label: string, depth: number|null, dot: string, key_map: Record<string,string>, nodes: Record<string, any>, drawn?: number}} View */
+/** @typedef {{label: string, depth: number|null, dot: string, key_map: Record<string,string>, nodes: Record<string, any>, clusters?: Record<string, any>, drawn?: number}} View */
 
 /** A model with the anywidget surface the GraphPane uses (get/set/on/off/send/save_changes). */
 /** Seconds a view's layout may take before the page shows the next deeper view instead. */
@@ -106,7 +106,7 @@ async function main() {
   /** @type {View[]} */
   const views = state.views;
   let current = 0;
-  const traits = { dot: "", key_map: {}, nodes: {}, revision: 0, selected: "", highlight: [],
+  const traits = { dot: "", key_map: {}, nodes: {}, clusters: {}, revision: 0, selected: "", highlight: [],
     legend: state.legend, status_text: "", status_level: "info", rendered: {},
     height: "70vh", layout_timeout: LAYOUT_TIMEOUT_S };
   const tried = new Set();
@@ -133,6 +133,7 @@ async function main() {
     const v = views[i];
     model.set("key_map", v.key_map);
     model.set("nodes", v.nodes);
+    model.set("clusters", v.clusters ?? {});
     model.set("dot", v.dot);
     model.set("revision", Number(traits.revision) + 1);
     model.set("status_text", viewStatus(v));

@@ -199,6 +199,7 @@ export class PaneGlue {
       ["change:dot", () => this.scheduleRender()],
       ["change:revision", () => this.scheduleRender()],
       ["change:nodes", () => { this.view.setNodeInfo(m.get("nodes") ?? {}); this.parts.showLegend(); }],
+      ["change:clusters", () => this.view.setClusterInfo?.(m.get("clusters") ?? {})],
       ["change:legend", () => this.parts.showLegend()],
       ["change:status_text", newStatus],
       ["change:status_level", newStatus],
@@ -212,6 +213,7 @@ export class PaneGlue {
     this.view.layout.timeoutMs = timeoutMs();
     this.parts.setHeight(m.get("height") || "");
     this.view.setNodeInfo(m.get("nodes") ?? {});
+    this.view.setClusterInfo?.(m.get("clusters") ?? {});
     this.view.setHighlight(m.get("highlight") ?? []);
     this.parts.showLegend();
     this.showStatus();

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from .. import ids
 from ..graph.grad_graph import GradGraph
 from ..graph.nodes import GradNode
+from .dot import hook_fields
 
 
 def hook_words(
@@ -66,6 +67,36 @@ def hooked_at(
             found.append(tensor[n.id])
         if found:
             out[n.id] = list(dict.fromkeys(found))
+    return out
+
+
+def hooked_clusters(
+    view: GradGraph, hooks: list[tuple[str, str]], modifiers: dict[str, str]
+) -> dict[str, dict[str, object]]:
+    """Module path -> its frame's hook marker (`dot.hook_fields`), for every unfolded module
+    of `view` (drawn as a frame around its nodes) with a module hook or modifier of its own:
+    a hook on `layer1` stays visible while `layer1` is open and its children are drawn.
+
+    Example:
+        >>> from gradviz_widgets.graph.nodes import GradNode
+        >>> g = GradGraph(nodes=(GradNode("layer1.0/ReluBackward0#0", "ReluBackward0", "op",
+        ...     "layer1.0", "ReluBackward0", scope=(("layer1", 0), ("layer1.0", 0))),),
+        ...     edges=(), modules={})
+        >>> hooked_clusters(g, [("layer1", "backward")], {})
+        {'layer1': {'hooked': True, 'hooked_text': 'hooked: backward at layer1'}}
+    """
+    on = hook_words([(t, k) for t, k in hooks if k != "tensor"], modifiers)
+    if not on:
+        return {}
+    framed: set[str] = set()
+    for n in view.nodes:
+        scope = n.scope[:-1] if n.kind == "module" else n.scope
+        framed.update(path for path, _ in scope)
+    out: dict[str, dict[str, object]] = {}
+    for path in sorted(framed):
+        words = list(dict.fromkeys(what for t, what in on if t == path))
+        if words:
+            out[path] = hook_fields(words)
     return out
 
 

@@ -30,7 +30,7 @@ from ..report.grad_report import GradReport
 from ..vocabulary import legend, plain_text
 from .chart import bar_rows
 from .dot import node_info, node_texts, render_dot
-from .hook_marks import hooked_at, plan_text
+from .hook_marks import hooked_at, hooked_clusters, plan_text
 from .page_chart import chart_svg
 
 #: the hooks in force ((module or node, kind) pairs) and the modifiers (module -> words)
@@ -64,6 +64,7 @@ def views(graph: GradGraph, hooks: Hooks = ((), {})) -> list[dict[str, Any]]:
                 "nodes": {
                     n.id: {**node_info(n, marks.get(n.id, ())), **node_texts(n)} for n in view.nodes
                 },
+                "clusters": hooked_clusters(view, list(hooks[0]), dict(hooks[1])),
             }
         )
     return out

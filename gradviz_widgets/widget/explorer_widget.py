@@ -29,7 +29,7 @@ from ..graph.search import search_index, targets, unfold_to
 from ..hooks.config import HOOK_KINDS
 from ..render.chart import CHART_BOX_PX, figure_dict
 from ..render.dot import hook_fields, node_info, render_dot
-from ..render.hook_marks import hooked_at, plan_text
+from ..render.hook_marks import hooked_at, hooked_clusters, plan_text
 from ..render.readout import readout_html
 from ..report.grad_report import GradReport
 from ..vocabulary import plain_text
@@ -324,10 +324,13 @@ class ExplorerWidget(W.VBox):
 
     def _mark_hooks(self, view: GradGraph) -> None:
         """The hook markers of the plan in force on the nodes drawn (no new layout)."""
-        hooked = hooked_at(view, self.explorer.hooks, self.explorer.modifiers)
-        self.pane.nodes = {
-            i: {**n, **hook_fields(hooked.get(i, ()))} for i, n in self.pane.nodes.items()
-        }
+        ex = self.explorer
+        hooked = hooked_at(view, ex.hooks, ex.modifiers)
+        with self.pane.hold_sync():
+            self.pane.nodes = {
+                i: {**n, **hook_fields(hooked.get(i, ()))} for i, n in self.pane.nodes.items()
+            }
+            self.pane.clusters = hooked_clusters(view, ex.hooks, ex.modifiers)
 
     # ---- actions (also callable from Python and tests) -------------------------------------
     def rerun(self) -> bool:
@@ -570,7 +573,8 @@ class ExplorerWidget(W.VBox):
             self.runs += 1
         self.view = view
         index = [list(e) for e in search_index(full, view)]
-        self.pane.set_graph(drawn.dot, info, legend, keys=drawn.keys, index=index)
+        frames = hooked_clusters(view, ex.hooks, ex.modifiers)
+        self.pane.set_graph(drawn.dot, info, legend, keys=drawn.keys, index=index, clusters=frames)
         self.chart_view.show(figure, mode)
         self._update_readout()
         cv.show_notes(notes)

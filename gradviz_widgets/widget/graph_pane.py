@@ -72,6 +72,8 @@ class GraphPane(anywidget.AnyWidget):
     key_map = t.Dict().tag(sync=True)
     revision = t.Int(0).tag(sync=True)
     nodes = t.Dict().tag(sync=True)
+    #: module path -> the hook marker of its frame, where it is drawn open (`hooked_clusters`)
+    clusters = t.Dict().tag(sync=True)
     #: every module and parameter: [name, "module" | "param", id of the drawn node showing it]
     search_index: t.List[list[str]] = t.List().tag(sync=True)
     selected = t.Unicode("").tag(sync=True)
@@ -107,6 +109,7 @@ class GraphPane(anywidget.AnyWidget):
         legend: list[dict[str, Any]] | None = None,
         keys: dict[str, str] | None = None,
         index: list[list[str]] | None = None,
+        clusters: dict[str, dict[str, Any]] | None = None,
     ) -> int:
         """Replace the graph (and optionally node info / legend) in one update; return the revision.
 
@@ -121,6 +124,8 @@ class GraphPane(anywidget.AnyWidget):
                 self.legend = legend
             if index is not None:
                 self.search_index = index
+            if clusters is not None:
+                self.clusters = clusters
             self.dot = dot
             self.revision += 1
         return self.revision

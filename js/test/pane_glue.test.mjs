@@ -41,6 +41,7 @@ class FakeView {
   setSelected(id, centre) { this.selected.push([id, centre]); return id !== "missing"; }
   setHighlight(ids) { this.highlight = ids; }
   setNodeInfo(nodes) { this.nodes = nodes; }
+  setClusterInfo(clusters) { this.clusters = clusters; }
   infoOf(id) { return this.info[id]; }
 }
 
@@ -69,6 +70,14 @@ test("a new DOT is laid out once per burst and reported back with its revision",
   await settle(); await glue.pending;
   assert.equal(view.renders.length, 2);
   assert.deepEqual(model.get("rendered"), { revision: 2, nodes: 3, ms: 12, engine: "fake", retried: false });
+});
+
+test("the frames' hook markers reach the view at start and when Python changes them", () => {
+  const hooked = { layer2: { hooked: true, hooked_text: "hooked: backward at layer2" } };
+  const { model, view } = setUp({ clusters: hooked });
+  assert.deepEqual(view.clusters, hooked);
+  model.change("clusters", {});
+  assert.deepEqual(view.clusters, {});
 });
 
 test("a click sends the node and leaves the selection to Python; Python's selection is not centred", async () => {

@@ -101,6 +101,17 @@ def test_a_hook_survives_folding_the_graph(lab: LabPage) -> None:
     lab.page.locator(".gvw-pane").first.scroll_into_view_if_needed()
     lab.screenshot("hook_marker_fold")
 
+    # a hook on layer2 itself, drawn open at depth 1: its frame carries the marker
+    lab.execute("ex.set_hook('layer2.0', on=False); ex.set_hook('layer2', on=True); ex.run()")
+    depth.select_option(label="1")
+    wait_until(lambda: py(lab, "w.depth") == 1, 60, "the fold at depth 1")
+    frame = lab.page.locator(".gvw-pane g.cluster.hooked")
+    wait_until(lambda: frame.count() == 1, 60, "the hooked frame")
+    assert frame.locator(":scope > title").text_content() == "layer2 — hooked: backward at layer2"
+    assert frame.locator(":scope > .gvw-hook-badge").count() == 1
+    assert lab.page.evaluate(f"() => ({HOOKED})()") == []  # no node of its own to mark
+    lab.screenshot("hook_marker_frame")
+
     assert all(not is_allowed(u) for u in lab.blocked)
     errors = [m for m in lab.console if m.startswith("pageerror")]
     assert not errors, errors

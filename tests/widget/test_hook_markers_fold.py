@@ -125,6 +125,40 @@ def test_a_hook_on_a_parent_does_not_mark_its_folded_children(resnet_explorer):
     assert not {"module:layer2.0", "module:layer2.1"} & set(hooked(w))
 
 
+def test_a_hook_on_an_open_module_marks_its_frame(resnet_explorer):
+    """A hook on a container whose children are drawn marked nothing: no op node is its own
+    (they are its children's) and no folded node stands for it. Its frame carries it now."""
+    ex = resnet_explorer
+    ex.set_hook("layer2", on=True)
+    ex.set_modifier("layer2.0", scale=0.5)
+    ex.run()
+    w = ex.show(depth=1)  # layer2 open (a frame), layer2.0 and layer2.1 folded inside it
+    assert w.pane.clusters == {
+        "layer2": {"hooked": True, "hooked_text": "hooked: backward at layer2"}
+    }
+    w.toggle_scope("layer2.0")  # now open too: its modifier marks its frame
+    assert w.pane.clusters["layer2.0"]["hooked_text"] == "hooked: scale by 0.5 at layer2.0"
+    ex.set_hook("layer2", on=False)  # from code, not run: the markers follow the plan
+    assert "layer2" not in w.pane.clusters
+    w.toggle_scope("layer2")  # folded: the folded node shows the modifier, no frame is left
+    assert w.pane.clusters == {}
+    assert "module:layer2" in hooked(w)
+
+
+def test_the_offline_page_marks_the_same_frames(resnet_explorer):
+    from gradviz_widgets.render.page import views
+
+    ex = resnet_explorer
+    ex.set_hook("layer2", on=True)
+    ex.run()
+    by_depth = {v["depth"]: v for v in views(ex.graph, (ex.hooks, ex.modifiers))}
+    assert by_depth[1]["clusters"] == {
+        "layer2": {"hooked": True, "hooked_text": "hooked: backward at layer2"}
+    }
+    assert by_depth[0]["clusters"] == {}  # layer2 folded: its node carries the marker
+    assert by_depth[0]["nodes"]["module:layer2"]["hooked"]
+
+
 def test_the_status_line_leads_with_the_runs_headline(resnet_explorer):
     """A frozen stage is a finding; the count and range of the gradients still come first."""
     w = resnet_explorer.show()
