@@ -327,3 +327,14 @@ export function markGroups(items, px, minPx) {
   }
   return groups;
 }
+
+/**
+ * `text` shortened to `limit` characters by an ellipsis in the middle: both ends of a long
+ * dotted name stay readable (its row's hover shows it whole). As render/chart.elide_middle.
+ * @param {string} text @param {number} limit @returns {string}
+ */
+export function elideMiddle(text, limit) {
+  if (text.length <= limit) return text;
+  const head = Math.floor((limit - 1) / 2), tail = limit - 1 - head;
+  return `${text.slice(0, head)}…${text.slice(text.length - tail)}`;
+}

@@ -6,7 +6,7 @@
  * every norm shown was formatted by Python (here only counts and powers of ten: watch_data.js).
  */
 import {
-  breaks, cellText, cellValue, colorAt, colorStops, count, decade, lineSlots, loadView, markGroups, plainRuns, rgb, series, skipColumns,
+  breaks, cellText, elideMiddle, cellValue, colorAt, colorStops, count, decade, lineSlots, loadView, markGroups, plainRuns, rgb, series, skipColumns,
   skipText, summaryText, ticks, withRow, sparseTops,
 } from "./watch_data.js";
 
@@ -49,6 +49,8 @@ function hatchPattern(svg, D, id) {
 const LABEL_MIN_ROW = 8;
 /** a leading row's label on short rows: its height (px, js/watch_page.css) */
 const SPARSE_LABEL_PX = 12;
+/** the row labels' column (px, js/watch_page.css): a longer name is elided in the middle */
+const LABELS_PX = 200;
 
 /** The page: its data `D`, the drawn view `V`, the lines selected and their colours. */
 class WatchPage {
@@ -109,13 +111,16 @@ class WatchPage {
     labels.replaceChildren();
     labels.classList.toggle("sparse", !every);
     labels.style.height = every ? "" : `${rowH * P}px`;
-    labels.style.fontSize = every ? `${Math.min(11, rowH)}px` : "";
+    // 2 px below the row's height: an underscore's stroke sits under the baseline
+    const font = every ? Math.min(11, rowH - 2) : 11;
+    labels.style.fontSize = every ? `${font}px` : "";
+    const fits = Math.max(8, Math.floor((LABELS_PX - 8) / (0.62 * font)));  // characters
     labels.hidden = !every && !lead.size;  // no room and nothing to point at: the hover names rows
     const rows = every ? D.names.map((/** @type {string} */ _, /** @type {number} */ r) => r) : [...lead.keys()].sort((a, b) => a - b);
     const tops = every ? [] : sparseTops(rows, rowH, rowH * P, SPARSE_LABEL_PX);
     rows.forEach((r, i) => {
       const name = D.names[r], d = document.createElement("div");
-      d.textContent = name; d.title = lead.has(r) ? `${name}\n${lead.get(r)}` : name;
+      d.textContent = elideMiddle(name, fits); d.title = lead.has(r) ? `${name}\n${lead.get(r)}` : name;
       if (every) d.style.height = d.style.lineHeight = `${rowH}px`;
       else d.style.top = `${tops[i]}px`;
       if (lead.has(r)) d.className = "spike-lead";

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..render.chart import distinct, plotly_text
+from ..render.chart import distinct, elide_middle, plotly_text
 from ..vocabulary import OFF_SCALE, STATUSES, STYLES, Thresholds, format_norm, named_few, style
 from .history import Overview
 from .store import ParamInfo
@@ -58,6 +58,10 @@ def z_range(values: np.ndarray, thresholds: Thresholds) -> tuple[float, float]:
     if not math.isfinite(lo):  # no norm yet and both checks off
         lo, hi = -9, 2
     return math.floor(lo), math.ceil(hi)
+
+
+#: characters of a heat map row's tick label (~300 px at Plotly's 12 px)
+HEAT_LABEL_CHARS = 48
 
 
 def module_order(params: list[ParamInfo]) -> list[int]:
@@ -111,7 +115,18 @@ def heatmap_figure(
             "font": {"size": 13},
         },
         "xaxis": {"title": {"text": "step"}},
-        "yaxis": {"autorange": "reversed", "automargin": True, "type": "category"},
+        # a long name (FSDP, LoRA wrappers) elided in its tick, whole in the hover: the
+        # margin grew to its width and squeezed the heat map to nothing
+        "yaxis": {
+            "autorange": "reversed",
+            "automargin": True,
+            "type": "category",
+            "tickmode": "array",
+            "tickvals": names,
+            "ticktext": [
+                plotly_text(elide_middle(params[i].name, HEAT_LABEL_CHARS)) for i in order
+            ],
+        },
         "height": max(300, 16 * len(names) + 120),
         "margin": {"l": 10, "r": 10, "t": 40},
         "legend": {"orientation": "h", "y": -0.12, "x": 0},

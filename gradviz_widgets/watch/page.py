@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..frontend import script_json, script_text, static_text
-from ..vocabulary import OFF_SCALE, SELECTED_COLOR, STATUSES, STYLES, format_norm
+from ..vocabulary import OFF_SCALE, SELECTED_COLOR, STATUSES, STYLES, format_norm, plain_text
 from .anomalies import SPIKE
 from .figures import NONFINITE_MARK, SPIKE_COLOR, default_selection, module_order
 from .history import EMPTY, Overview
@@ -125,8 +125,10 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
     return {
         # the run's name (`exp1/run-...`), never an absolute path: the page is shared
         "name": str(getattr(run, "name", None) or Path(getattr(run, "path", "")).name),
-        "names": [params[i].name for i in order],
-        "modules": [params[i].module for i in order],
+        # shown as text, never markup; bidi overrides and controls made visible (a U+202E in
+        # a name drew "layers.thgiew.live")
+        "names": [plain_text(params[i].name) for i in order],
+        "modules": [plain_text(params[i].module) for i in order],
         "shapes": [" x ".join(map(str, params[i].shape)) or "scalar" for i in order],
         "selected": [
             index[n] for n in default_selection(overview, params, anomalies=anomalies) if n in index

@@ -7,7 +7,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deflateSync } from "node:zlib";
 import {
-  breaks, cellText, cellValue, colorAt, colorStops, count, decade, lineSlots, loadView, normRange, plainRuns, rgb, series,
+  breaks, cellText, elideMiddle, cellValue, colorAt, colorStops, count, decade, lineSlots, loadView, normRange, plainRuns, rgb, series,
   skipColumns, skipText, summaryText, ticks, undelta, withRow,
 } from "../watch_data.js";
 
@@ -227,4 +227,13 @@ test("anomaly labels: one per group of nearby ones, every one kept (a long run's
   const groups = markGroups(items, (a) => a[0], 90);
   assert.deepEqual(groups.map((g) => g.map((a) => a[0])), [[10, 12], [105], [300, 301, 302], [900]]);
   assert.equal(groups.flat().length, items.length);
+});
+
+test("a long name is elided in the middle, both ends kept, as Python's elide_middle", () => {
+  assert.equal(elideMiddle("transformer.h.11.attn.c_attn.weight", 24), "transformer…_attn.weight");
+  assert.equal(elideMiddle("short.weight", 24), "short.weight");
+  const long = `${"_fsdp_wrapped_module.".repeat(6)}layers.3.q_proj.lora_A.default.weight`;
+  const shown = elideMiddle(long, 30);
+  assert.equal(shown.length, 30);
+  assert.ok(shown.endsWith("a_A.default.weight".slice(-15)) && shown.startsWith("_fsdp_wrap"));
 });

@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import wait_until
+from harness import ARTIFACTS, wait_until
 from offline_page import open_offline_page
 
+from gradviz_widgets.vocabulary import plain_text
 from gradviz_widgets.watch.page import export_watch_html, page_data
 
 sys.path.insert(
@@ -23,6 +24,10 @@ from test_watch_page import HOSTILE, Ranked, Synthetic, _train, big_run  # noqa:
 
 def _open(browser, path: Path):  # noqa: ANN001, ANN202
     return open_offline_page(browser, path, "body[data-ready]")
+
+
+def _open_at(browser, path: Path, size: tuple[int, int]):  # noqa: ANN001, ANN202
+    return open_offline_page(browser, path, "body[data-ready]", size)
 
 
 def _pixel(page, row: int, bucket: int) -> list[int]:  # noqa: ANN001
@@ -131,11 +136,38 @@ def test_hostile_names_show_as_text_and_run_nothing(browser, tmp_path: Path) -> 
     assert page.locator("img").count() == 0
     assert page.locator("#title").text_content() == HOSTILE
     options = page.locator("#pick option").all_text_contents()
-    assert HOSTILE in options and HOSTILE + ".bias" in options
-    assert HOSTILE in page.locator("#anomalies").text_content()
+    shown = plain_text(HOSTILE)  # its control characters made visible, as in the explorer
+    assert shown in options and shown + ".bias" in options
+    assert shown in page.locator("#anomalies").text_content()
     text = _hover_cell(page, 0, 5, 40)
-    assert text.startswith(HOSTILE + "\n")
+    assert text.startswith(shown + "\n")
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    assert problems == []
+    page.close()
+
+
+LONG = "_fsdp_wrapped_module." * 12 + "layers.3.self_attn.q_proj.lora_A.default.weight"
+
+
+@pytest.mark.ui
+@pytest.mark.parametrize("size", [(1280, 800), (1920, 1080)])
+def test_a_long_name_leaves_the_heat_map_its_width(browser, tmp_path: Path, size) -> None:
+    """From outside: one 300-character name took the label column's whole width and the heat
+    map drew 0 px wide; a U+202E in a name drew it reversed ("layers.thgiew.live")."""
+    names = [LONG, "layers.\u202eevil.weight", *(f"layers.{i}.weight" for i in range(4))]
+    path = export_watch_html(Synthetic(6, 40, names), tmp_path / "long.html")
+    page, problems = _open_at(browser, path, size)
+    heat = page.locator("#heat").bounding_box()
+    labels = page.locator("#heat-labels").bounding_box()
+    assert labels["width"] <= 201 and heat["width"] >= size[0] - 300
+    first = page.locator("#heat-labels div").first
+    assert first.get_attribute("title") == LONG  # whole in its hover
+    text = first.text_content() or ""
+    assert "…" in text and text.endswith("default.weight")
+    assert "\u202e" not in (page.locator("#heat-labels").text_content() or "")
+    assert page.evaluate("document.documentElement.scrollWidth") <= size[0]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"watch_long_names_{size[0]}.png"))
     assert problems == []
     page.close()
 
@@ -300,7 +332,8 @@ def test_anomaly_table_headers_do_not_wrap_at_1280(browser, tmp_path: Path) -> N
     # the table fills the width: the details are not squeezed into a narrow column
     table = page.locator("#anomalies").bounding_box()
     assert table["width"] >= 1200
-    assert HOSTILE in (page.locator("#anomalies").text_content() or "")  # text, never markup
+    # text, never markup (its control characters made visible)
+    assert plain_text(HOSTILE) in (page.locator("#anomalies").text_content() or "")
     assert page.locator("img").count() == 0
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
     assert problems == []

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from gradviz_widgets.vocabulary import Thresholds
+from gradviz_widgets.vocabulary import Thresholds, plain_text
 from gradviz_widgets.watch import GradWatch
 from gradviz_widgets.watch.page import export_watch_html
 
@@ -83,7 +83,7 @@ def test_one_hostile_long_all_nan_parameter_max_steps_1(tmp_path: Path) -> None:
         text = out.read_text(encoding="utf-8")
         self_contained_and_escaped(text)
         data = page_data(text)
-        assert data["names"] == [name] and data["title"] == TITLE
+        assert data["names"] == [plain_text(name)] and data["title"] == TITLE
         assert data["views"][0]["buckets"] == min(max_steps, 5)
         assert data["views"][0]["table"] == []  # no finite norm to write
         assert [a[:3] for a in data["anomalies"]] == [[0, "nonfinite", [0]]]
@@ -93,7 +93,7 @@ def test_one_hostile_long_all_nan_parameter_max_steps_1(tmp_path: Path) -> None:
         encoding="utf-8"
     )
     self_contained_and_escaped(text.replace("<b>t</b>", ""))
-    assert page_data(text)["names"] == [name]
+    assert page_data(text)["names"] == [plain_text(name)]
 
 
 def test_page_of_a_store_still_being_written(tmp_path: Path) -> None:

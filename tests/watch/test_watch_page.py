@@ -16,7 +16,7 @@ from torch import nn
 
 from gradviz_widgets.examples import dead_branch_example
 from gradviz_widgets.frontend import script_json
-from gradviz_widgets.vocabulary import STATUSES, Thresholds
+from gradviz_widgets.vocabulary import STATUSES, Thresholds, plain_text
 from gradviz_widgets.watch import Anomaly, GradWatch, Overview
 from gradviz_widgets.watch.history import COLUMNS
 from gradviz_widgets.watch.page import export_watch_html, page_data
@@ -162,7 +162,8 @@ def test_hostile_names_are_data_everywhere(tmp_path: Path) -> None:
     assert text.count("</script>") == 2  # the data element's and the script's own
     assert "&lt;img src=x onerror=alert(1)&gt;" in text  # the <title>
     data = _data(text)
-    assert data["names"][0] == HOSTILE and data["title"] == HOSTILE
+    # shown as text with its control characters made visible, as the explorer shows names
+    assert data["names"][0] == plain_text(HOSTILE) and data["title"] == HOSTILE
     assert script_json("</script>\u2029&") == '"\\u003c/script\\u003e\\u2029\\u0026"'
 
 
@@ -286,3 +287,32 @@ def test_every_spike_reaches_the_page() -> None:
     ]
     marked = _spikes(spikes, {"w": 0})
     assert len(marked) == 600 and marked[-1][0] == 11980
+
+
+def test_a_long_name_is_elided_in_the_live_heat_map_and_the_page_shows_names_as_text(
+    tmp_path: Path,
+) -> None:
+    """From outside: a 300-character name's tick made Plotly's margin take the live heat map's
+    whole width; a U+202E in a name drew the offline page's label reversed."""
+    from gradviz_widgets.watch.figures import HEAT_LABEL_CHARS, heatmap_figure
+
+    inner: nn.Module = nn.Linear(3, 3)
+    for _ in range(12):  # wrapper in wrapper, as FSDP and checkpointing wrap
+        inner = nn.ModuleDict({"_fsdp_wrapped_module": inner})
+    model = nn.ModuleDict({"w": inner, "a\u202eb": nn.Linear(3, 1)})
+    long = "w." + "_fsdp_wrapped_module." * 11 + "_fsdp_wrapped_module"
+    first = model.get_submodule(long)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path)
+    for _ in range(3):
+        opt.zero_grad()
+        model["a\u202eb"](first(torch.randn(2, 3))).sum().backward()
+        opt.step()
+    names = page_data(watch)["names"]
+    assert long + ".weight" in names and not any("\u202e" in n for n in names)
+    assert plain_text("a\u202eb.weight") in names
+    watch.close()
+    run = GradWatch.open(tmp_path)
+    axis = heatmap_figure(run.overview(), run.params, run.thresholds)["layout"]["yaxis"]
+    assert axis["tickvals"][0] == long + ".weight"  # the hover's %{y}: whole
+    assert len(axis["ticktext"][0]) == HEAT_LABEL_CHARS and "…" in axis["ticktext"][0]
