@@ -357,8 +357,10 @@ function placeKey(b, from, rows, labels, worst, search) {
   }
   const cutLabels = labels.filter((l) => l.y >= b.y && l.y <= b.y + b.h && l.x < b.x && l.x + l.w > b.x).length;
   const near = -(Math.abs(b.x - from.x) / from.w + Math.abs(b.y - from.y) / from.h + 1 - b.w / from.w);
-  // a window with none of the worst nodes is no view of them, however cleanly it is cut
-  const head = [worstIn > 0 || !worst ? 1 : 0, -cuts, worstIn, found, -cutLabels];
+  // a window with none of the worst nodes is no view of them, however cleanly it is cut; nor
+  // is one with no whole node at all a view (an offline page opened on the empty stretch
+  // beside a 190-character module's frame: nothing there to cut)
+  const head = [worstIn > 0 || !worst ? 1 : 0, whole > 0 ? 1 : 0, -cuts, worstIn, found, -cutLabels];
   return search ? [...head, whole, -across, near] : [...head, near];
 }
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..report.grad_report import GradReport
 from ..vocabulary import STYLES, classify, combine_norms, format_norm, plain_text, style
-from .elide import elide_parts
+from .elide import elide_middle, elide_parts
 
 # up to this many bars stand upright (names as two-level ticks below); more lie flat, one
 # row each, and the figure grows taller so tick labels never overlap (the widget scrolls it)
@@ -199,7 +199,7 @@ def _upright_names(
         if text_px(label) > modules.count(module) * slot - 6:
             return None  # a module's name is wider than its bars: not identifiable
     labels = [groups[m] for m in modules]
-    inner = [plotly_text(elide_middle(_short(r["name"], r["module"]))) for r in rows]
+    inner = [plotly_text(elide_middle(_short(r["name"], r["module"]), NAME_CHARS)) for r in rows]
     names = distinct(inner, labels)
     angle = tick_angle(names, slot)
     return None if angle is None else ([labels, names], angle)
@@ -370,21 +370,6 @@ def _before_bar(shape: dict[str, Any], texts: list[str]) -> dict[str, Any]:
         "hovertext": texts,
         "hovertemplate": "before modifiers: %{hovertext}<extra></extra>",
     }
-
-
-def elide_middle(text: str, limit: int = NAME_CHARS) -> str:
-    """`text` shortened to `limit` characters by an ellipsis in the middle: both ends of a
-    long dotted name stay readable (the hover shows it whole).
-
-    Example:
-        >>> elide_middle("transformer.h.11.attn.c_attn.weight", 24)
-        'transformer…_attn.weight'
-    """
-    if len(text) <= limit:
-        return text
-    head = (limit - 1) // 2
-    tail = limit - 1 - head
-    return text[:head] + "…" + text[len(text) - tail :]
 
 
 def distinct(labels: list[str], groups: list[str] | None = None) -> list[str]:

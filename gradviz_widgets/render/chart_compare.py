@@ -22,7 +22,6 @@ from .chart import (
     bar_rows,
     chart_shape,
     distinct,
-    elide_middle,
     figure_layout,
     plotly_text,
     short_names,
@@ -31,6 +30,7 @@ from .chart import (
 )
 from .compare_view import badge, ratio_color
 from .dot import STATUS_STYLE
+from .elide import elide_middle
 
 A_INK, B_INK = "#555555", "#000000"  # bar outlines: thin grey for A, black for B
 

@@ -30,6 +30,7 @@ from ..vocabulary import (
     plain_text,
     style,
 )
+from .elide import elide_middle
 
 #: status -> (fill, border, style, label), from vocabulary.STYLES (kept for older callers)
 STATUS_STYLE: dict[str, tuple[str, str, str, str]] = {k: STYLES[k].as_tuple() for k in LEGEND_ORDER}
@@ -234,7 +235,7 @@ class _Emitter:
             self.keys[key] = path
             self.lines.append(f"{pad}subgraph cluster_{key} {{")
             self.lines.append(
-                f'{pad}  id="{key}"; label="{_dot_text([f"{path}{suffix} · {kind}"])}"; '
+                f'{pad}  id="{key}"; label="{_dot_text([f"{path}{suffix} · {kind}"], True)}"; '
                 'labeljust=l; style="rounded,dashed"; color="#8a8a8a"; fontsize=10;'
             )
             self.cluster(child, pad + "  ")
@@ -265,7 +266,7 @@ def _node_line(key: str, n: GradNode, hooked: bool, selected: bool) -> str:
         if selected:
             attrs["color"] = SELECTED_COLOR
         body = ", ".join(f"{k}={_q(v)}" for k, v in attrs.items())
-        return f'{key} [id="{key}", label="{_dot_text(label_lines(n))}", {body}];'
+        return f'{key} [id="{key}", label="{_dot_text(label_lines(n), True)}", {body}];'
     look = style(n.status)
     styles = ["filled", "rounded" if n.kind in ("op", "accumulate") else "", look.dash]
     attrs = {
@@ -287,7 +288,7 @@ def _node_line(key: str, n: GradNode, hooked: bool, selected: bool) -> str:
     if attrs["shape"] == "box3d" and len(lines) >= 3:
         attrs["margin"] = BOX3D_MARGIN
     body = ", ".join(f"{k}={_q(v)}" for k, v in attrs.items())
-    return f'{key} [id="{key}", label="{_dot_text(lines)}", {body}];'
+    return f'{key} [id="{key}", label="{_dot_text(lines, True)}", {body}];'
 
 
 def label_lines(n: GradNode) -> list[str]:
@@ -317,10 +318,20 @@ def label_lines(n: GradNode) -> list[str]:
     return lines
 
 
-def _dot_text(lines: list[str]) -> str:
+#: characters of a drawn label line: a longer one is elided in the middle (the tooltip, the
+#: readout and the search keep it whole). A 190-character module name drew a node wider than
+#: the pane, its unfolded children all showing the same middle stretch of it, and an
+#: offline page opened on an empty stretch of a graph 4,000 px wide
+LABEL_CHARS = 60
+
+
+def _dot_text(lines: list[str], drawn: bool = False) -> str:
     """Lines of user text as the inside of a quoted DOT label: control characters shown as
     pictures, `\\` `"` escaped, `&` written as `&amp;` (Graphviz decodes entities in labels),
-    lines joined with DOT's `\\n`; never starts with a line break (it crashes WASM Graphviz)."""
+    lines joined with DOT's `\\n`; never starts with a line break (it crashes WASM Graphviz).
+    `drawn`: a node's or frame's label, each line elided to LABEL_CHARS."""
+    if drawn:
+        lines = [elide_middle(plain_text(line), LABEL_CHARS) for line in lines]
     return "\\n".join(
         plain_text(line).replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;")
         for line in lines

@@ -69,3 +69,18 @@ def _joined(parts: list[str], left_out: frozenset[int]) -> str:
         elif not out or out[-1] != GAP:
             out.append(GAP)
     return ".".join(out)
+
+
+def elide_middle(text: str, limit: int) -> str:
+    """`text` shortened to `limit` characters by an ellipsis in the middle: both ends of a
+    long dotted name stay readable (the hover shows it whole).
+
+    Example:
+        >>> elide_middle("transformer.h.11.attn.c_attn.weight", 24)
+        'transformer…_attn.weight'
+    """
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    tail = limit - 1 - head
+    return text[:head] + "…" + text[len(text) - tail :]

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..render.chart import distinct, elide_middle, plotly_text
+from ..render.chart import distinct, plotly_text
+from ..render.elide import elide_middle
 from ..vocabulary import OFF_SCALE, STATUSES, STYLES, Thresholds, format_norm, named_few, style
 from .history import Overview
 from .store import ParamInfo
@@ -64,6 +65,19 @@ def z_range(values: np.ndarray, thresholds: Thresholds) -> tuple[float, float]:
 HEAT_LABEL_CHARS = 48
 
 
+def _name_axis(params: list[ParamInfo], order: list[int], names: list[str]) -> dict:
+    """The heat map's row axis: a long name (FSDP, LoRA wrappers) elided in its tick, whole in
+    the hover (a 300-character name's tick took the figure's whole width for its margin)."""
+    return {
+        "autorange": "reversed",
+        "automargin": True,
+        "type": "category",
+        "tickmode": "array",
+        "tickvals": names,
+        "ticktext": [plotly_text(elide_middle(params[i].name, HEAT_LABEL_CHARS)) for i in order],
+    }
+
+
 def module_order(params: list[ParamInfo]) -> list[int]:
     """Parameter indices grouped by module (modules in order of first appearance)."""
     first: dict[str, int] = {}
@@ -115,18 +129,7 @@ def heatmap_figure(
             "font": {"size": 13},
         },
         "xaxis": {"title": {"text": "step"}},
-        # a long name (FSDP, LoRA wrappers) elided in its tick, whole in the hover: the
-        # margin grew to its width and squeezed the heat map to nothing
-        "yaxis": {
-            "autorange": "reversed",
-            "automargin": True,
-            "type": "category",
-            "tickmode": "array",
-            "tickvals": names,
-            "ticktext": [
-                plotly_text(elide_middle(params[i].name, HEAT_LABEL_CHARS)) for i in order
-            ],
-        },
+        "yaxis": _name_axis(params, order, names),
         "height": max(300, 16 * len(names) + 120),
         "margin": {"l": 10, "r": 10, "t": 40},
         "legend": {"orientation": "h", "y": -0.12, "x": 0},

@@ -204,3 +204,18 @@ test("wholeNodesBox: a graph narrower than the window, or with no boxes, keeps t
   assert.equal(moved.x, box.x); // across: nothing to cut
   assert.ok(whole(moved, nodes[1]), JSON.stringify(moved)); // down to the NaN node
 });
+
+test("wholeNodesBox: a window with no whole node is never the first view, however clean", () => {
+  // all healthy (no rank): the window the top band chose holds nothing (a wide frame's empty
+  // stretch); it moves onto the nodes even where every place there cuts one
+  const box = { x: 0, y: 0, w: 100, h: 100 };
+  const area = { x: 0, y: 0, w: 1000, h: 100 };
+  const nodes = [
+    { x: 480, y: 10, w: 50, h: 20, rank: 0 },
+    { x: 560, y: 40, w: 50, h: 20, rank: 0 },
+    { x: 575, y: 70, w: 60, h: 20, rank: 0 },
+  ];
+  const b = wholeNodesBox(box, area, nodes);
+  const whole = nodes.filter((n) => n.x >= b.x && n.x + n.w <= b.x + b.w);
+  assert.ok(whole.length > 0, JSON.stringify(b));
+});
