@@ -130,6 +130,44 @@ def nonfinite_origin(graph: GradGraph, loss: float | None = None) -> str | None:
     return None
 
 
+def masked_nonfinite(origin: str) -> str:
+    """The finding of a NaN/Inf made in backward that no parameter received: an op on the way
+    (a ReLU's mask, `torch.where`) replaced it, so every parameter reads finite while the graph
+    draws NaN/Inf edges.
+
+    Example:
+        >>> masked_nonfinite("SqrtBackward0#0")[:52]
+        'NaN/Inf flowed inside the graph from SqrtBackward0#0'
+    """
+    return (
+        f"NaN/Inf flowed inside the graph from {origin} but reached no parameter (an op on the "
+        "way, such as a ReLU's mask or torch.where, replaced it): the parameters' gradients "
+        "are finite; the graph's NaN/Inf edges show where"
+    )
+
+
+def _nonfinite_findings(
+    bad: list[ParamRecord], nonfinite_at: str | None, loss: float, graphed: bool
+) -> list[str]:
+    """The findings of NaN/Inf: in the loss, in parameters' gradients, or masked on the way."""
+    out: list[str] = []
+    finite_loss = loss == loss and loss not in (float("inf"), float("-inf"))
+    if not finite_loss:
+        first = f", first at {nonfinite_at}" if nonfinite_at not in (None, OUTPUT) else ""
+        out.append(
+            f"the loss is {format_norm(loss)}: the forward pass produced non-finite values"
+            f"{first} (check the inputs and ops like log, sqrt, division)"
+        )
+    if bad:
+        where = f", first at {nonfinite_at}" if nonfinite_at else ""
+        if not finite_loss and nonfinite_at not in (None, OUTPUT):
+            where = f", from the NaN/Inf the forward made at {nonfinite_at}"
+        out.append(f"{_count(bad)} with NaN/Inf gradients{where}: {_names(bad)}")
+    elif finite_loss and nonfinite_at is not None and graphed:
+        out.append(masked_nonfinite(nonfinite_at))
+    return out
+
+
 def findings(
     params: Sequence[ParamRecord],
     nonfinite_at: str | None,
@@ -139,21 +177,10 @@ def findings(
     """Short sentences for the status line, most severe first. With the run's `graph`,
     embedding weights (`embedding_like`) are told apart from dense layers: their zero rows
     are the rows this batch did not index, not dead units."""
-    out: list[str] = []
-    if loss != loss or loss in (float("inf"), float("-inf")):
-        first = f", first at {nonfinite_at}" if nonfinite_at not in (None, OUTPUT) else ""
-        out.append(
-            f"the loss is {format_norm(loss)}: the forward pass produced non-finite values"
-            f"{first} (check the inputs and ops like log, sqrt, division)"
-        )
     by: dict[str, list[ParamRecord]] = {}
     for p in params:
         by.setdefault(p.status, []).append(p)
-    if by.get("nonfinite"):
-        where = f", first at {nonfinite_at}" if nonfinite_at else ""
-        out.append(
-            f"{_count(by['nonfinite'])} with NaN/Inf gradients{where}: {_names(by['nonfinite'])}"
-        )
+    out = _nonfinite_findings(by.get("nonfinite", []), nonfinite_at, loss, graph is not None)
     if by.get("exploding"):
         out.append(f"{_count(by['exploding'])} with exploding gradients: {_names(by['exploding'])}")
     if by.get("none"):

@@ -195,3 +195,45 @@ def test_duration_covers_the_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(diagnose, "findings", findings)
     report = GradExplorer(nn.Linear(3, 1), torch.randn(2, 3)).run()
     assert report.duration_s >= 0.3
+
+
+class MaskedNan(nn.Module):
+    """sqrt(h**2) at h == 0 makes NaN in backward; the ReLU before it masks it out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.c = nn.Linear(4, 4), nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c(torch.sqrt(torch.relu(self.a(x)) ** 2)).sum()
+
+
+def test_a_nan_masked_before_any_parameter_is_a_finding() -> None:
+    """From outside: the graph drew NaN/Inf edges while the status line said "all 4 gradients
+    healthy" and nothing else."""
+    torch.manual_seed(0)
+    ex = GradExplorer(MaskedNan(), torch.randn(6, 4))
+    report = ex.run()
+    assert all(p.status == "healthy" for p in report.params)
+    assert any(e.status == "nonfinite" for e in ex.graph.edges)
+    assert report.findings == (diagnose.masked_nonfinite(report.nonfinite_origin),)
+    assert "SqrtBackward0#0" in report.findings[0]
+
+
+def test_nan_gradients_from_a_nan_loss_name_the_forward_op_as_such() -> None:
+    """A NaN loss: the parameters' NaN gradients come from the forward's NaN, not from a
+    backward node ("first at LogBackward0#0" read as if that node sent NaN back)."""
+
+    class NanLoss(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.b, self.c = nn.Linear(4, 4), nn.Linear(4, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.c(torch.log(self.b(x))).mean()
+
+    torch.manual_seed(0)
+    report = GradExplorer(NanLoss(), torch.randn(6, 4)).run()
+    line = next(f for f in report.findings if "NaN/Inf gradients" in f)
+    assert f"from the NaN/Inf the forward made at {report.nonfinite_origin}" in line
+    assert "Log" in report.nonfinite_origin
