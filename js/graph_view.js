@@ -88,7 +88,8 @@ export class GraphView {
     // a new viewport size (the cell got wider, the chart moved below) fits again, unless the
     // user moved the view; the widget hears whether the whole graph still fits
     this.resizeTimer = 0;
-    this.clickTimer = 0; // a folded module's click, waiting for a double-click
+    this.clickTimer = 0; // a folded module's click, waiting for a double-click ...
+    this.pendingClick = ""; // ... on this node
     this.lastSize = "";
     this.baseHeight = ""; // the pane's height trait; a taller graph grows it (autoHeight)
     this.autoHeight = true; // until the user drags the viewport's resize grip
@@ -332,14 +333,29 @@ export class GraphView {
       return;
     }
     if (!this.infoOf(id)?.expandable) {
+      this.sendPendingClick();
       this.callbacks.onNodeClick?.(id);
       return;
     }
     // a folded module: a double-click unfolds it, so its click waits to see whether one comes
     // (sent at once, the double-click's two clicks toggled its hook on and off: two re-runs)
+    if (this.pendingClick === id) {
+      clearTimeout(this.clickTimer);
+      this.pendingClick = "";
+      if (ev.detail > 1) return; // the double-click's second click
+    }
+    // a click on another node sends the one waiting (quick clicks on two modules dropped the first)
+    this.sendPendingClick();
+    this.pendingClick = id;
+    this.clickTimer = Number(setTimeout(() => this.sendPendingClick(), DOUBLE_CLICK_MS));
+  }
+
+  /** Send the folded module's click that waits for a double-click, now. */
+  sendPendingClick() {
     clearTimeout(this.clickTimer);
-    if (ev.detail > 1) return;
-    this.clickTimer = Number(setTimeout(() => this.callbacks.onNodeClick?.(id), DOUBLE_CLICK_MS));
+    const id = this.pendingClick;
+    this.pendingClick = "";
+    if (id) this.callbacks.onNodeClick?.(id);
   }
 
   /** Enter / Space on a focused node = click; Escape clears. @param {KeyboardEvent} ev */
@@ -359,6 +375,7 @@ export class GraphView {
   /** @param {MouseEvent} ev */
   onDblClick(ev) {
     clearTimeout(this.clickTimer);
+    this.pendingClick = "";
     const id = this.find(ev.target, "node");
     if (id !== null) {
       this.callbacks.onNodeDblClick?.(id);

@@ -4,7 +4,9 @@
 * the first click on a node filled the hook readout above the stacked graph, which pushed the
   graph 108 px down: the pointer was left on empty space. The graph now stays where it was;
 * a double-click on a folded module unfolded it and also toggled its hook on and off again
-  (two re-runs; the readout said the hook was off). Its click now waits for the double-click.
+  (two re-runs; the readout said the hook was off). Its click now waits for the double-click;
+* quick clicks on two folded modules (<300 ms apart) hooked only the second: a click on
+  another node now sends the one waiting.
 """
 
 from __future__ import annotations
@@ -76,6 +78,19 @@ def test_a_double_click_on_a_folded_module_only_unfolds_it(small_lab: LabPage) -
     box = node(small_lab, "module:enc")
     box.click()
     wait_until(lambda: py(small_lab, "ex.hooks") == [["enc", "backward"]], 60, "the hook on")
+    # quick clicks on two folded modules hook both (the second's wait dropped the first's)
+    small_lab.execute("ex.set_hook('enc', on=False)")
+    head = node(small_lab, "module:head")
+    head.scroll_into_view_if_needed()
+    node(small_lab, "module:enc").click()
+    small_lab.page.wait_for_timeout(100)
+    head.click()
+    wait_until(
+        lambda: sorted(map(tuple, py(small_lab, "ex.hooks")))
+        == [("enc", "backward"), ("head", "backward")],
+        60,
+        "both hooks on",
+    )
 
 
 @pytest.mark.ui
