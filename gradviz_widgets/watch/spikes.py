@@ -148,6 +148,9 @@ class SpikeFinder:
             # are laid out with fewer (`_fit`)
             self._recent.append((step, score, rscore, z, rz, len(per)))
             self._last_step = step
+            # a gradient norm spike after the norms' own calm gap ends an event that update
+            # ratios opened at their slower pace (it had absorbed one 47 steps later)
+            done += self._superseded(step, spike)
             # a spike seen only in update ratios measured every N steps: its calm gap and
             # span count measurements (one excursion over 60 steps was 6 events)
             self._mark(step, spike | rspike, self._every if not spike.any() else 1)
@@ -249,6 +252,19 @@ class SpikeFinder:
             # made an event of gradient norms wait 30 steps to end and last up to 160
             self._event["last"] = step
         self._last_spike = step
+
+    def _superseded(self, step: int, norm_spike: np.ndarray) -> list[Spike]:
+        """The open event, ended when this step's gradient norms spike while it was opened at
+        the slower pace of update ratios and its last spike is older than the norms' calm gap:
+        the norms' spike is an event of its own, named for what started it."""
+        event = self._event
+        if event is None or event["every"] == 1 or not norm_spike.any():
+            return []
+        if step - event["last"] <= self.rule.gap:
+            return []
+        done = [self._end()]
+        self._last_spike = -(1 << 40)  # the new event opens at this step
+        return done
 
     def _maybe_end(self, step: int) -> list[Spike]:
         event = self._event
@@ -433,9 +449,7 @@ def _row(
 def _sentence(event: dict[str, Any], table: list[dict], peaks: np.ndarray, rule: SpikeRule) -> str:
     start, loss_step = event["start"], event["loss_step"]
     head = f"step {start}: "
-    movers = [r for r in table if r["kind"] == "module"] or [
-        r for r in table if r["kind"] == "param"
-    ]
+    movers = _movers(table)
     if not movers:
         return head + (
             "the loss spiked with no gradient leaving its baseline"
@@ -458,6 +472,24 @@ def _sentence(event: dict[str, Any], table: list[dict], peaks: np.ndarray, rule:
             else f", {-lead} step{'s' if lead != -1 else ''} after the loss"
         )
     return text + _depth_words(peaks, rule)
+
+
+def _movers(table: list[dict]) -> list[dict]:
+    """The series the sentence may name as the first movers: modules (a module says more than
+    one of its parameters), unless a parameter left its baseline before every module did (an
+    event opened by a bias's update ratio at step 490 read "started in 0", a module that left
+    at 516).
+
+    Example:
+        >>> rows = [{"kind": "param", "first_step": 490}, {"kind": "module", "first_step": 516}]
+        >>> [r["kind"] for r in _movers(rows)]
+        ['param']
+    """
+    mods = [r for r in table if r["kind"] == "module"]
+    params = [r for r in table if r["kind"] == "param"]
+    if mods and params and params[0]["first_step"] < mods[0]["first_step"]:
+        return params
+    return mods or params
 
 
 def _depth_words(peaks: np.ndarray, rule: SpikeRule) -> str:

@@ -86,8 +86,10 @@ def test_a_double_click_on_a_folded_module_only_unfolds_it(small_lab: LabPage) -
     small_lab.page.wait_for_timeout(100)
     head.click()
     wait_until(
-        lambda: sorted(map(tuple, py(small_lab, "ex.hooks")))
-        == [("enc", "backward"), ("head", "backward")],
+        lambda: (
+            sorted(map(tuple, py(small_lab, "ex.hooks")))
+            == [("enc", "backward"), ("head", "backward")]
+        ),
         60,
         "both hooks on",
     )

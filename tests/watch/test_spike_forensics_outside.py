@@ -67,3 +67,23 @@ def test_a_3x_loss_spike_on_a_fast_falling_loss_is_seen() -> None:
     norms = np.ones((steps, 1)) * (1 + 0.01 * np.sin(np.arange(steps)))[:, None]
     found = _feed(norms, losses=losses)
     assert [s.loss_step for s in found] == [bad], found
+
+
+def test_an_event_opened_by_a_sampled_update_ratio_does_not_absorb_a_later_gradient_spike() -> None:
+    """From outside: a scalar bias's update ratio (measured every 10 steps) opened an event at
+    step 490; its slow pace absorbed the batch scaled x1000 at step 537, and the one spike
+    read "step 490: started in 0 (gradient norm ...)", a module that left at 516."""
+    steps = 700
+    t = np.arange(steps)
+    norms = np.stack([1 + 0.01 * np.sin(t), 1 + 0.01 * np.cos(t)], axis=1)
+    ratios = np.full((steps, 2), np.nan)
+    ratios[::10] = 1e-3 * (1 + 0.01 * np.cos(t[::10]))[:, None]
+    ratios[490, 1] *= 40  # the bias's update ratio jumps ...
+    ratios[510, 1] *= 20  # ... and again, keeping its event open at the ratios' pace
+    norms[537, 0] *= 50  # the real gradient spike, 47 steps after the ratio's
+    found = _feed(norms, ratios)
+    by_step = {s.step: s for s in found}
+    assert 537 in by_step, found  # an event of its own, named for what started it
+    assert by_step[537].sentence.startswith("step 537: started in 0 (gradient norm")
+    assert by_step[490].sentence.startswith("step 490: started in 4 (update ratio")
+    assert by_step[490].end < 537
