@@ -10,7 +10,8 @@
  * @typedef {{statuses: string[], plain: string[], names: string[], modules: string[],
  *   shapes: string[], thresholds: (number|null)[], threshold_text: string[],
  *   colors: Record<string, string[]>, labels: Record<string, string>,
- *   skipped_label?: string, skipped_text?: string, skipped_style?: string[]}} PageData
+ *   skipped_label?: string, skipped_text?: string, skipped_style?: string[],
+ *   none_why?: number[][][], none_words?: string[]}} PageData
  * @typedef {{count: number, first: number[], buckets: number[][]}} Skipped the steps a
  *   GradScaler skipped: how many, the first few, [bucket, how many, first step] per bucket
  * @typedef {{label: string, first: number, width: number, buckets: number, table: string[],
@@ -188,7 +189,8 @@ export function cellText(D, V, r, b) {
   const i = r * V.B + b, s0 = V.first + b * V.width, s = D.statuses[V.status[i]];
   const steps = V.width > 1 ? `steps ${s0}–${s0 + V.width - 1}` : `step ${s0}`;
   const lines = [D.names[r], `${D.modules[r] || "(top level)"} · ${D.shapes[r]}`, steps];
-  lines.push(s === undefined ? "no record" : `status: ${D.labels[s]}`);
+  const why = s === "none" ? noneWhy(D, r, s0) : "";
+  lines.push(s === undefined ? "no record" : `status: ${D.labels[s]}${why ? `: ${why}` : ""}`);
   const skip = skipText(D, V, b);
   if (skip) lines.push(skip);
   if (V.hi[i]) lines.push(`max ‖g‖ = ${V.table[V.hi[i] - 1]} at step ${s0 + V.hiOff[i]}`);
@@ -337,4 +339,16 @@ export function elideMiddle(text, limit) {
   if (text.length <= limit) return text;
   const head = Math.floor((limit - 1) / 2), tail = limit - 1 - head;
   return `${text.slice(0, head)}…${text.slice(text.length - tail)}`;
+}
+
+/**
+ * Why row `r` reads None at `step`, in words ("frozen", "trainable, but no gradient reached
+ * it"), from Python's `none_why`; "" for pages without it.
+ * @param {PageData} D @param {number} r @param {number} step @returns {string}
+ */
+export function noneWhy(D, r, step) {
+  const changes = D.none_why?.[r] ?? [];
+  let code = D.none_why ? 1 : 0; // no event: a trainable parameter
+  for (const [at, c] of changes) if (at <= step) code = c;
+  return D.none_words?.[code] ?? "";
 }

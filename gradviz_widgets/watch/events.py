@@ -59,6 +59,16 @@ def advance(state: int, kind: str) -> int:
     return state & ~_REMOVED  # added, replaced: the name holds a parameter again
 
 
+def reason_of(state: int) -> str:
+    """The REASONS word of a None row of a parameter in `state` (`advance`).
+
+    Example:
+        >>> reason_of(advance(0, "frozen")), reason_of(0)
+        ('frozen', 'no gradient')
+    """
+    return REASONS[3 if state & _REMOVED else 2 if state & _FROZEN else 1]
+
+
 def quiet(events: Iterable[Event], names: Sequence[str]) -> np.ndarray:
     """Per name: whether its None status is intended (frozen or removed), after `events`."""
     state: dict[str, int] = {}
@@ -94,7 +104,7 @@ def reason_codes(
         k = np.searchsorted(np.array(at), firsts, side="right") - 1
         state[:, j] = np.where(k >= 0, np.array(codes, dtype=np.uint8)[np.maximum(k, 0)], 0)
     flat = state.reshape(-1)
-    why = np.where(flat & _REMOVED, 3, np.where(flat & _FROZEN, 2, 1))
+    why = np.where(flat & _REMOVED, 3, np.where(flat & _FROZEN, 2, 1))  # as `reason_of`
     return np.where(none, why, 0).astype(np.int64)
 
 
@@ -120,3 +130,31 @@ def describe(events: Sequence[Event]) -> str:
                 f"{_AFTER[kind]}"
             )
     return "GradWatch: " + "; ".join(parts) + " (watch.events lists every change)."
+
+
+#: what a None cell says of its parameter (events.REASONS, in words the hover reads)
+NONE_WORDS = ("", "trainable, but no gradient reached it", "frozen", "removed")
+
+
+def none_why(events: list, names: list[str]) -> list[list[list[int]]]:
+    """Per name, the steps from which its None reads as trainable-but-unreached (1), frozen
+    (2) or removed (3) (`events.REASONS` order), from the run's parameter events: a frozen
+    stage and a forgotten layer were both plain grey "no gradient (None)".
+
+    Example:
+        >>> none_why([Event(0, "a", "frozen"), Event(5, "a", "unfrozen")], ["a", "b"])
+        [[[0, 2], [5, 1]], []]
+    """
+    state: dict[str, int] = {}
+    out: dict[str, list[list[int]]] = {n: [] for n in names}
+    for e in sorted(events, key=lambda e: e.step):
+        if e.param not in out:
+            continue
+        state[e.param] = advance(state.get(e.param, 0), e.kind)
+        code = REASONS.index(reason_of(state[e.param]))
+        changes = out[e.param]
+        if changes and changes[-1][0] == e.step:
+            changes[-1][1] = code
+        else:
+            changes.append([int(e.step), code])
+    return [out[n] for n in names]

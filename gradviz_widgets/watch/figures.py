@@ -12,6 +12,7 @@ import numpy as np
 from ..render.chart import distinct, plotly_text
 from ..render.elide import elide_middle
 from ..vocabulary import OFF_SCALE, STATUSES, STYLES, Thresholds, format_norm, named_few, style
+from .events import NONE_WORDS, none_why
 from .history import Overview
 from .store import ParamInfo
 
@@ -92,11 +93,13 @@ def heatmap_figure(
     thresholds: Thresholds,
     anomalies: list | None = None,
     spikes: list | None = None,
+    events: list | None = None,
 ) -> dict:
     """Parameters (rows, grouped by module) x buckets of steps; colour = log10 of the bucket's
     largest norm (smallest where it dipped below the vanishing line). None, 0.0 and NaN/Inf
-    cells get their own colours on top; anomalies are marked on the step axis, and each
-    spike's first movers (up to 3 rows) are outlined over the spike's steps."""
+    cells get their own colours on top (a None cell's hover says why, from the parameter
+    `events`); anomalies are marked on the step axis, and each spike's first movers (up to 3
+    rows) are outlined over the spike's steps."""
     order = module_order(params)[: overview.n_params]
     x = overview.bucket_steps().tolist()
     values = overview.cell_values()[:, order] if overview.used else np.zeros((0, len(order)))
@@ -120,7 +123,8 @@ def heatmap_figure(
             "hovertemplate": "%{y}<br>steps from %{x}<br>log10 ‖g‖ = %{z:.2f}<extra></extra>",
         }
     ]
-    data += [_special_trace(s, x, names, status) for s in OFF_SCALE]
+    why = _none_codes(events or [], [params[i].name for i in order], x)
+    data += [t for s in OFF_SCALE for t in _special_traces(s, x, names, status, why)]
     data.append(nonfinite_marks(x, names, status))
     layout = {
         "title": {
@@ -169,20 +173,43 @@ def _spike_leads(spikes: list, rows: dict[str, int], width: int, limit: int = 40
     return shapes
 
 
-def _special_trace(s: str, x: list, names: list[str], status: np.ndarray) -> dict:
-    """Cells of status `s` (None, 0.0, NaN/Inf) in their own colour, over the norm colours."""
+def _special_traces(
+    s: str, x: list, names: list[str], status: np.ndarray, why: np.ndarray
+) -> list[dict]:
+    """Cells of status `s` (None, 0.0, NaN/Inf) in their own colour, over the norm colours;
+    None cells one trace per reason (`why`: NONE_WORDS codes, buckets x rows), whose hover
+    says it (a frozen stage and a forgotten layer read alike)."""
     colour, label = STYLES[s].line, STYLES[s].label
-    return {
-        "type": "heatmap",
-        "name": label,
-        "x": x,
-        "y": names,
-        "z": np.where((status == STATUSES.index(s)).T, 1.0, np.nan),
-        "showscale": False,
-        "colorscale": [[0, colour], [1, colour]],
-        "hoverongaps": False,
-        "hovertemplate": f"%{{y}}<br>steps from %{{x}}<br>{label}<extra></extra>",
-    }
+    cells = status == STATUSES.index(s)
+    parts = [(cells, label)]
+    if s == "none":
+        parts = [(cells & (why == c), f"{label}: {NONE_WORDS[c]}") for c in np.unique(why[cells])]
+    return [
+        {
+            "type": "heatmap",
+            "name": label,
+            "legendgroup": s,
+            "x": x,
+            "y": names,
+            "z": np.where(part.T, 1.0, np.nan),
+            "showscale": False,
+            "colorscale": [[0, colour], [1, colour]],
+            "hoverongaps": False,
+            "hovertemplate": f"%{{y}}<br>steps from %{{x}}<br>{words}<extra></extra>",
+        }
+        for part, words in parts or [(cells, label)]
+    ]
+
+
+def _none_codes(events: list, names: list[str], steps: list) -> np.ndarray:
+    """NONE_WORDS codes (buckets x rows) of why each row would read None at each bucket's
+    first step (`events.none_why`)."""
+    out = np.ones((len(steps), len(names)), dtype=np.int64)
+    at = np.asarray(steps, dtype=np.int64)
+    for r, changes in enumerate(none_why(events, names)):
+        for step, code in changes:
+            out[at >= step, r] = code
+    return out
 
 
 def nonfinite_marks(x: list, names: list[str], status: np.ndarray) -> dict:

@@ -40,6 +40,7 @@ import numpy as np
 from ..frontend import script_json, script_text, static_text
 from ..vocabulary import OFF_SCALE, SELECTED_COLOR, STATUSES, STYLES, format_norm, plain_text
 from .anomalies import SPIKE
+from .events import NONE_WORDS, none_why
 from .figures import NONFINITE_MARK, SPIKE_COLOR, default_selection, module_order
 from .history import EMPTY, Overview
 from .page_data import merge_buckets, view_data
@@ -150,6 +151,9 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
         "views": views,
         # spike events: [step, end, rows of the first movers (first first), sentence]
         "spikes": _spikes(spikes, index),
+        # why a row reads None: per row, [step, index into none_words] from that step on
+        "none_why": none_why(getattr(run, "events", None) or [], [params[i].name for i in order]),
+        "none_words": list(NONE_WORDS),
     }
 
 

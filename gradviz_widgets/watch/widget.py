@@ -106,6 +106,13 @@ class WatchWidget:
             return list(getattr(self.source, "spikes", []))
         return writer.spike_list()
 
+    def _events(self) -> list:
+        """Parameter events (frozen, unfrozen, ...) as the writer has them, without waiting."""
+        writer = getattr(self.source, "_writer", None)
+        if writer is None:
+            return list(getattr(self.source, "events", []))
+        return list(writer.events)
+
     def _on_rank(self, change: dict) -> None:
         """Another rank of a run opened from disk: its heat map and lines."""
         self._overview = self.source.overview(rank=change["new"])
@@ -151,7 +158,9 @@ class WatchWidget:
             if not self._picked:
                 self.selected = default_selection(self._overview, params, anomalies=anomalies)
             return (
-                heatmap_figure(self._overview, params, th, anomalies, self._spikes()),
+                heatmap_figure(
+                    self._overview, params, th, anomalies, self._spikes(), self._events()
+                ),
                 lines_figure(self._overview, params, self.selected, th, anomalies),
             )
 

@@ -7,7 +7,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deflateSync } from "node:zlib";
 import {
-  breaks, cellText, elideMiddle, cellValue, colorAt, colorStops, count, decade, lineSlots, loadView, normRange, plainRuns, rgb, series,
+  breaks, cellText, elideMiddle, noneWhy, cellValue, colorAt, colorStops, count, decade, lineSlots, loadView, normRange, plainRuns, rgb, series,
   skipColumns, skipText, summaryText, ticks, undelta, withRow,
 } from "../watch_data.js";
 
@@ -236,4 +236,12 @@ test("a long name is elided in the middle, both ends kept, as Python's elide_mid
   const shown = elideMiddle(long, 30);
   assert.equal(shown.length, 30);
   assert.ok(shown.endsWith("a_A.default.weight".slice(-15)) && shown.startsWith("_fsdp_wrap"));
+});
+
+test("a None cell says why: frozen, removed, or trainable but reached by no gradient", () => {
+  const D = { ...DATA, none_why: [[[0, 2], [5, 1]], []], none_words: ["", "trainable, but no gradient reached it", "frozen", "removed"] };
+  assert.equal(noneWhy(D, 0, 3), "frozen");
+  assert.equal(noneWhy(D, 0, 7), "trainable, but no gradient reached it");  // unfrozen at 5
+  assert.equal(noneWhy(D, 1, 7), "trainable, but no gradient reached it");  // no event
+  assert.equal(noneWhy(DATA, 0, 3), "");  // an older page: says nothing it does not know
 });

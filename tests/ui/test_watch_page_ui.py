@@ -173,6 +173,40 @@ def test_a_long_name_leaves_the_heat_map_its_width(browser, tmp_path: Path, size
 
 
 @pytest.mark.ui
+def test_a_none_cell_says_whether_the_parameter_is_frozen(browser, tmp_path: Path) -> None:
+    """From outside: a frozen head and a trainable head the forward never called were both
+    plain grey "no gradient (None)", the forgotten layer not told from the intended one."""
+    import torch
+    from torch import nn
+
+    from gradviz_widgets.watch import GradWatch
+
+    torch.manual_seed(0)
+    model = nn.ModuleDict(
+        {"body": nn.Linear(4, 4), "frozen": nn.Linear(4, 4), "unused": nn.Linear(4, 4)}
+    )
+    model["frozen"].requires_grad_(False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    for _ in range(6):
+        opt.zero_grad()
+        model["frozen"](model["body"](torch.randn(3, 4))).sum().backward()
+        opt.step()
+    path = export_watch_html(watch, tmp_path / "why.html")
+    watch.close()
+    names = page_data(GradWatch.open(tmp_path / "run"))["names"]
+    page, problems = _open(browser, path)
+    for name, why in (
+        ("frozen.weight", "frozen"),
+        ("unused.weight", "trainable, but no gradient reached it"),
+    ):
+        text = _hover_cell(page, names.index(name), 3, 6)
+        assert f"no gradient (None): {why}" in text, text
+    assert problems == []
+    page.close()
+
+
+@pytest.mark.ui
 def test_big_history_page_draws_quickly(browser, tmp_path: Path) -> None:
     path = export_watch_html(big_run(), tmp_path / "big.html")
     start = time.perf_counter()

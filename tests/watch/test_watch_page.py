@@ -316,3 +316,42 @@ def test_a_long_name_is_elided_in_the_live_heat_map_and_the_page_shows_names_as_
     axis = heatmap_figure(run.overview(), run.params, run.thresholds)["layout"]["yaxis"]
     assert axis["tickvals"][0] == long + ".weight"  # the hover's %{y}: whole
     assert len(axis["ticktext"][0]) == HEAT_LABEL_CHARS and "…" in axis["ticktext"][0]
+
+
+def test_a_none_cell_says_why_in_the_page_and_the_live_heat_map(tmp_path: Path) -> None:
+    """From outside: a frozen head and a trainable head never called were both plain "no
+    gradient (None)"; the hover now says which, from the parameter events (an unfrozen
+    layer reads trainable from its step on)."""
+    from gradviz_widgets.watch.figures import heatmap_figure
+    from gradviz_widgets.watch.widget import WatchWidget
+
+    torch.manual_seed(0)
+    model = nn.ModuleDict(
+        {"body": nn.Linear(3, 3), "frozen": nn.Linear(3, 3), "unused": nn.Linear(3, 3)}
+    )
+    model["frozen"].requires_grad_(False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path)
+    for _ in range(4):
+        opt.zero_grad()
+        model["frozen"](model["body"](torch.randn(2, 3))).sum().backward()
+        opt.step()
+    data = page_data(watch)
+    why = {n: data["none_why"][r] for r, n in enumerate(data["names"])}
+    assert why["frozen.weight"] == [[0, 2]] and why["unused.weight"] == []
+    assert data["none_words"][2] == "frozen"
+    for figure in (
+        heatmap_figure(watch.overview(), GradWatch.open(tmp_path).params, watch.thresholds,
+                       events=watch.events),
+        WatchWidget(watch).figures()[0],
+    ):  # fmt: skip
+        said = {
+            t["hovertemplate"].split("<br>")[-1]
+            for t in figure["data"]
+            if t.get("legendgroup") == "none"
+        }
+        assert said == {
+            "no gradient (None): frozen<extra></extra>",
+            "no gradient (None): trainable, but no gradient reached it<extra></extra>",
+        }
+    watch.close()
