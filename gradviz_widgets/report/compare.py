@@ -63,8 +63,11 @@ def log10_ratio(a: float | None, b: float | None) -> float:
 
 
 def compare_rows(a: GradReport, b: GradReport) -> list[dict[str, Any]]:
-    """One dict per parameter of either run (a's order first, then b's new ones)."""
-    recs_a = {p.name: p for p in a.params}
+    """One dict per parameter of either run (a's order first, then b's new ones). Both runs'
+    gradients are judged by b's thresholds (the newer): a threshold changed between the two
+    runs changes no status by itself (it listed "healthy -> exploding" for gradients that had
+    not moved)."""
+    recs_a = {p.name: p for p in a.judged_by(b.thresholds).params}
     recs_b = {p.name: p for p in b.params}
     names = list(recs_a) + [n for n in recs_b if n not in recs_a]
     rows = []

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..vocabulary import SEVERITY, STYLES, Thresholds, format_norm
+from ..vocabulary import SEVERITY, STYLES, Thresholds, classify, format_norm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +98,20 @@ class GradReport:
     def rows(self) -> list[dict[str, Any]]:
         """One plain dict per parameter (for tables, CSV and JSON)."""
         return [dataclasses.asdict(p) for p in self.params]
+
+    def judged_by(self, thresholds: Thresholds) -> GradReport:
+        """This run with its gradients judged by `thresholds` (each parameter's status from
+        its norm and max |g|; none stays none): what compare mode sets against a newer run
+        whose thresholds changed, so that a threshold alone changes no status."""
+        if thresholds == self.thresholds:
+            return self
+        params = tuple(
+            p if p.norm is None else dataclasses.replace(
+                p, status=classify(p.norm, p.max_abs, thresholds)
+            )
+            for p in self.params
+        )  # fmt: skip
+        return dataclasses.replace(self, params=params, thresholds=thresholds)
 
     def compare(self, other: GradReport) -> Any:
         """This run (a) next to `other` (b): a pandas DataFrame indexed by parameter with

@@ -129,3 +129,23 @@ def test_compare_with_another_explorer_per_module(dead_branch):
     finally:
         before.close()
         after.close()
+
+
+def test_a_threshold_changed_after_pinning_changes_no_status_by_itself(dead_explorer):
+    """From outside: after Compare, "exploding >" set to 1 listed "healthy → exploding" for
+    gradients of run A that were already above 1: A was still judged by the old threshold."""
+    from gradviz_widgets.vocabulary import Thresholds
+
+    w = dead_explorer.show()
+    w.controls.compare_button.value = True
+    a = dead_explorer.report
+    low = min(p.norm for p in a.params if p.norm)  # every non-zero gradient explodes now
+    dead_explorer.thresholds = Thresholds(vanishing=1e-30, exploding=low / 2)
+    assert w.rerun()
+    b = dead_explorer.report
+    assert any(p.status == "exploding" for p in b.params)
+    assert "no status changed" in w.notes.value, w.notes.value
+    run_a, run_b, _ = w.chart.data
+    assert not any(str(x).startswith("Δ") for x in run_b.x)
+    assert a.judged_by(b.thresholds).param_status == b.param_status
+    assert a.judged_by(a.thresholds) is a
