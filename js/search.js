@@ -71,6 +71,7 @@ export class SearchBox {
     /** @type {Map<string, string>} match id -> the name it holds folded away */
     this.folded = new Map();
     this.index = -1;
+    this.revealed = ""; // the name Enter asked Python to unfold to: the next graph's current match
     input.addEventListener("input", () => this.update());
     input.addEventListener("keydown", (ev) => {
       if (ev.key === "Enter") {
@@ -86,6 +87,7 @@ export class SearchBox {
 
   /** Recompute matches (after typing or after a new graph) and show the first. */
   update() {
+    this.revealed = "";
     const entries = this.hooks.entries();
     this.matches = findMatches(this.input.value, entries);
     this.folded = foldedMatches(this.input.value, entries);
@@ -95,10 +97,17 @@ export class SearchBox {
 
   /** Recompute matches for a new graph, keeping the current match if it is still there. */
   refresh() {
-    const current = this.index >= 0 ? this.matches[this.index] : null;
+    let current = this.index >= 0 ? this.matches[this.index] : null;
     const entries = this.hooks.entries();
     this.matches = findMatches(this.input.value, entries);
     this.folded = foldedMatches(this.input.value, entries);
+    if (this.revealed) {
+      // unfolded to the name Enter was on: go on from the node now showing it (the count
+      // restarted at 1 and Enter went back through the earlier matches)
+      const shown = entries.find((e) => e.label === this.revealed && !e.folded);
+      if (shown) current = shown.id;
+      this.revealed = "";
+    }
     const i = current === null ? -1 : this.matches.indexOf(current);
     this.index = i >= 0 ? i : this.matches.length ? 0 : -1;
     this.show(false);
@@ -112,6 +121,7 @@ export class SearchBox {
     }
     const name = this.folded.get(this.matches[this.index]);
     if (name && dir > 0 && this.hooks.reveal) {
+      this.revealed = name;
       this.hooks.reveal(name); // a folded node holds the name: unfold to it (Python redraws)
       return;
     }

@@ -219,3 +219,35 @@ test("wholeNodesBox: a window with no whole node is never the first view, howeve
   const whole = nodes.filter((n) => n.x >= b.x && n.x + n.w <= b.x + b.w);
   assert.ok(whole.length > 0, JSON.stringify(b));
 });
+
+test("search: after Enter unfolds to a folded name, the count goes on from that name", async () => {
+  const { SearchBox } = await import("../search.js");
+  const input = { value: "bn1", addEventListener() {}, classList: { toggle() {} } };
+  const counter = { textContent: "", title: "" };
+  const stem = { id: "stem/bn1#0", label: "BatchNorm", module: "stem.bn1", op: "NativeBatchNormBackward0" };
+  let entries = [
+    stem,
+    { id: "module:layer1", label: "layer1.0.bn1", folded: "layer1.0.bn1" },
+    { id: "module:layer2", label: "layer2.0.bn1", folded: "layer2.0.bn1" },
+  ];
+  const revealed = [];
+  const box = new SearchBox(/** @type {any} */ (input), /** @type {any} */ (counter), {
+    entries: () => entries, show: () => {}, reveal: (name) => revealed.push(name),
+  });
+  box.update();
+  box.step(1);
+  assert.equal(counter.textContent, "2/3"); // on layer1, which holds layer1.0.bn1 folded
+  box.step(1); // Enter: unfold to it
+  assert.deepEqual(revealed, ["layer1.0.bn1"]);
+  entries = [  // Python redrew: layer1 open, its bn1 drawn, layer2 still folded
+    stem,
+    { id: "layer1.0/bn1#0", label: "BatchNorm", module: "layer1.0.bn1", op: "NativeBatchNormBackward0" },
+    { id: "layer1.0/bn1#0", label: "layer1.0.bn1" },
+    { id: "module:layer2", label: "layer2.0.bn1", folded: "layer2.0.bn1" },
+  ];
+  box.refresh();
+  assert.equal(box.matches[box.index], "layer1.0/bn1#0"); // the name unfolded to is current
+  assert.equal(counter.textContent, "2/3"); // (it read 1/3: back at the stem)
+  box.step(1); // and Enter goes on to layer2's, not back through the stem
+  assert.equal(box.matches[box.index], "module:layer2");
+});
