@@ -208,7 +208,7 @@ class Recorder:
         self._pre[j] = None
         self._inside_step = True
         read = functools.partial(self._guarded(self._read_point), j)
-        wrapped = StepTiming.with_closure(args, kwargs, read)
+        wrapped = self.timing.with_closure(args, kwargs, read, self.step)
         if wrapped is None:
             self._read_point(j)
         return wrapped

@@ -86,6 +86,14 @@ class _Backward:
         return self.versions[row] != grad._version
 
 
+#: said once per watch when `optimizer.step(closure)` evaluates its closure again in a step
+CLOSURE_NOTE = (
+    "GradWatch: optimizer.step(closure) evaluated its closure more than once at step {step} "
+    "(LBFGS, line searches): each step's record holds the gradients of its first evaluation, "
+    "at the step's starting weights; the later evaluations are not recorded"
+)
+
+
 class StepTiming:
     """Owns the end-of-backward reading, the scaler's `update` wrapper and the closure wrap."""
 
@@ -308,12 +316,13 @@ class StepTiming:
             warnings.warn(message, stacklevel=user_stacklevel())
 
     # ---- closures -----------------------------------------------------------------------
-    @staticmethod
     def with_closure(
-        args: tuple, kwargs: dict, after_first: Callable[[], None]
+        self, args: tuple, kwargs: dict, after_first: Callable[[], None], step: int = 0
     ) -> tuple[tuple, dict] | None:
         """`optimizer.step(closure)`'s arguments with the closure wrapped so that
-        `after_first` runs right after its first call; None without a closure."""
+        `after_first` runs right after its first call; None without a closure. A second call
+        in one step (LBFGS, line searches) is said once: the record keeps the first's
+        gradients, and nothing else would say that the step evaluated more."""
         if len(args) > 1 and callable(args[1]):
             closure, where = args[1], 1
         elif callable(kwargs.get("closure")):
@@ -327,6 +336,8 @@ class StepTiming:
             calls[0] += 1
             if calls[0] == 1:
                 after_first()
+            elif calls[0] == 2:
+                self._warn_once("closure", CLOSURE_NOTE.format(step=step))
             return out
 
         if where == 1:

@@ -108,8 +108,11 @@ def test_lbfgs_step_zero_equals_a_float64_reference(tmp_path):
         loss.backward()
         return loss
 
-    opt.step(closure)
-    rows = watch.history().set_index("param")
+    with pytest.warns(UserWarning, match="evaluated its closure more than once at step 0") as said:
+        opt.step(closure)
+        opt.step(closure)  # said once per watch
+    assert sum("closure more than once" in str(w.message) for w in said) == 1
+    rows = watch.history().query("step == 0").set_index("param")
     for n, p in ref.named_parameters():
         assert rows.loc[n].norm == pytest.approx(p.grad.norm().item(), rel=1e-5), n
     watch.close()
