@@ -342,8 +342,8 @@ export function elideMiddle(text, limit) {
 }
 
 /**
- * Why row `r` reads None at `step`, in words ("frozen", "trainable, but no gradient reached
- * it"), from Python's `none_why`; "" for pages without it.
+ * Why row `r` reads None at `step`, in Python's words (`none_words`, e.g. "frozen") from
+ * its `none_why`; "" for pages without it.
  * @param {PageData} D @param {number} r @param {number} step @returns {string}
  */
 export function noneWhy(D, r, step) {

@@ -22,17 +22,20 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     echo "note: ${need_apt[*]} not installed (needs root + apt); browser tests / dot export will skip or fail" >&2
   fi
 fi
-command -v npm >/dev/null 2>&1 || { echo "error: Node.js + npm are needed to build the widget's JS" >&2; exit 1; }
-
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
-PIP=".venv/bin/python -m pip"
-stamp=.venv/.gradviz-setup
 bundle=gradviz_widgets/static/graph_pane.js
 # every file js/build.mjs writes: one missing means a rebuild
 built=(graph_pane.js page_host.js graph_pane.css watch_page.js watch_page.css marimo_mirror.js
   marimo_mirror.css explorer_page.css)
 missing=""
 for f in "${built[@]}"; do [ -f "gradviz_widgets/static/$f" ] || missing=1; done
+# npm is needed only to build: a working copy whose front end is built and current runs without
+if [ -n "$missing" ] || [ -n "$(find js -type f -newer "$bundle" -print -quit 2>/dev/null)" ]; then
+  command -v npm >/dev/null 2>&1 || { echo "error: Node.js + npm are needed to build the widget's JS" >&2; exit 1; }
+fi
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+PIP=".venv/bin/python -m pip"
+stamp=.venv/.gradviz-setup
 if [ -n "$missing" ]; then
   # a fresh clone or a source archive: build the front end first. The build hook decides by
   # file times (anything in js/ newer than static/), which an archive leaves all equal.

@@ -66,6 +66,25 @@ def z_range(values: np.ndarray, thresholds: Thresholds) -> tuple[float, float]:
 HEAT_LABEL_CHARS = 48
 
 
+def _norm_trace(
+    x: list, names: list[str], z: np.ndarray, span: tuple[float, float], thresholds: Thresholds
+) -> dict:
+    """The heat map's norm colours: log10 of each bucket's norm."""
+    return {
+        "type": "heatmap",
+        "name": "log10 ‖g‖",
+        "x": x,
+        "y": names,
+        "z": z,
+        "zmin": span[0],
+        "zmax": span[1],
+        "colorscale": colorscale(span[0], span[1], thresholds),
+        "colorbar": {"title": {"text": "log10 ‖g‖"}, "len": 0.8},
+        "hoverongaps": False,
+        "hovertemplate": "%{y}<br>steps from %{x}<br>log10 ‖g‖ = %{z:.2f}<extra></extra>",
+    }
+
+
 def _name_axis(params: list[ParamInfo], order: list[int], names: list[str]) -> dict:
     """The heat map's row axis: a long name (FSDP, LoRA wrappers) elided in its tick, whole in
     the hover (a 300-character name's tick took the figure's whole width for its margin)."""
@@ -108,22 +127,8 @@ def heatmap_figure(
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(np.isfinite(values) & (values > 0), np.log10(values), np.nan).T
     names = distinct([plotly_text(params[i].name) for i in order])  # user text: data, never markup
-    data = [
-        {
-            "type": "heatmap",
-            "name": "log10 ‖g‖",
-            "x": x,
-            "y": names,
-            "z": z,
-            "zmin": zmin,
-            "zmax": zmax,
-            "colorscale": colorscale(zmin, zmax, thresholds),
-            "colorbar": {"title": {"text": "log10 ‖g‖"}, "len": 0.8},
-            "hoverongaps": False,
-            "hovertemplate": "%{y}<br>steps from %{x}<br>log10 ‖g‖ = %{z:.2f}<extra></extra>",
-        }
-    ]
-    why = _none_codes(events or [], [params[i].name for i in order], x)
+    data = [_norm_trace(x, names, z, (zmin, zmax), thresholds)]
+    why = _none_codes(events or [], [params[i].name for i in order], x)  # buckets x rows
     data += [t for s in OFF_SCALE for t in _special_traces(s, x, names, status, why)]
     data.append(nonfinite_marks(x, names, status))
     layout = {
