@@ -3,7 +3,7 @@
 // in-page model instead of a kernel. Copied next to the bundle at build time; inlined in the page.
 // Everything the page shows from the run is set as text (textContent), never as markup.
 
-/** @typedef {{label: string, depth: number|null, dot: string, key_map: Record<string,string>, nodes: Record<string, any>, clusters?: Record<string, any>, drawn?: number}} View */
+/** @typedef {{label: string, depth: number|null, dot: string, key_map: Record<string,string>, nodes: Record<string, any>, clusters?: Record<string, any>, drawn?: number, default?: boolean}} View */
 
 /** A model with the anywidget surface the GraphPane uses (get/set/on/off/send/save_changes). */
 /** Seconds a view's layout may take before the page shows the next deeper view instead. */
@@ -151,7 +151,7 @@ async function main() {
   select.addEventListener("change", () => show(Number(select.value)));
   const url = URL.createObjectURL(new Blob([bundleEl.textContent ?? ""], { type: "text/javascript" }));
   const widget = (await import(url)).default;
-  show(0);
+  show(Math.max(0, views.findIndex((v) => v.default))); // the auto depth: the menu is in depth order
   await widget.render({ model, el: graphEl });
   const pick = (/** @type {Element} */ bar) => {
     const id = state.params[Number(bar.getAttribute("data-row"))];

@@ -17,6 +17,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+
 import html
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -40,10 +42,10 @@ BUNDLE = _PACKAGE / "static" / "graph_pane.js"
 
 
 def views(graph: GradGraph, hooks: Hooks = ((), {})) -> list[dict[str, Any]]:
-    """The page's views, shallow to deep (the folded overview first when there is one):
-    label, depth, DOT, key map and node info for each distinct drawing; `hooks` (the hooks
-    and modifiers in force, as `GradExplorer.hooks` / `.modifiers`) marked on the nodes that
-    show them, as in the widget."""
+    """The page's views, shallow to deep ("full" last; the one the page opens on, the auto
+    fold depth, marked `default`): label, depth, DOT, key map and node info for each distinct
+    drawing; `hooks` (the hooks and modifiers in force, as `GradExplorer.hooks` /
+    `.modifiers`) marked on the nodes that show them, as in the widget."""
     depths: list[int | None] = list(range(0, max(graph.max_depth, 1)))
     auto = graph.auto_depth()
     out, seen = [], set()
@@ -65,9 +67,11 @@ def views(graph: GradGraph, hooks: Hooks = ((), {})) -> list[dict[str, Any]]:
                     n.id: {**node_info(n, marks.get(n.id, ())), **node_texts(n)} for n in view.nodes
                 },
                 "clusters": hooked_clusters(view, list(hooks[0]), dict(hooks[1])),
+                "default": not out,  # the auto depth's: built first
             }
         )
-    return out
+    # the fold menu in depth order (it read "depth 2, depth 0, depth 1, ..."), full last
+    return sorted(out, key=lambda v: math.inf if v["depth"] is None else v["depth"])
 
 
 def bar_target(drawn: GradGraph, name: str) -> str:

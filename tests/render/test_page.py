@@ -55,6 +55,10 @@ def test_views_shallow_to_deep_and_distinct() -> None:
     vs = views(graph)
     labels = [v["label"] for v in vs]
     assert "full" in labels and "depth 0" in labels and len({v["dot"] for v in vs}) == len(vs) > 2
+    # the fold menu in depth order, full last; the auto depth's view is the one opened on
+    depths = [v["depth"] for v in vs]
+    assert depths[-1] is None and depths[:-1] == sorted(depths[:-1])
+    assert [v["depth"] for v in vs if v["default"]] == [graph.auto_depth()]
     for v in vs:
         assert set(v["key_map"].values()) <= set(v["nodes"]) | {
             n.module for n in graph.nodes
