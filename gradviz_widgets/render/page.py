@@ -17,9 +17,8 @@ Example:
 
 from __future__ import annotations
 
-import math
-
 import html
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
