@@ -27,6 +27,8 @@ const MAX_ZOOM = 50;
 const DRAG_THRESHOLD_PX = 4;
 const MAX_FIT_SCALE = 1.5; // screen px per Graphviz point when fitting a small graph
 export const MIN_LABEL_PX = 10; // smallest on-screen label size of the first view
+const HINT_READABLE = "Zoomed to readable labels: drag to pan, Ctrl + wheel to zoom, Fit twice shows the whole graph";
+const HINT_WHEEL = "Ctrl + wheel zooms the graph (or click it first); the wheel alone scrolls the page";
 export const MIN_MEASURE_PX = 48; // a viewport smaller than this (either way) is not laid out
 // yet, hidden or detached (a cell scrolled away in a windowed notebook): nothing to fit to
 const SETTLE_MS = 180; // after the last move, drop will-change so the layer re-rasters crisp
@@ -466,7 +468,11 @@ export class PanZoom {
     this.hint = document.createElement("div");
     this.hint.className = "gvw-hint";
     this.hint.hidden = true;
-    this.hint.textContent = "Zoomed to readable labels: drag to pan, wheel to zoom, Fit twice shows the whole graph";
+    this.hint.textContent = HINT_READABLE;
+    /** Whether the wheel zooms without Ctrl: after a press inside the graph, until the pointer
+     *  leaves it (a notebook scrolled by, the wheel went on scrolling the page). */
+    this.engaged = false;
+    this.hintTimer = 0;
     // under the viewport, never over the graph
     if (viewport.parentElement) viewport.after(this.hint);
     else viewport.appendChild(this.hint);
@@ -476,6 +482,8 @@ export class PanZoom {
     this.onPointerUp = this.onPointerUp.bind(this);
     this.onClickCapture = this.onClickCapture.bind(this);
     viewport.addEventListener("wheel", this.onWheel, { passive: false });
+    this.onLeave = () => { this.engaged = false; };
+    viewport.addEventListener("pointerleave", this.onLeave);
     viewport.addEventListener("pointerdown", this.onPointerDown);
     viewport.addEventListener("pointermove", this.onPointerMove);
     viewport.addEventListener("pointerup", this.onPointerUp);
@@ -627,13 +635,31 @@ export class PanZoom {
   /** @param {WheelEvent} ev */
   onWheel(ev) {
     if (!this.svg) return;
+    // the page's own scroll unless asked for: Ctrl / Cmd (a trackpad pinch sets ctrlKey), or
+    // a press inside the graph first (scrolling a notebook past it zoomed it to a thumbnail)
+    if (!(ev.ctrlKey || ev.metaKey || this.engaged)) {
+      this.sayWheel();
+      return;
+    }
     ev.preventDefault();
     const unit = ev.deltaMode === 1 ? 16 : ev.deltaMode === 2 ? 400 : 1;
     this.zoomBy(Math.exp(-ev.deltaY * unit * 0.0015), ev.clientX, ev.clientY);
   }
 
+  /** A moment's hint under the graph: how the wheel zooms here. */
+  sayWheel() {
+    this.hint.textContent = HINT_WHEEL;
+    this.hint.hidden = false;
+    clearTimeout(this.hintTimer);
+    this.hintTimer = Number(setTimeout(() => {
+      this.hint.textContent = HINT_READABLE;
+      this.hint.hidden = !this.clamped;
+    }, 2500));
+  }
+
   /** @param {PointerEvent} ev */
   onPointerDown(ev) {
+    this.engaged = true;
     if (!this.svg || ev.button !== 0) return;
     const r = this.viewport.getBoundingClientRect();
     if (ev.clientX > r.right - 18 && ev.clientY > r.bottom - 18) return; // the resize grip
@@ -682,6 +708,8 @@ export class PanZoom {
     const v = this.viewport;
     this.hint.remove();
     v.removeEventListener("wheel", this.onWheel);
+    v.removeEventListener("pointerleave", this.onLeave);
+    clearTimeout(this.hintTimer);
     v.removeEventListener("pointerdown", this.onPointerDown);
     v.removeEventListener("pointermove", this.onPointerMove);
     v.removeEventListener("pointerup", this.onPointerUp);

@@ -91,7 +91,7 @@ WHEEL_FPS = """async (n) => {
   await frame();
   const t0 = performance.now();
   for (let i = 0; i < n; i++) {
-    vp.dispatchEvent(new WheelEvent('wheel', {deltaY: (i % 20) < 10 ? 60 : -60, bubbles: true,
+    vp.dispatchEvent(new WheelEvent('wheel', {deltaY: (i % 20) < 10 ? 60 : -60, bubbles: true, ctrlKey: true,
       cancelable: true, clientX: r.left + r.width / 2, clientY: r.top + r.height / 2}));
     await frame();
   }
