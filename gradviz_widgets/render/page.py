@@ -47,7 +47,8 @@ def views(graph: GradGraph, hooks: Hooks = ((), {})) -> list[dict[str, Any]]:
     `.modifiers`) marked on the nodes that show them, as in the widget."""
     depths: list[int | None] = list(range(0, max(graph.max_depth, 1)))
     auto = graph.auto_depth()
-    out, seen = [], set()
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
     for depth in [auto, *depths, None]:
         view = graph if depth is None else graph.view(depth)
         marks = hooked_at(view, list(hooks[0]), dict(hooks[1]))
