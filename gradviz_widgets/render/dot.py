@@ -278,8 +278,10 @@ def _node_line(key: str, n: GradNode, hooked: bool, selected: bool) -> str:
     }
     if not n.measured:
         attrs.update(UNMEASURED_LOOK, penwidth="1")
-    if n.forward_note:  # a NaN/Inf the gradients do not show: the outline says it
-        attrs.update(color=STYLES["nonfinite"].line, penwidth="2.5")
+    if n.forward_note:  # where the forward made NaN/Inf: a solid, heavier outline than the
+        # dashed one of every node whose gradient turned NaN/Inf after it
+        solid = [x for x in attrs["style"].split(",") if x not in ("dashed", "dotted", "solid")]
+        attrs.update(color=STYLES["nonfinite"].line, penwidth="3.5", style=",".join(solid))
     if hooked:
         attrs["peripheries"] = "2"
     if selected:

@@ -62,7 +62,7 @@ def test_a_nan_loss_with_healthy_gradients_is_not_drawn_healthy() -> None:
     red = STYLES["nonfinite"].line
     for part in ("⚠ loss = nan", f"⚠ {FORWARD_ORIGIN}"):
         line = _line_of(drawn.dot, part)
-        assert f'color="{red}"' in line and 'penwidth="2.5"' in line
+        assert f'color="{red}"' in line and 'penwidth="3.5"' in line
     origin = ex.graph.node(report.nonfinite_origin)
     info = node_info(origin)
     assert info["alarm"] == alarm_rank("nonfinite")  # the first view opens on it
@@ -81,6 +81,12 @@ def test_a_folded_module_says_the_nan_was_made_inside() -> None:
     assert f"⚠ {FORWARD_INSIDE}" in _line_of(render_dot(folded).dot, "mid")
     unfolded = {n.id: n.forward_note for n in ex.graph.view(1).nodes if n.forward_note}
     assert unfolded[report.nonfinite_origin] == FORWARD_ORIGIN
+    # the NaN spreads backward: nodes after it draw the dashed NaN/Inf outline; the op that
+    # made it stands apart (found from outside: its outline was the same as theirs)
+    lines = render_dot(ex.graph).dot.splitlines()
+    assert any("dashed" in line and "⚠" not in line for line in lines)
+    heavy = [line for line in lines if 'penwidth="3.5"' in line]
+    assert heavy and all("⚠" in line and "dashed" not in line for line in heavy)
 
 
 def test_the_loss_folded_with_its_ops_keeps_its_value() -> None:
