@@ -332,7 +332,7 @@ export function markGroups(items, px, minPx) {
 
 /**
  * `text` shortened to `limit` characters by an ellipsis in the middle: both ends of a long
- * dotted name stay readable (its row's hover shows it whole). As render/chart.elide_middle.
+ * dotted name stay readable (its row's hover shows it whole). As render/elide.elide_middle.
  * @param {string} text @param {number} limit @returns {string}
  */
 export function elideMiddle(text, limit) {

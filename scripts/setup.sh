@@ -28,8 +28,11 @@ built=(graph_pane.js page_host.js graph_pane.css watch_page.js watch_page.css ma
   marimo_mirror.css explorer_page.css)
 missing=""
 for f in "${built[@]}"; do [ -f "gradviz_widgets/static/$f" ] || missing=1; done
+# the JS sources changed since the bundle was built (or it is missing)
+stale="$missing"
+[ -n "$stale" ] || [ -z "$(find js -type f -newer "$bundle" -print -quit)" ] || stale=1
 # npm is needed only to build: a working copy whose front end is built and current runs without
-if [ -n "$missing" ] || [ -n "$(find js -type f -newer "$bundle" -print -quit 2>/dev/null)" ]; then
+if [ -n "$stale" ]; then
   command -v npm >/dev/null 2>&1 || { echo "error: Node.js + npm are needed to build the widget's JS" >&2; exit 1; }
 fi
 
@@ -46,7 +49,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   $PIP install -q "torch==2.13.0" numpy
   $PIP install -q "torch==2.13.0" -e ".[test]"
   touch "$stamp"
-elif [ -n "$missing" ] || [ -n "$(find js -type f -newer "$bundle" -print -quit)" ] ||
+elif [ -n "$stale" ] ||
      ! compgen -G ".venv/lib/python*/site-packages/gradviz_widgets-*.dist-info" >/dev/null; then
   # the JS sources changed (or the package is gone): rebuild the bundle through the build hook,
   # which uses the same test (anything in js/ newer than the bundle)

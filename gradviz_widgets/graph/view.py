@@ -126,12 +126,10 @@ def _module_node(
 def forward_inside(inside: Iterable[GradNode]) -> str:
     """The `forward_note` of a node standing for `inside`: the loss's value where the output
     is inside, and FORWARD_INSIDE where one of them first made a NaN/Inf in the forward pass."""
-    made, notes = (FORWARD_ORIGIN, FORWARD_INSIDE), list[str]()
-    for m in inside:
-        if m.forward_note and m.kind == "output":
-            notes.insert(0, m.forward_note)
-        elif m.forward_note in made and FORWARD_INSIDE not in notes:
-            notes.append(FORWARD_INSIDE)
+    inside = list(inside)
+    notes = [m.forward_note for m in inside if m.kind == "output" and m.forward_note]
+    if any(m.forward_note in (FORWARD_ORIGIN, FORWARD_INSIDE) for m in inside):
+        notes.append(FORWARD_INSIDE)
     return " · ".join(notes)
 
 

@@ -37,9 +37,8 @@ A_INK, B_INK = "#555555", "#000000"  # bar outlines: thin grey for A, black for 
 
 def compare_rows(report_a: Any, report_b: Any, mode: str = "param") -> list[dict[str, Any]]:
     """One row per name of either run (A's order, then B's new ones): name, module, the row of
-    each run (None where a run lacks it), ratio and whether the status changed (A judged by
-    B's thresholds: `GradReport.judged_by`)."""
-    rows_a = {r["name"]: r for r in bar_rows(report_a.judged_by(report_b.thresholds), mode)}
+    each run (None where a run lacks it), ratio and whether the status changed."""
+    rows_a = {r["name"]: r for r in bar_rows(report_a, mode)}
     rows_b = {r["name"]: r for r in bar_rows(report_b, mode)}
     out = []
     for name in [*rows_a, *(n for n in rows_b if n not in rows_a)]:
@@ -70,7 +69,7 @@ def compare_figure(
     Traces: [0] run A (clickable, like the normal chart's bars), [1] run B (left to right in
     each group: A, then B), [2] ratio B/A.
     """
-    report_a = report_a.judged_by(report_b.thresholds)
+    report_a = report_a.judged_by(report_b.thresholds)  # a threshold alone changes no status
     rows = compare_rows(report_a, report_b, mode)
     present = [r["a"] for r in rows if r["a"]] + [r["b"] for r in rows if r["b"]]
     lo, hi = axis_range(present, report_b)

@@ -332,11 +332,11 @@ def _dot_text(lines: list[str], drawn: bool = False) -> str:
     pictures, `\\` `"` escaped, `&` written as `&amp;` (Graphviz decodes entities in labels),
     lines joined with DOT's `\\n`; never starts with a line break (it crashes WASM Graphviz).
     `drawn`: a node's or frame's label, each line elided to LABEL_CHARS."""
+    shown = [plain_text(line) for line in lines]
     if drawn:
-        lines = [elide_middle(plain_text(line), LABEL_CHARS) for line in lines]
+        shown = [elide_middle(line, LABEL_CHARS) for line in shown]
     return "\\n".join(
-        plain_text(line).replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;")
-        for line in lines
+        line.replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;") for line in shown
     )
 
 

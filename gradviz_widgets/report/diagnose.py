@@ -151,7 +151,7 @@ def _nonfinite_findings(
 ) -> list[str]:
     """The findings of NaN/Inf: in the loss, in parameters' gradients, or masked on the way."""
     out: list[str] = []
-    finite_loss = loss == loss and loss not in (float("inf"), float("-inf"))
+    finite_loss = math.isfinite(loss)
     if not finite_loss:
         first = f", first at {nonfinite_at}" if nonfinite_at not in (None, OUTPUT) else ""
         out.append(

@@ -59,14 +59,14 @@ def advance(state: int, kind: str) -> int:
     return state & ~_REMOVED  # added, replaced: the name holds a parameter again
 
 
-def reason_of(state: int) -> str:
-    """The REASONS word of a None row of a parameter in `state` (`advance`).
+def reason_code(state: int) -> int:
+    """The REASONS index of a None row of a parameter in `state` (`advance`).
 
     Example:
-        >>> reason_of(advance(0, "frozen")), reason_of(0)
+        >>> REASONS[reason_code(advance(0, "frozen"))], REASONS[reason_code(0)]
         ('frozen', 'no gradient')
     """
-    return REASONS[3 if state & _REMOVED else 2 if state & _FROZEN else 1]
+    return 3 if state & _REMOVED else 2 if state & _FROZEN else 1
 
 
 def quiet(events: Iterable[Event], names: Sequence[str]) -> np.ndarray:
@@ -104,7 +104,7 @@ def reason_codes(
         k = np.searchsorted(np.array(at), firsts, side="right") - 1
         state[:, j] = np.where(k >= 0, np.array(codes, dtype=np.uint8)[np.maximum(k, 0)], 0)
     flat = state.reshape(-1)
-    why = np.where(flat & _REMOVED, 3, np.where(flat & _FROZEN, 2, 1))  # as `reason_of`
+    why = np.where(flat & _REMOVED, 3, np.where(flat & _FROZEN, 2, 1))  # as `reason_code`
     return np.where(none, why, 0).astype(np.int64)
 
 
@@ -151,7 +151,7 @@ def none_why(events: list, names: list[str]) -> list[list[list[int]]]:
         if e.param not in out:
             continue
         state[e.param] = advance(state.get(e.param, 0), e.kind)
-        code = REASONS.index(reason_of(state[e.param]))
+        code = reason_code(state[e.param])
         changes = out[e.param]
         if changes and changes[-1][0] == e.step:
             changes[-1][1] = code

@@ -65,7 +65,8 @@ class ModelHook:
         return inert()
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        return functools.partial, (logging.getLogger(INERT_LOGGER).log, 0)
+        hook = inert()
+        return functools.partial, (hook.func, *hook.args)
 
     def __repr__(self) -> str:
         return f"ModelHook({'inert' if self.fn is None else 'GradWatch'})"
