@@ -57,18 +57,28 @@ def add_ghosts(graph: GradGraph, none_reasons: Mapping[str, str] | None = None) 
     reasons = dict(none_reasons or {})
     prefixes = call_prefixes(graph.nodes)
     ghosts = []
-    for path, info in graph.modules.items():
-        for name in info.params:
-            gid = ghost_id(param_id(name))
-            if param_id(name) in graph or gid in graph:
-                continue
-            reason = reasons.get(name) or (
-                "never called" if info.calls == 0 else "no gradient reached it"
-            )
-            ghosts.append(_ghost(gid, name, path, reason, _scope(path, graph, prefixes)))
+    for name, path in _owners(graph).items():
+        gid = ghost_id(param_id(name))
+        if param_id(name) in graph or gid in graph:
+            continue
+        reason = reasons.get(name) or (
+            "never called" if graph.modules[path].calls == 0 else "no gradient reached it"
+        )
+        ghosts.append(_ghost(gid, name, path, reason, _scope(path, graph, prefixes)))
     if not ghosts:
         return graph
     return dataclasses.replace(graph, nodes=graph.nodes + tuple(ghosts))
+
+
+def _owners(graph: GradGraph) -> dict[str, str]:
+    """Each parameter's one module: a tied weight is listed by every module that holds it (GPT-2's
+    `lm_head` lists `transformer.wte.weight`), and gets one ghost, where its name says it lives."""
+    owners: dict[str, str] = {}
+    for path, info in graph.modules.items():
+        for name in info.params:
+            if name not in owners or path == owner_path(name):
+                owners[name] = path
+    return owners
 
 
 def _scope(path: str, graph: GradGraph, prefixes: Mapping[str, Scope]) -> Scope:

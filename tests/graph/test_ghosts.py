@@ -95,3 +95,30 @@ def test_a_cut_is_read_from_the_reason_not_from_the_module_name():
     assert ghosts.node("ghost:param:unfrozen.weight").label.endswith("✂ no_grad")
     assert ghosts.node("ghost:param:detached_no_grad.bias").label.endswith("✂ never called")
     ex.close()
+
+
+def test_a_frozen_tied_weight_is_one_ghost_where_it_lives():
+    """A tied weight is listed by every module that holds it (GPT-2's `lm_head` lists
+    `transformer.wte.weight`): frozen, it drew two nodes with one id, which the page keys by."""
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(10, 4)
+            self.body = nn.Linear(4, 4)
+            self.head = nn.Linear(4, 10, bias=False)
+            self.head.weight = self.wte.weight
+
+        def forward(self, ids):
+            return self.head(self.body(self.wte(ids)))
+
+    model = Tied()
+    model.wte.weight.requires_grad_(False)
+    ex = GradExplorer(model, torch.tensor([[1, 2, 3]]))
+    report = ex.run()
+    ghosted = add_ghosts(ex.graph, report.none_reasons)
+    ids = [n.id for n in ghosted.nodes]
+    assert len(ids) == len(set(ids))
+    (ghost,) = (n for n in ghosted.nodes if n.kind == "ghost")
+    assert ghost.id == "ghost:param:wte.weight" and ghost.module == "wte"
+    assert ghost.scope[-1][0] == "wte"
