@@ -30,6 +30,7 @@ class Outcome:
     report: object = None
     hooked: object = None  # the report of a second run: hooks and an identity modifier on
     error: BaseException | None = None
+    graph: object = None  # the first run's graph
     after_run: list = dataclasses.field(default_factory=list)
     after_close: list = dataclasses.field(default_factory=list)
 
@@ -58,6 +59,7 @@ def outcome(name: str) -> Outcome:
         try:
             ex = GradExplorer(model, c.sample, loss_fn=c.loss_fn, target=c.target)
             result.report = ex.run()
+            result.graph = ex.graph
         except Exception as e:  # noqa: BLE001  (re-raised by the tests that need the report)
             result.error = e
         if ex is not None and result.error is None:
@@ -210,3 +212,22 @@ def test_model_untouched_by_run(name: str) -> None:
 def test_model_untouched_after_close(name: str) -> None:
     problems = outcome(name).after_close
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", cases_for("drawn"))
+def test_drawn_node_ids_are_unique(name: str) -> None:
+    """The page keys every node by its id: the drawn graph (ghosts added), in full and folded to
+    the first view's depth, has each id once and every edge between drawn nodes."""
+    from gradviz_widgets.graph.ghosts import add_ghosts
+    from gradviz_widgets.render.dot import render_dot
+
+    o = outcome(name)
+    report = o.result()
+    graph = add_ghosts(o.graph, report.none_reasons)
+    for depth in (None, 0):
+        view = graph.view(depth)
+        ids = [n.id for n in view.nodes]
+        assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+        assert {i for e in view.edges for i in (e.src, e.dst)} <= set(ids)
+        keyed = [v for v in render_dot(view).keys.values() if v in set(ids)]
+        assert len(keyed) == len(set(keyed))  # one drawn element per node
