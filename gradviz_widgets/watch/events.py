@@ -69,12 +69,32 @@ def reason_code(state: int) -> int:
     return 3 if state & _REMOVED else 2 if state & _FROZEN else 1
 
 
+def timelines(events: Iterable[Event], names: Sequence[str]) -> dict[str, list[list[int]]]:
+    """Per name in `names`, [step, state] (`advance`) from each step its events change it (the
+    state after the last of a step's events), in step order.
+
+    Example:
+        >>> timelines([Event(0, "a", "frozen"), Event(5, "a", "unfrozen")], ["a", "b"])
+        {'a': [[0, 1], [5, 0]], 'b': []}
+    """
+    out: dict[str, list[list[int]]] = {n: [] for n in names}
+    state: dict[str, int] = {}
+    for e in sorted(events, key=lambda e: e.step):  # stable: same-step events keep their order
+        if e.param not in out:
+            continue
+        state[e.param] = now = advance(state.get(e.param, 0), e.kind)
+        line = out[e.param]
+        if line and line[-1][0] == e.step:
+            line[-1][1] = now
+        else:
+            line.append([int(e.step), now])
+    return out
+
+
 def quiet(events: Iterable[Event], names: Sequence[str]) -> np.ndarray:
     """Per name: whether its None status is intended (frozen or removed), after `events`."""
-    state: dict[str, int] = {}
-    for e in events:
-        state[e.param] = advance(state.get(e.param, 0), e.kind)
-    return np.array([state.get(n, 0) != 0 for n in names], dtype=bool)
+    lines = timelines(events, names)
+    return np.array([bool(lines[n] and lines[n][-1][1]) for n in names], dtype=bool)
 
 
 def reason_codes(
@@ -84,25 +104,13 @@ def reason_codes(
     them): `steps` and `none` (status None) are flat, len(names) entries per step."""
     width = max(len(names), 1)
     state = np.zeros((len(steps) // width, len(names)), dtype=np.uint8)
-    by_name: dict[str, list[Event]] = {}
-    for e in sorted(events, key=lambda e: e.step):  # stable: same-step events keep their order
-        by_name.setdefault(e.param, []).append(e)
     firsts = steps[::width]
+    lines = timelines(events, names)
     for j, name in enumerate(names):
-        if name not in by_name:
-            continue
-        at: list[int] = []
-        codes: list[int] = []
-        s = 0
-        for e in by_name[name]:
-            s = advance(s, e.kind)
-            if at and at[-1] == e.step:
-                codes[-1] = s
-            else:
-                at.append(e.step)
-                codes.append(s)
-        k = np.searchsorted(np.array(at), firsts, side="right") - 1
-        state[:, j] = np.where(k >= 0, np.array(codes, dtype=np.uint8)[np.maximum(k, 0)], 0)
+        if line := lines[name]:
+            at, codes = np.array(line).T
+            k = np.searchsorted(at, firsts, side="right") - 1
+            state[:, j] = np.where(k >= 0, codes[np.maximum(k, 0)], 0)
     flat = state.reshape(-1)
     why = np.where(flat & _REMOVED, 3, np.where(flat & _FROZEN, 2, 1))  # as `reason_code`
     return np.where(none, why, 0).astype(np.int64)
@@ -145,16 +153,5 @@ def none_why(events: list, names: list[str]) -> list[list[list[int]]]:
         >>> none_why([Event(0, "a", "frozen"), Event(5, "a", "unfrozen")], ["a", "b"])
         [[[0, 2], [5, 1]], []]
     """
-    state: dict[str, int] = {}
-    out: dict[str, list[list[int]]] = {n: [] for n in names}
-    for e in sorted(events, key=lambda e: e.step):
-        if e.param not in out:
-            continue
-        state[e.param] = advance(state.get(e.param, 0), e.kind)
-        code = reason_code(state[e.param])
-        changes = out[e.param]
-        if changes and changes[-1][0] == e.step:
-            changes[-1][1] = code
-        else:
-            changes.append([int(e.step), code])
-    return [out[n] for n in names]
+    lines = timelines(events, names)
+    return [[[step, reason_code(state)] for step, state in lines[n]] for n in names]
