@@ -112,6 +112,8 @@ class StepTiming:
         self.compare = compare
         self._eob: _Backward | None = None
         self._warned: set[str] = set()
+        #: every in-place change so far divided all gradients by one integer (`divided_by`)
+        self._averaging: Any = True
         self._update: Any = None
         self._had_update = False
         #: reads so far; the next one is a probe (module doc); a probe's device result waiting
@@ -209,7 +211,17 @@ class StepTiming:
         (`clip_like`), else what the optimizer applied (one warning)."""
         now = _rows(post, changed)
         clipped, clip = _differ(pre, now, _is_scale(divisor)), clip_like(pre, now)
-        if clip is False:
+        # averaging by hand (`p.grad /= k`) scales every gradient by one 1/k, as a clipping may
+        # once in a long while: it counts while no change before it was something else
+        by, k = divided_by(pre, now)
+        by = by & self._averaging if isinstance(by, torch.Tensor) else by and self._averaging
+        self._averaging = by
+        if isinstance(clip, torch.Tensor):
+            clip = clip & ~torch.as_tensor(by, device=clip.device)
+        elif by:
+            clip = False
+            self._warn_once("averaged", _AVERAGED.format(step=step, k=int(k)))
+        elif clip is False:
             self._warn_once("applied", _NOT_A_CLIP.format(step=step))
         return _chosen(clip, _replaced(post, changed, pre), post), _both(clipped, clip)
 
@@ -466,24 +478,60 @@ def _replaced(post: Any, rows: list[int], pre: Any) -> Any:
 
 _NOT_A_CLIP = (
     "GradWatch: the gradients changed in place between backward and optimizer.step at step "
-    "{step} in a way no clipping does (zeroed, or averaged across processes by hand, or "
-    "not scaled alike): the record holds what the optimizer applied there (`clipped` False)."
+    "{step} in a way no clipping does (zeroed, grown, or averaged across processes by hand: "
+    "not each gradient scaled by a factor in (0, 1]): the record holds what the optimizer "
+    "applied there (`clipped` False)."
+)
+_AVERAGED = (
+    "GradWatch: every gradient was divided by {k} in place between backward and "
+    "optimizer.step at step {step} (averaged by hand, e.g. over accumulated micro-batches): "
+    "the record holds the divided gradients, what the optimizer applied (`clipped` False)."
 )
 #: relative room for one clipping factor (or clip value) read back from float32 gradients
 CLIP_ROOM = 1e-6
+#: relative room for a division by an integer read back from float32 gradients (one rounding
+#: of 2**-24 per element, with room)
+DIVIDE_ROOM = 2.0**-22
+#: the largest count `divided_by` takes for an average (micro-batches, processes)
+MAX_DIVISOR = 1024
+
+
+def divided_by(pre: Any, post: Any) -> tuple[Any, Any]:
+    """(whether, k): every changed row of `post` is `pre` divided by one integer k in
+    2..MAX_DIVISOR (norm and max |g| alike), as `p.grad /= k` makes it. A bool and an int, or
+    device tensors (no host sync).
+
+    Example:
+        >>> pre = np.array([[2.0, 1.0, 3], [4.0, 2.0, 3]])
+        >>> divided_by(pre, pre * [0.25, 0.25, 1]), divided_by(pre, pre * [0.3, 0.3, 1])[0]
+        ((True, 4), False)
+    """
+    a, b = (torch.as_tensor(x, dtype=torch.float64)[:, :2] for x in (pre, post))
+    b = b.to(a.device)
+    moved = ((a - b).abs() > CLIP_ROOM * a.abs()).any(1)
+    ratio = b / a.clamp(min=torch.finfo(a.dtype).tiny)
+    k = ratio[moved.int().argmax(), 0].reciprocal().round()
+    exact = ((ratio * k - 1).abs() <= DIVIDE_ROOM) & (a > 0)
+    verdict = moved.any() & (~moved | exact.all(1)).all() & (k >= 2) & (k <= MAX_DIVISOR)
+    if verdict.device.type == "cpu":
+        return bool(verdict), int(k) if bool(verdict) else 0
+    return verdict, k
 
 
 def clip_like(pre: Any, post: Any) -> Any:
     """Whether `post` is what clipping makes of `pre` (rows: norm, max |g|, ...): unchanged,
-    or every row multiplied by one factor in (0, 1] (`clip_grad_norm_`), or every changed
+    or each changed row multiplied by a factor in (0, 1] (norm and max |g| alike:
+    `clip_grad_norm_`, of all parameters or of each sub-network on its own), or every changed
     row's max |g| cut to one value (`clip_grad_value_`). Not clipping: gradients zeroed
-    (`zero_grad` before `step`), or averaged across processes by hand (each row by its own
-    factor). Non-finite numbers on either side keep the backward's (the anomaly's detail says
-    where a NaN/Inf came in: watch/anomalies.py). A bool, or a device tensor (no host sync).
+    (`zero_grad` before `step`), grown, or averaged across processes by hand (not a scaling).
+    Non-finite numbers on either side keep the backward's (the anomaly's detail says where a
+    NaN/Inf came in: watch/anomalies.py). A bool, or a device tensor (no host sync).
 
     Example:
         >>> pre = np.array([[2.0, 1.0, 3], [4.0, 2.0, 3]])
         >>> clip_like(pre, pre * [0.5, 0.5, 1]), clip_like(pre, pre * [0, 0, 0])
+        (True, False)
+        >>> clip_like(pre, pre * [[0.5], [0.2]]), clip_like(pre, pre * [[0.5, 0.4, 1]])
         (True, False)
     """
     a, b = (torch.as_tensor(x, dtype=torch.float64)[:, :2] for x in (pre, post))
@@ -493,9 +541,10 @@ def clip_like(pre: Any, post: Any) -> Any:
     room = CLIP_ROOM * a.abs()
     moved = ((a - b).abs() > room).any(1)
     ratio = b / a.clamp(min=torch.finfo(a.dtype).tiny)
-    factor = ratio[moved.int().argmax(), 0]  # the first changed row's (no sync)
-    alike = torch.where(a > 0, (ratio - factor).abs() <= CLIP_ROOM * factor, b == 0)
-    scaled = alike.all() & (factor > 0) & (factor <= 1 + CLIP_ROOM)
+    factor = ratio[:, :1]  # each row's own (clipping each sub-network on its own)
+    alike = torch.where(a > 0, (ratio - factor).abs() <= CLIP_ROOM * factor, b == 0).all(1)
+    alike &= (factor[:, 0] > 0) & (factor[:, 0] <= 1 + CLIP_ROOM)
+    scaled = (~moved | alike).all()
     top = torch.where(moved, b[:, 1], b[:, 1].new_zeros(())).amax()
     cut = (b[:, 1] <= a[:, 1] + room[:, 1]).all() & (b[:, 0] <= a[:, 0] + room[:, 0]).all()
     cut &= ((~moved) | ((b[:, 1] - top).abs() <= CLIP_ROOM * top)).all() & (top > 0)

@@ -1,6 +1,6 @@
 """A gradient changed in place between backward and `optimizer.step` keeps its pre-change numbers
-only when the change is a clipping (one factor in (0, 1] for every gradient, or max |g| cut to
-one value). Otherwise the record holds what the optimizer applied: a `zero_grad` before `step`
+only when the change is a clipping (each gradient scaled by a factor in (0, 1], or max |g| cut
+to one value), and not an average by hand (every gradient divided by one integer). Otherwise the record holds what the optimizer applied: a `zero_grad` before `step`
 (the optimizer applies zeros) had been recorded healthy with no anomaly, and data parallelism
 written by hand (`all_reduce(p.grad); p.grad /= world`, PyTorch's tutorial) recorded each rank's
 own pre-average gradient and raised a false `rank_divergence`."""
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -18,7 +19,7 @@ from test_distributed_launch import launch, stop_forkserver
 from torch import nn
 
 from gradviz_widgets.watch import GradWatch
-from gradviz_widgets.watch.timing import clip_like
+from gradviz_widgets.watch.timing import clip_like, divided_by
 
 stop = pytest.fixture(scope="module", autouse=True)(stop_forkserver)
 
@@ -27,7 +28,7 @@ def _applied(model: nn.Module) -> dict[str, float]:
     return {n: float(p.grad.double().norm()) for n, p in model.named_parameters()}
 
 
-def _loop(model: nn.Module, change, steps: int = 3) -> tuple[object, list[dict[str, float]]]:
+def _loop(model: nn.Module, change, steps: int = 3) -> tuple[Any, list[dict[str, float]]]:
     opt = torch.optim.SGD(model.parameters(), 0.1)
     watch = GradWatch(model, optimizer=opt)
     x, y = data()
@@ -44,12 +45,12 @@ def _loop(model: nn.Module, change, steps: int = 3) -> tuple[object, list[dict[s
 def test_a_zero_grad_before_step_is_recorded_as_zero_with_its_anomaly():
     with pytest.warns(UserWarning, match="in a way no clipping does"):
         watch, seen = _loop(mlp(), lambda m, opt: opt.zero_grad(set_to_none=False))
-    h = watch.history()  # type: ignore[attr-defined]
-    watch.close()  # type: ignore[attr-defined]
+    h = watch.history()
+    watch.close()
     assert all(v == 0.0 for step in seen for v in step.values())
     assert (h.norm == 0.0).all() and (h.status == "zero").all()
     assert not h.clipped.fillna(True).any()
-    zero = [a for a in watch.anomalies if a.kind == "zero"]  # type: ignore[attr-defined]
+    zero = [a for a in watch.anomalies if a.kind == "zero"]
     assert zero and zero[0].step == 0
 
 
@@ -63,8 +64,8 @@ def test_a_clip_grad_norm_still_keeps_the_pre_clip_numbers():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "no clipping" warning
         watch, seen = _loop(mlp(), clip)
-    h = watch.history()  # type: ignore[attr-defined]
-    watch.close()  # type: ignore[attr-defined]
+    h = watch.history()
+    watch.close()
     assert h.clipped.tolist() == [True] * len(h)
     for k in range(3):
         rows = h[h.step == k].set_index("param")
@@ -82,10 +83,79 @@ def test_the_rule_on_readings():
     assert clip_like(pre, pre) is True
     assert clip_like(pre, pre * 0) is False  # zeroed
     assert clip_like(pre, pre * torch.tensor([[0.5], [2.0], [1.0]])) is False  # averaged
+    assert clip_like(pre, pre * torch.tensor([[0.5], [0.2], [1.0]])) is True  # per sub-network
+    assert clip_like(pre, pre * torch.tensor([[0.5, 0.4, 1.0]])) is False  # not a scaling
+    assert divided_by(pre, pre * torch.tensor([0.125, 0.125, 1.0])) == (True, 8)
+    assert divided_by(pre, pre / 3) == (True, 3)
+    assert divided_by(pre, pre * 0.3)[0] is False  # a clipping factor
+    assert divided_by(pre, pre * torch.tensor([[0.5], [0.25], [1.0]]))[0] is False  # two
+    assert divided_by(pre, pre)[0] is False  # unchanged
     assert clip_like(pre, pre * 2) is False  # grew: no clip does
     boom = pre.clone()
     boom[0, 0] = float("inf")
     assert clip_like(boom, pre * 0) is True  # the explosion is what the record keeps
+
+
+def test_clipping_each_sub_network_on_its_own_keeps_the_pre_clip_numbers():
+    """PPO / actor-critic: `clip_grad_norm_` of the actor, then of the critic, two factors.
+    They had been taken for "a change no clipping does": the record held the clipped norms."""
+    pre: list[dict[str, float]] = []
+
+    def clip(model: nn.Module, opt: object) -> None:
+        pre.append(_applied(model))
+        torch.nn.utils.clip_grad_norm_(model[0].parameters(), 1e-3)
+        torch.nn.utils.clip_grad_norm_(model[2].parameters(), 2e-3)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        watch, seen = _loop(mlp(), clip)
+    h = watch.history()
+    watch.close()
+    assert h.clipped.tolist() == [True] * len(h)
+    for k in range(3):
+        rows = h[h.step == k].set_index("param")
+        for name, norm in pre[k].items():
+            assert rows.loc[name, "norm"] == pytest.approx(norm, rel=1e-6)
+            assert seen[k][name] < norm or name.startswith("fc3")  # fc3 is not clipped
+
+
+def test_an_average_by_hand_records_the_divided_gradient():
+    """`p.grad /= 4` after four micro-batches is no clipping: it had been recorded as one (the
+    norms 4x what the optimizer applied, `clipped` True on every step)."""
+
+    def average(model: nn.Module, opt: object) -> None:
+        for p in model.parameters():
+            p.grad /= 4
+
+    with pytest.warns(UserWarning, match="divided by 4") as caught:
+        watch, seen = _loop(mlp(), average)
+    assert sum("divided by" in str(w.message) for w in caught) == 1
+    h = watch.history()
+    watch.close()
+    assert not h.clipped.fillna(True).any()
+    for k in range(3):
+        rows = h[h.step == k].set_index("param")
+        for name, norm in seen[k].items():
+            assert rows.loc[name, "norm"] == pytest.approx(norm, rel=1e-6)
+
+
+def test_a_division_after_clipping_steps_is_read_as_a_clipping():
+    """A clipping factor is 1/k once in a long while: a run whose changes were clippings keeps
+    reading such a step as one."""
+
+    def change(model: nn.Module, opt: object) -> None:
+        change.k += 1  # type: ignore[attr-defined]
+        if change.k == 1:  # type: ignore[attr-defined]
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3)
+        else:
+            for p in model.parameters():
+                p.grad /= 2
+
+    change.k = 0  # type: ignore[attr-defined]
+    watch, seen = _loop(mlp(), change)
+    h = watch.history()
+    watch.close()
+    assert h.clipped.tolist() == [True] * len(h)
 
 
 def _hand_averaged(rank: int, world: int, folder: Path) -> dict:
