@@ -340,7 +340,9 @@ def test_steps_the_gradscaler_skipped_are_hatched_named_and_counted(
 
 @pytest.mark.ui
 def test_anomaly_table_headers_do_not_wrap_at_1280(browser, tmp_path: Path) -> None:
-    """Long details and many names: the short columns keep their words whole."""
+    """Long details and many names: the short columns keep their words whole. A long name in
+    a detail (a spike's leaders, a NaN's holder) breaks too: unbroken, it set the table 1591 px
+    wide at 1280 and squeezed the parameters to ~75 px (an outside try-out)."""
     run = Synthetic(
         30,
         200,
@@ -348,7 +350,10 @@ def test_anomaly_table_headers_do_not_wrap_at_1280(browser, tmp_path: Path) -> N
     )
     run.anomalies = [
         __import__("gradviz_widgets").watch.Anomaly(
-            7, "nonfinite", [p.name for p in run.params], detail="a long detail " * 40
+            7,
+            "nonfinite",
+            [p.name for p in run.params],
+            detail="a long detail " * 40 + "held first by " + "L" * 200 + ".weight",
         ),
         *run.anomalies,
     ]
@@ -366,6 +371,8 @@ def test_anomaly_table_headers_do_not_wrap_at_1280(browser, tmp_path: Path) -> N
     # the table fills the width: the details are not squeezed into a narrow column
     table = page.locator("#anomalies").bounding_box()
     assert table["width"] >= 1200
+    names = page.locator("#anomalies td:nth-child(3)").first.bounding_box()
+    assert names["width"] >= 0.3 * table["width"], (names, table)
     # text, never markup (its control characters made visible)
     assert plain_text(HOSTILE) in (page.locator("#anomalies").text_content() or "")
     assert page.locator("img").count() == 0
