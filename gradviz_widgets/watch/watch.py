@@ -316,11 +316,12 @@ class GradWatch(HistoryViews):
         return self._writer.synced_events()
 
     def log_loss(self, loss: Any, step: int | None = None) -> None:
-        """The loss of a step, for spike detection (no host sync: a CUDA loss is copied
-        without blocking and read by the writer thread). Call it after `loss.backward()`,
-        before or after `optimizer.step()`; several calls for one step (accumulation) count
-        as their mean. `step`: the step it belongs to, when called elsewhere."""
-        if self.closed or self.spike_rule is None:
+        """The loss of a step, for spike detection and a NaN/Inf loss's anomaly (no host sync:
+        a CUDA loss is copied without blocking and read by the writer thread). Call it after
+        `loss.backward()`, before or after `optimizer.step()`; several calls for one step
+        (accumulation) count as their mean. `step`: the step it belongs to, when called
+        elsewhere."""
+        if self.closed:
             return
         rec = self._recorder
         where = step if step is not None else (rec.step if rec.fresh else rec.step - 1)

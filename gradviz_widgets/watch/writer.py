@@ -9,6 +9,7 @@ records on a queue.
 from __future__ import annotations
 
 import collections
+import math
 import threading
 import time
 import warnings
@@ -72,6 +73,8 @@ class Writer(threading.Thread):
         self.spikes = SpikeFinder(spikes) if spikes is not None else None
         self._new_spikes: list[Spike] = []
         self._losses: list[tuple[int, Any]] = []
+        #: a NaN/Inf loss was said (its first step only, as each parameter's first NaN/Inf)
+        self._loss_said = False
         #: (first, last) steps whose `clipped` is unknown (watch/timing.py's `.data` probe)
         self._unknown: list[tuple[int, int]] = []
 
@@ -152,14 +155,16 @@ class Writer(threading.Thread):
                 self._store_call(self.store.clip_unknown, lo, hi)
         elif kind == "loss":
             step, value = item
-            if self.spikes is not None and not isinstance(value, tuple):
+            if isinstance(value, tuple):  # a device copy: read once it is done
+                self._losses.append(item)
+                return
+            self._loss_seen(step, float(value))
+            if self.spikes is not None:
                 # in step order with the gradients queued around it: handed over only after
                 # the drain, it came after every step of the batch, and a batch longer than
                 # the event's gap had ended the step's event without its loss
                 with self._lock:
                     self.spikes.queue_loss(step, float(value))
-            else:
-                self._losses.append(item)
 
     def _guard(self, fn: Callable[..., None], *args: Any) -> None:
         try:
@@ -222,8 +227,7 @@ class Writer(threading.Thread):
 
     def _take_losses(self, wait: bool) -> None:
         """Losses from `watch.log_loss` whose device copy is done (all of them: `wait`)."""
-        if self.spikes is None or not self._losses:
-            self._losses = []
+        if not self._losses:
             return
         keep, ended = [], []
         for step, value in self._losses:
@@ -234,10 +238,23 @@ class Writer(threading.Thread):
                     continue
                 event.synchronize()
                 value = float(host)
-            with self._lock:
-                ended += self.spikes.add_loss(step, float(value))
+            self._loss_seen(step, float(value))
+            if self.spikes is not None:
+                with self._lock:
+                    ended += self.spikes.add_loss(step, float(value))
         self._losses = keep
-        self._record_spikes(self._spiked(ended))
+        if self.spikes is not None:
+            self._record_spikes(self._spiked(ended))
+
+    def _loss_seen(self, step: int, value: float) -> None:
+        """A NaN/Inf loss is an anomaly of its own: a loop that skips the batch (a NaN guard
+        that zeroes the gradients and never calls `optimizer.step`) leaves no NaN/Inf gradient
+        in the record, and a loss averaged with it read NaN without a word."""
+        if math.isfinite(value) or self._loss_said:
+            return
+        self._loss_said = True
+        row = {"params": ["loss"], "detail": LOSS_DETAIL.format(value=value)}
+        self._record_spikes([(step, "nonfinite", row)])
 
     def _finish_spikes(self) -> None:
         if self.spikes is not None:
@@ -260,7 +277,7 @@ class Writer(threading.Thread):
         return rows + [(s.step, SPIKE, list(s.params) or ["loss"]) for s in ended]
 
     def _record_spikes(self, rows: list[tuple[int, str, Any]]) -> None:
-        """Anomaly rows of spikes outside a batch of steps (a loss, the end)."""
+        """Anomaly rows found outside a batch of steps (a loss's spike or NaN/Inf, the end)."""
         if rows:
             with self._lock:
                 self.anomaly_rows = sorted(self.anomaly_rows + rows, key=_step_of)
@@ -393,6 +410,12 @@ class _Discard(MemoryStore):
         pass
 
 
+#: the detail of the anomaly of the first NaN/Inf loss (`watch.log_loss`)
+LOSS_DETAIL = (
+    "the loss is {value}: watch.log_loss got it for this step (a step's losses are averaged; "
+    "a batch the loop skipped without optimizer.step, e.g. a NaN guard, is recorded only by "
+    "its loss, here)"
+)
 #: the detail of a NaN/Inf anomaly at a step the GradScaler skipped
 SKIPPED_DETAIL = "the GradScaler skipped this step (Inf/NaN gradients): no update was made"
 #: the same where one optimizer's step was skipped and the others' went on
