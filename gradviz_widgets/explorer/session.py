@@ -34,6 +34,7 @@ from ..run.checks import (
     unwrap_compiled,
 )
 from ..run.devices import available_devices, model_device, resolve_device
+from ..run.fingerprint import model_fingerprint
 from ..run.settings import RunSettings
 from ..run.state import Capture
 from ..vocabulary import Thresholds
@@ -230,8 +231,9 @@ class GradExplorer:
         )
 
     def _settings(self) -> tuple:
-        """What a run depends on besides the model: to tell whether the newest run is stale."""
+        """What a run depends on: to tell whether the newest run is stale."""
         return (
+            model_fingerprint(self._model, self.sample_input),
             self._plan.on,
             tuple(self._plan.modifiers.items()),
             self.device,
@@ -268,7 +270,8 @@ class GradExplorer:
     @property
     def stale(self) -> bool:
         """True when nothing ran yet or hooks, modifiers, device, thresholds, input or loss
-        changed since the newest run."""
+        changed since the newest run, or the model did (a parameter changed in place, frozen,
+        unfrozen or replaced, a module added, a mode switched: `run/fingerprint.py`)."""
         return self._last is None or self._ran_with != self._settings()
 
     @property

@@ -1,0 +1,40 @@
+"""What a run reads of the model and its input, cheaply, to tell whether the newest run is stale:
+the user trained, froze, replaced or switched a module's mode since (in code, between cells)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_leaves
+
+
+def model_fingerprint(model: nn.Module | None, sample: Any = None) -> tuple:
+    """Each parameter's identity, in-place version and `requires_grad`, each buffer's identity
+    and version, each module's identity and train/eval mode, and the identity and version of each
+    tensor of `sample`: equal as long as nothing a run reads changed (an optimizer step, a
+    `requires_grad_(False)`, a layer replaced, `model.eval()`, a batch changed in place).
+
+    Example:
+        >>> net = nn.Linear(2, 2)
+        >>> before = model_fingerprint(net)
+        >>> _ = net.weight.requires_grad_(False)
+        >>> before == model_fingerprint(net), model_fingerprint(net) == model_fingerprint(net)
+        (False, True)
+    """
+    if model is None:
+        return ()
+    params = tuple((id(p), _version(p), p.requires_grad) for p in model.parameters())
+    buffers = tuple((id(b), _version(b)) for b in model.buffers())
+    modes = tuple((id(m), m.training) for m in model.modules())
+    inputs = tuple((id(t), _version(t)) for t in tree_leaves(sample) if isinstance(t, torch.Tensor))
+    return params, buffers, modes, inputs
+
+
+def _version(t: torch.Tensor) -> int:
+    """The tensor's in-place version (-1 for an inference tensor, which has none)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return -1
