@@ -26,7 +26,10 @@ KINDS = ALARMS
 RANK_DIVERGENCE = "rank_divergence"
 #: a value that left its rolling baseline (watch/spikes.py)
 SPIKE = "spike"
-WATCH_KINDS = (RANK_DIVERGENCE, SPIKE)
+#: the first NaN/Inf loss given to `watch.log_loss` (a kind of its own: a step's parameters
+#: can turn NaN/Inf at the same step, and a record keeps one row per step and kind)
+NONFINITE_LOSS = "nonfinite_loss"
+WATCH_KINDS = (RANK_DIVERGENCE, SPIKE, NONFINITE_LOSS)
 _CODES = np.array([STATUSES.index(k) for k in KINDS])
 _NONE = KINDS.index("none")
 

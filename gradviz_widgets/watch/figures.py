@@ -12,6 +12,7 @@ import numpy as np
 from ..render.chart import distinct, plotly_text
 from ..render.elide import elide_middle
 from ..vocabulary import OFF_SCALE, STATUSES, STYLES, Thresholds, format_norm, named_few, style
+from .anomalies import NONFINITE_LOSS
 from .events import NONE_WORDS, none_why
 from .history import Overview
 from .store import ParamInfo
@@ -372,6 +373,8 @@ def _severity(kind: str) -> int:
 
 
 def _colour(kind: str) -> str:
+    if kind == NONFINITE_LOSS:
+        return style("nonfinite").line
     return SPIKE_COLOR if kind == "spike" else style(kind).line
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..vocabulary import STATUSES, Thresholds, classify_codes
-from .anomalies import SPIKE, Tracker
+from .anomalies import NONFINITE_LOSS, SPIKE, Tracker
 from .baselines import SpikeRule
 from .events import Event, quiet
 from .history import Overview
@@ -254,7 +254,7 @@ class Writer(threading.Thread):
             return
         self._loss_said = True
         row = {"params": ["loss"], "detail": LOSS_DETAIL.format(value=value)}
-        self._record_spikes([(step, "nonfinite", row)])
+        self._record_spikes([(step, NONFINITE_LOSS, row)])
 
     def _finish_spikes(self) -> None:
         if self.spikes is not None:

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from gradviz_widgets.watch import GradWatch
+from gradviz_widgets.watch.anomalies import NONFINITE_LOSS
 from gradviz_widgets.watch.page import page_data
 
 
@@ -46,11 +47,11 @@ def test_a_skipped_nan_batch_leaves_its_loss_as_an_anomaly(tmp_path, spikes):
     h = watch.history()
     assert (h.status == "healthy").all()  # the gradients recorded are the good batches'
     (a,) = watch.anomalies
-    assert (a.step, a.kind, a.params) == (4, "nonfinite", ["loss"])
+    assert (a.step, a.kind, a.params) == (4, NONFINITE_LOSS, ["loss"])
     assert a.detail.startswith("the loss is nan") and "skipped" in a.detail
     opened = GradWatch.open(watch.run_path)  # stored, read back alike
     assert [(b.step, b.kind, b.params, b.detail) for b in opened.anomalies] == [
-        (4, "nonfinite", ["loss"], a.detail)
+        (4, NONFINITE_LOSS, ["loss"], a.detail)
     ]
     row = page_data(opened)["anomalies"][0]
     assert row[0] == 4 and row[3] == a.detail
@@ -67,3 +68,30 @@ def test_finite_losses_say_nothing(tmp_path):
     watch, skipped = _guarded(tmp_path / "run", bad=())
     assert skipped == 0 and watch.anomalies == []
     assert math.isfinite(float(watch.history().norm.max()))
+
+
+def test_a_nan_loss_beside_nan_gradients_is_kept_on_disk(tmp_path):
+    """Its own kind: a record keeps one row per step and kind, and a NaN loss at the step the
+    parameters turned NaN (no guard) had replaced their row on disk (an outside try-out)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    for it in range(4):
+        x, y = torch.randn(5, 8), torch.randint(0, 4, (5,))
+        if it == 2:
+            x[0, 0] = float("nan")
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        watch.log_loss(loss)
+        opt.step()
+    watch.close()
+    live = sorted((a.step, a.kind) for a in watch.anomalies)
+    assert (2, NONFINITE_LOSS) in live and (2, "nonfinite") in live
+    opened = GradWatch.open(watch.run_path)
+    assert sorted((a.step, a.kind) for a in opened.anomalies) == live
+    page = page_data(opened)
+    assert page["kinds"][NONFINITE_LOSS][1] == "NaN/Inf loss"
+    assert len(page["anomalies"]) == len(live)
+    opened.close()
