@@ -88,7 +88,8 @@ class Spike:
 
     def compare(self, model: Any = None, **options: Any) -> Any:
         """The explorer's compare mode: a calm step recorded before this spike (run A) against
-        the spike's first recorded step (run B)."""
+        the spike's first recorded step (run B). A `target=` (for `loss_fn`) is the spike
+        step's: give the calm step's as `calm_target=` (no record holds a target)."""
         return self._opener()("compare", self, model, options)
 
     def _opener(self) -> Callable[..., Any]:
@@ -602,7 +603,26 @@ def open_spike(
             book[step], model, loss_fn, recorder, from_disk=from_disk, finding=said, **options
         )
     calm = calm_step(book, spike, step)
-    a = replay(book[calm], model, loss_fn, recorder, from_disk=from_disk, **dict(options))
+    calm_options = _calm_options(options, calm, step)
+    a = replay(book[calm], model, loss_fn, recorder, from_disk=from_disk, **calm_options)
     b = replay(book[step], model, loss_fn, recorder, from_disk=from_disk, **options)
     a.label, b.label = f"calm step {calm}", f"spike step {step}"  # A and B were both "cpu"
     return b.compare(a)
+
+
+def _calm_options(options: dict[str, Any], calm: int, step: int) -> dict[str, Any]:
+    """The calm step's replay options: the spike's, but its own `calm_target` (popped from
+    `options`). The target is no model argument, so no record holds it: one `target=` for both
+    replays gave the calm step the spike step's labels, and its norms were wrong unsaid."""
+    mine = dict(options)
+    if "calm_target" in options:
+        mine["target"] = options.pop("calm_target")
+        mine.pop("calm_target")
+    elif "target" in options:
+        raise GradExplorerError(
+            f"spike.compare() replays two steps, the calm step {calm} (A) and the spike's step "
+            f"{step} (B), and no record holds a target: pass each its own, compare(target=<step "
+            f"{step}'s>, calm_target=<step {calm}'s>) (calm_target=target when every step has "
+            "the same target)"
+        )
+    return mine

@@ -113,6 +113,26 @@ def test_spike_explore_opens_its_first_step_and_compare_a_calm_one(planted_layer
     assert f"B = spike step {PLANT} · cpu · loss " in line, line
 
 
+def test_compare_with_a_target_replays_the_calm_step_with_its_own(planted_layer: Any) -> None:
+    """No record holds a target: one `target=` for both replays gave the calm step the spike
+    step's labels, its norms wrong and unsaid (an outside try-out). Each step gets its own."""
+    watch, _ = planted_layer
+    spike, batches = watch.spikes[0], _batches(STEPS)
+
+    def loss_fn(out: Any, y: torch.Tensor) -> torch.Tensor:  # the model's own loss, by hand
+        logits = out.logits[:, :-1].flatten(0, 1)
+        return nn.functional.cross_entropy(logits, y[:, 1:].flatten())
+
+    with pytest.raises(GradExplorerError, match=r"calm_target=<step (\d+)'s>") as said:
+        spike.compare(loss_fn=loss_fn, target=batches[PLANT])
+    calm = int(re.search(r"calm_target=<step (\d+)'s>", str(said.value)).group(1))  # type: ignore[union-attr]
+    widget = spike.compare(loss_fn=loss_fn, target=batches[PLANT], calm_target=batches[calm])
+    a = widget.compare_view.baseline[0]
+    want = watch.history(start=calm, stop=calm + 1).set_index("param").norm
+    for name in spike.params[:3]:
+        assert a.param_norms[name] == pytest.approx(want[name], rel=1e-4)
+
+
 def test_recorded_run_reads_the_same_spikes(planted_layer: Any) -> None:
     watch, model = planted_layer
     live = watch.spikes
