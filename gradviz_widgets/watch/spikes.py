@@ -309,7 +309,7 @@ def _firsts(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per series (columns): where it left its baseline for this event (the start of the run
     of departed steps, `baselines.departed`, that reaches the event; big: it did not) and its
-    peak score. A blip that came back before the event does not count as leaving, nor does a
+    peak score from the event's `start` on. A blip that came back before the event does not count as leaving, nor does a
     run before the event whose deviations add up to less than `z` spreads."""
     left = departed(scores, zs, rule)
     run = np.zeros(left.shape, dtype=np.int64)  # where each departed run began
@@ -332,8 +332,11 @@ def _firsts(
     at = np.argmax(spiked, axis=0)
     first = np.where(hit.any(axis=0), steps[began], 1 << 40)
     first = np.where(drift, np.where(spiked.any(axis=0), steps[at], 1 << 40), first)
+    # the peak over the event, from its start: the lead window can reach back into the event
+    # before, whose peak a later spike's rows had repeated
+    during = np.isfinite(scores) & (steps >= start)[:, None]
     with np.errstate(all="ignore"):
-        peak = np.nanmax(np.where(np.isfinite(scores), scores, -np.inf), axis=0)
+        peak = np.max(np.where(during, scores, -np.inf), axis=0, initial=-np.inf)
     return first, peak
 
 

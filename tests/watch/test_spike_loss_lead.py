@@ -105,3 +105,25 @@ def test_watch_frame_reads_no_loss_lead_for_a_bad_batch(tmp_path: Path) -> None:
     loss = frame[frame.kind == "loss"]
     assert loss[["first_step", "lead"]].values.tolist() == [[BAD, 0]]
     assert spike.loss_step == BAD
+
+
+def test_a_rise_is_the_peak_of_its_own_event_not_of_the_one_before() -> None:
+    """The lead window reaches back 8 steps: a spike 6 steps before another gave the later
+    event's rows the earlier one's peak ("up to 128x its baseline" from a spike before it: an
+    outside try-out)."""
+    finder = SpikeFinder(SpikeRule())
+    missing = np.full((1, len(NAMES)), np.nan)
+    for step in range(STEPS):
+        finder.queue_loss(step, _noisy_loss(step))
+        grad = 1.0 + 0.05 * math.sin(1.3 * step)
+        norms = np.array([[grad, grad]])
+        if step == BAD - 6:
+            norms[0, 0] *= 100.0  # a.weight's first spike
+        if step == BAD:
+            norms[0] *= [10.0, 100.0]  # the second: b.weight leads, a.weight 10x
+        finder.add_steps(np.array([step]), norms, missing, missing, NAMES)
+    finder.finish()
+    first, second = finder.found
+    assert (first.step, second.step) == (BAD - 6, BAD)
+    row = next(r for r in second.rows if r["name"] == "a.weight")
+    assert 5 < row["rise"] < 20, row  # ~10x, its own event's; ~100x was the first event's
