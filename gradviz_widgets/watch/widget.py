@@ -10,6 +10,7 @@ vermillion = NaN/Inf, black = exactly 0.0, grey = None.
 from __future__ import annotations
 
 import html
+import math
 import threading
 import time
 from typing import Any
@@ -51,6 +52,8 @@ class WatchWidget:
         self.updates = 0
         self._dirty = False
         self.throttle = Throttle(self.refresh_s)
+        #: the header of the newest drawing and the step it drew up to
+        self._drawn: tuple[str, int] = ("", -1)
         self._lock = threading.Lock()
         # one redraw at a time, from reading the numbers to the header (writer thread, a pick,
         # a display, a new page's state): one that read older numbers never lands after a newer
@@ -169,6 +172,7 @@ class WatchWidget:
         throttle waits (at least `refresh_s` apart, and the view under 2% of the kernel's time)."""
         now = time.monotonic()
         if not force and not self.throttle.due(now):
+            self._say_behind(now)
             return False
         cpu = time.thread_time()
         with self._draw:
@@ -176,18 +180,35 @@ class WatchWidget:
             self._sync[0].sync(heat, dx=self._overview.width)
             self._sync[1].sync(lines)
             self._sync_picker(self._params())
-            self.status.value = self._header()
+            self._drawn = (self._header(), self._last_step())
+            self.status.value = self._drawn[0]
             self.updates += 1
         self.throttle.done(now, time.thread_time() - cpu, forced=force)
         return True
 
-    def _header(self) -> str:
-        writer = getattr(self.source, "_writer", None)
-        steps = (
-            writer.last_step
-            if writer is not None
-            else (int(self._overview.bucket_steps()[-1]) if self._overview.used else -1)
+    def _say_behind(self, now: float) -> None:
+        """A redraw the throttle holds back: the header says how far the record is ahead of
+        the drawing, and when the next redraw comes (a 212-parameter view, 0.27 s a redraw,
+        drew every ~14 s and read "up to step 466" at step 1,800, unsaid)."""
+        header, drawn = self._drawn
+        last = self._last_step()
+        if last <= drawn or not header:
+            return
+        wait = self.throttle.next_at - now
+        when = f"; redrawn in ~{math.ceil(wait)} s" if math.isfinite(wait) else ""
+        self.status.value = (
+            f"{header} · recorded up to step {last}{when} (the view keeps to "
+            f"{round(self.throttle.share * 100)}% of the kernel's time)"
         )
+
+    def _last_step(self) -> int:
+        writer = getattr(self.source, "_writer", None)
+        if writer is not None:
+            return int(writer.last_step)
+        return int(self._overview.bucket_steps()[-1]) if self._overview.used else -1
+
+    def _header(self) -> str:
+        steps = self._last_step()
         rank = f" rank {self.rank_menu.value}" if self.rank_menu.options else ""
         return (
             f"<b>GradWatch</b> {html.escape(str(getattr(self.source, 'name', self.source.path)))}"

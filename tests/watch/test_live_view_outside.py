@@ -78,6 +78,31 @@ def test_close_draws_the_last_step_whatever_the_throttle(tmp_path):
     assert sum(_columns(t.z) for t in view.heatmap.data if t.name == "log10 ‖g‖") == 40
 
 
+def test_a_view_the_throttle_holds_back_says_how_far_behind_it_is(tmp_path):
+    """A 212-parameter view took 0.27 s a redraw, so it drew every ~14 s (2% of the kernel's
+    time) and read "up to step 466" at step 1,800, unsaid (an outside try-out)."""
+    model = _net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", flush_s=0.05)
+    view = watch.show()
+    _train(model, opt, 3)
+    watch.history()
+    view.refresh(force=True)
+    assert _header_step(view) == 2 and "recorded up to" not in view.status.value
+    view.throttle.next_at = time.monotonic() + 30.0  # as after a costly redraw
+    _train(model, opt, 20)
+    assert watch.history().step.max() == 22
+    deadline = time.monotonic() + 10
+    while "recorded up to step 22" not in view.status.value and time.monotonic() < deadline:
+        time.sleep(0.05)
+    text = view.status.value
+    assert _header_step(view) == 2, text  # the drawing's own step comes first
+    assert "recorded up to step 22; redrawn in ~" in text and "2% of the kernel" in text, text
+    view.refresh(force=True)
+    assert _header_step(view) == 22 and "recorded up to" not in view.status.value
+    watch.close()
+
+
 def test_a_redraw_that_read_older_numbers_never_lands_last(tmp_path):
     """Two redraws at once (a pick in the kernel's thread, a flush in the writer's): the one
     that read the numbers first must not send them after the other sent newer ones."""
