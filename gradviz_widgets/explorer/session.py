@@ -430,10 +430,13 @@ class GradExplorer:
 
     # ---- exports of the newest run (DOT, SVG, HTML page, CSV, JSON) ---------------------
     def to_dot(self, depth: int | None = None, **options: Any) -> str:
-        """DOT text of the newest graph, folded to `depth` module levels (None: everything)."""
+        """DOT text of the newest graph, folded to `depth` module levels (None: everything),
+        with a "✂ frozen" / "✂ never called" ghost node for each parameter no gradient reached,
+        as the widget and the page draw them (the graph alone showed nothing of them)."""
+        from ..graph.ghosts import add_ghosts
         from ..render.dot import to_dot
 
-        graph = self._measured_graph()
+        graph = add_ghosts(self._measured_graph(), self.report.none_reasons)
         return to_dot(graph if depth is None else graph.view(depth), **options)
 
     def export_svg(self, path: str | Path, depth: int | None = None) -> Path:

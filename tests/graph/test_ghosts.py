@@ -122,3 +122,16 @@ def test_a_frozen_tied_weight_is_one_ghost_where_it_lives():
     (ghost,) = (n for n in ghosted.nodes if n.kind == "ghost")
     assert ghost.id == "ghost:param:wte.weight" and ghost.module == "wte"
     assert ghost.scope[-1][0] == "wte"
+
+
+def test_to_dot_and_export_draw_the_ghosts_too():
+    """`ex.to_dot()` / `ex.export_svg()` left out every parameter no gradient reached, which the
+    widget, its Download SVG and export_html draw (an outside try-out: a MoE's unused experts)."""
+    model, x, _ = frozen_and_detached_example()
+    ex = GradExplorer(model, x)
+    report = ex.run()
+    full, folded = ex.to_dot(), ex.to_dot(depth=0)
+    for name in report.none_reasons:
+        assert f"{name}\\n✂ " in full, name  # its ghost node
+        assert f"{name.split('.')[0]} · Linear · 2 nodes · ✂ " in folded, name  # its box's cut
+    assert "✂ frozen" in full and "✂ never called" in full
