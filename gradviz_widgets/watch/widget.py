@@ -217,6 +217,14 @@ class WatchWidget:
             f"{len(self._anomalies())} anomalies"
         )
 
+    def close(self) -> None:
+        """Stop following the run and take the view off the page (the record goes on)."""
+        writer = getattr(self.source, "_writer", None)
+        if writer is not None and self._on_flush in writer.listeners:
+            writer.listeners.remove(self._on_flush)
+        for part in (self.box, *self.box.children):
+            part.close()
+
     def _ipython_display_(self) -> None:
         from IPython.display import display
 

@@ -160,3 +160,18 @@ def test_the_list_offers_parameters_the_writer_had_not_yet(tmp_path, monkeypatch
     view.refresh(force=True)
     assert view._picked and [t.name for t in view.lines.data] == ["2.bias"]
     assert np.asarray(view.lines.data[0].x)[-1] == 4
+
+
+def test_a_view_closes_and_the_record_goes_on(tmp_path):
+    """`view.close()` raised AttributeError (the docs call it a VBox, which has one)."""
+    model = _net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", flush_s=0.05)
+    view = watch.show()
+    _train(model, opt, 2)
+    view.close()
+    assert view._on_flush not in watch._writer.listeners
+    updates = view.updates
+    _train(model, opt, 3)
+    assert watch.history().step.max() == 4 and view.updates == updates
+    watch.close()
