@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..render.chart import distinct, plotly_text
+from ..render.chart import distinct, plotly_text, text_px
 from ..render.elide import elide_middle
 from ..vocabulary import OFF_SCALE, STATUSES, STYLES, Thresholds, format_norm, named_few, style
 from .anomalies import NONFINITE_LOSS
@@ -65,6 +65,37 @@ def z_range(values: np.ndarray, thresholds: Thresholds) -> tuple[float, float]:
 
 #: characters of a heat map row's tick label (~300 px at Plotly's 12 px)
 HEAT_LABEL_CHARS = 48
+#: the lines' legend names are elided to this many characters (the hover keeps them whole)
+LEGEND_CHARS = 32
+#: px the heat map's colour bar needs right of its plot
+COLORBAR_PX = 120
+#: px of a heat-map row, and the tallest its rows stand together (more rows: thinner ones,
+#: every k-th labelled: 212 rows of 16 px drew a 3,500 px map, its step axis 3 screens down)
+ROW_PX, ROWS_PX, LABEL_ROW_PX = 16, 720, 12
+
+
+def plot_frame(params: list[ParamInfo]) -> dict[str, int]:
+    """The left and right margins both live figures share, so that their plots, and a step on
+    them, line up (each had its own: a step stood ~130 px apart in the two): the widest
+    heat-map label on the left (at least the lines' tick labels), the colour bar on the right
+    (the lines' legend goes under their plot).
+
+    Example:
+        >>> plot_frame([ParamInfo(0, "w" * 60, "", (1,), 1, 0)])
+        {'l': 374, 'r': 120}
+    """
+    labels = [elide_middle(p.name, HEAT_LABEL_CHARS) for p in params]
+    return {"l": max([60] + [math.ceil(text_px(t, 12)) + 16 for t in labels]), "r": COLORBAR_PX}
+
+
+def _step_range(overview: Overview) -> list[float] | None:
+    """The step axis both figures draw: the heat map's columns, each `width` steps wide (the
+    heat map's own autorange; the lines' envelope alone spans less)."""
+    x = overview.bucket_steps()
+    if not len(x):
+        return None
+    half = overview.width / 2
+    return [float(x[0]) - half, float(x[-1]) + half]
 
 
 def _norm_trace(
@@ -80,7 +111,14 @@ def _norm_trace(
         "zmin": span[0],
         "zmax": span[1],
         "colorscale": colorscale(span[0], span[1], thresholds),
-        "colorbar": {"title": {"text": "log10 ‖g‖"}, "len": 0.8},
+        # in the right margin both figures keep alike (`plot_frame`)
+        "colorbar": {
+            "title": {"text": "log10 ‖g‖"},
+            "len": 0.8,
+            "thickness": 14,
+            "x": 1.0,
+            "xanchor": "left",
+        },
         "hoverongaps": False,
         "hovertemplate": "%{y}<br>steps from %{x}<br>log10 ‖g‖ = %{z:.2f}<extra></extra>",
     }
@@ -88,15 +126,23 @@ def _norm_trace(
 
 def _name_axis(params: list[ParamInfo], order: list[int], names: list[str]) -> dict:
     """The heat map's row axis: a long name (FSDP, LoRA wrappers) elided in its tick, whole in
-    the hover (a 300-character name's tick took the figure's whole width for its margin)."""
+    the hover (a 300-character name's tick took the figure's whole width for its margin); rows
+    thinner than a label: every k-th labelled."""
+    every = math.ceil(LABEL_ROW_PX / _row_px(len(names)))
     return {
         "autorange": "reversed",
-        "automargin": True,
+        "automargin": False,  # the margin is `plot_frame`'s, the lines' too
         "type": "category",
         "tickmode": "array",
-        "tickvals": names,
-        "ticktext": [plotly_text(elide_middle(params[i].name, HEAT_LABEL_CHARS)) for i in order],
+        "tickvals": names[::every],
+        "ticktext": [
+            plotly_text(elide_middle(params[i].name, HEAT_LABEL_CHARS)) for i in order[::every]
+        ],
     }
+
+
+def _row_px(rows: int) -> float:
+    return min(ROW_PX, max(3.0, ROWS_PX / max(rows, 1)))
 
 
 def module_order(params: list[ParamInfo]) -> list[int]:
@@ -114,6 +160,7 @@ def heatmap_figure(
     anomalies: list | None = None,
     spikes: list | None = None,
     events: list | None = None,
+    frame: dict[str, int] | None = None,
 ) -> dict:
     """Parameters (rows, grouped by module) x buckets of steps; colour = log10 of the bucket's
     largest norm (smallest where it dipped below the vanishing line). None, 0.0 and NaN/Inf
@@ -138,10 +185,10 @@ def heatmap_figure(
             "column: spikes and dips kept)",
             "font": {"size": 13},
         },
-        "xaxis": {"title": {"text": "step"}},
+        "xaxis": {"title": {"text": "step"}},  # autorange: its columns, as `_step_range`
         "yaxis": _name_axis(params, order, names),
-        "height": max(300, 16 * len(names) + 120),
-        "margin": {"l": 10, "r": 10, "t": 40},
+        "height": max(300, round(_row_px(len(names)) * len(names)) + 120),
+        "margin": {**(frame or plot_frame(params)), "t": 40},
         "legend": {"orientation": "h", "y": -0.12, "x": 0},
         **_anomaly_marks(anomalies or [], _axis_span(overview)),
     }
@@ -248,15 +295,17 @@ def lines_figure(
     selected: list[str],
     thresholds: Thresholds,
     anomalies: list | None = None,
+    frame: dict[str, int] | None = None,
 ) -> dict:
-    """Min/max envelope per bucket of each selected parameter's norm, on a log axis."""
+    """Min/max envelope per bucket of each selected parameter's norm, on a log axis; its step
+    axis and margins as the heat map's (`plot_frame`)."""
     index = {p.name: p.id for p in params}
     data = []
     for name in selected[:MAX_LINES]:
         j = index.get(name)
         steps, vals = overview.series(j) if j is not None and j < overview.n_params else ([], [])
         ys = [float(v) for v in vals]  # type: ignore[attr-defined]
-        shown = plotly_text(name)
+        shown = plotly_text(elide_middle(name, LEGEND_CHARS))
         data.append(
             {
                 "type": "scatter",
@@ -275,10 +324,12 @@ def lines_figure(
             "text": "gradient norm over steps (min and max of each bucket)",
             "font": {"size": 13},
         },
-        "xaxis": {"title": {"text": "step"}},
+        "xaxis": {"title": {"text": "step"}, "range": _step_range(overview)},
         "yaxis": {"type": "log", "title": {"text": "‖g‖ (log)"}, "exponentformat": "power"},
-        "height": 320,
-        "margin": {"l": 60, "r": 10, "t": 40},
+        "height": 380,  # its legend under the plot
+        "margin": {**(frame or plot_frame(params)), "t": 40},
+        # under the plot: on the right it took the plot's width (and set it apart from the map's)
+        "legend": {"orientation": "h", "x": 0, "y": -0.25, "yanchor": "top"},
         "showlegend": True,
     }
     marks = _anomaly_marks(anomalies or [], _axis_span(overview))

@@ -21,6 +21,7 @@ from .figures import (
     heatmap_figure,
     lines_figure,
     module_order,
+    plot_frame,
     z_range,
 )
 from .live import FigureSync, Throttle, live_figure, live_sizer
@@ -160,11 +161,12 @@ class WatchWidget:
             th = self.source.thresholds
             if not self._picked:
                 self.selected = default_selection(self._overview, params, anomalies=anomalies)
+            frame = plot_frame(params)  # both plots line up
             return (
                 heatmap_figure(
-                    self._overview, params, th, anomalies, self._spikes(), self._events()
+                    self._overview, params, th, anomalies, self._spikes(), self._events(), frame
                 ),
-                lines_figure(self._overview, params, self.selected, th, anomalies),
+                lines_figure(self._overview, params, self.selected, th, anomalies, frame),
             )
 
     def refresh(self, force: bool = False) -> bool:

@@ -1,8 +1,9 @@
 """GradWatch's live view while a loop trains, in real JupyterLab + headless Chromium at 1280x800
 and 1920x1080, measured in the DOM: the figures fill the cell's width at their first draw
 (Plotly drew them at its default 700 px before the view was in the page, and, as an anywidget,
-was never told to resize), labels of anomalies a few steps apart do not overlap, and the lines
-list shows GPT-2-like names whole without pushing the figures off screen."""
+was never told to resize), a step stands at the same x in both, labels of anomalies a few
+steps apart do not overlap, and the lines list shows GPT-2-like names whole without pushing the
+figures off screen."""
 
 from __future__ import annotations
 
@@ -59,9 +60,13 @@ print("trained")
 MEASURE = """() => {
   const box = [...document.querySelectorAll('.gvw-watch-live')].pop();
   if (!box) return null;
-  const plots = [...box.querySelectorAll('.js-plotly-plot')].map(gd => ({
-    width: gd.clientWidth, traces: (gd.data || []).length,
-    svg: Number(gd.querySelector('.main-svg')?.getAttribute('width'))}));
+  const plots = [...box.querySelectorAll('.js-plotly-plot')].map(gd => {
+    const x = gd._fullLayout?.xaxis;
+    return {width: gd.clientWidth, traces: (gd.data || []).length,
+      svg: Number(gd.querySelector('.main-svg')?.getAttribute('width')),
+      // where a step lands: the step axis's page offset, length and range
+      axis: x ? [gd.getBoundingClientRect().left + x._offset, x._length, ...x.range] : null};
+  });
   const sel = box.querySelector('select');
   const r = sel.getBoundingClientRect();
   const notes = [...box.querySelectorAll('.annotation')].map(a => {
@@ -118,6 +123,11 @@ def test_live_view_fills_its_cell_and_labels_stay_readable(sized_lab: LabPage) -
     wait_until(lambda: "trained" in page.evaluate("document.body.innerText"), 180, "training")
     m = wait_until(lambda: (m := drawn()) and len(m["notes"]) >= 2 and m, 20, "anomaly labels")
     assert all(abs(p["svg"] - p["width"]) <= 2 for p in m["plots"])
+    # a step stands at the same x in both figures (each had its own margins: ~130 px apart)
+    heat, lines = (p["axis"] for p in m["plots"])
+    for step in (heat[2], (heat[2] + heat[3]) / 2, heat[3]):
+        at = [a[0] + (step - a[2]) / (a[3] - a[2]) * a[1] for a in (heat, lines)]
+        assert abs(at[0] - at[1]) <= 2, (step, heat, lines)
     texts = [n["text"] for n in m["notes"]]
     merged = [t for t in texts if re.fullmatch(r"\d+ anomalies, steps 40-4\d", t)]
     assert len(merged) == 2, texts  # those at steps 40-46, one label on each figure

@@ -87,3 +87,31 @@ def test_the_lines_list_is_as_wide_as_its_longest_name() -> None:
     chars = int(width.split("+ ")[1].split("ch")[0])
     assert chars >= longest
     assert picker_width([]) == picker_width(["w"])  # a short list keeps a usable width
+
+
+def test_many_parameters_keep_the_heat_map_within_a_screen() -> None:
+    """212 rows of 16 px drew a 3,500 px heat map, its step axis three screens down (an outside
+    try-out): thinner rows, every k-th labelled, every row still drawn."""
+    names = [f"layers.{i // 2}.{'weight' if i % 2 == 0 else 'bias'}" for i in range(212)]
+    params = [ParamInfo(i, n, n.rsplit(".", 1)[0], (2,), 2, 0) for i, n in enumerate(names)]
+    ov = Overview()
+    for step in range(50):
+        ov.add(step, np.full(212, 1.0), np.full(212, STATUSES.index("healthy"), np.uint8))
+    heat = heatmap_figure(ov, params, Thresholds())
+    assert heat["layout"]["height"] <= 900
+    ticks = heat["layout"]["yaxis"]["tickvals"]
+    assert 40 <= len(ticks) < 212 and ticks[0] == "layers.0.weight"
+    assert len(heat["data"][0]["y"]) == 212
+    small = heatmap_figure(*_run(), Thresholds())  # a few rows: each labelled, 16 px
+    assert len(small["layout"]["yaxis"]["tickvals"]) == len(GPT2)
+
+
+def test_both_figures_share_their_margins_and_step_axis() -> None:
+    """Each figure had its own margins: a step stood up to ~130 px apart in the two."""
+    ov, params = _run()
+    heat = heatmap_figure(ov, params, Thresholds())
+    lines = lines_figure(ov, params, GPT2[:2], Thresholds())
+    for side in ("l", "r"):
+        assert heat["layout"]["margin"][side] == lines["layout"]["margin"][side]
+    assert lines["layout"]["xaxis"]["range"] == [-0.5, 299.5]  # the map's columns
+    assert lines["layout"]["legend"]["orientation"] == "h"  # under the plot, not beside it
