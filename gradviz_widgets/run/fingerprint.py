@@ -25,11 +25,15 @@ def model_fingerprint(model: nn.Module | None, sample: Any = None) -> tuple:
     """
     if model is None:
         return ()
-    params = tuple((id(p), _version(p), p.requires_grad) for p in model.parameters())
-    buffers = tuple((id(b), _version(b)) for b in model.buffers())
-    modes = tuple((id(m), m.training) for m in model.modules())
-    inputs = tuple((id(t), _version(t)) for t in tree_leaves(sample) if isinstance(t, torch.Tensor))
-    return params, buffers, modes, inputs
+    seen: list[tuple] = []
+    for m in model.modules():  # one walk (parameters() and buffers() walk it again each)
+        seen.append((id(m), m.training))
+        seen += [
+            (id(p), _version(p), p.requires_grad) for p in m._parameters.values() if p is not None
+        ]
+        seen += [(id(b), _version(b)) for b in m._buffers.values() if b is not None]
+    inputs = [(id(t), _version(t)) for t in tree_leaves(sample) if isinstance(t, torch.Tensor)]
+    return tuple(seen), tuple(inputs)
 
 
 def _version(t: torch.Tensor) -> int:
