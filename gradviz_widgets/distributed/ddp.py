@@ -9,7 +9,7 @@ parameter whose gradient exists on some ranks only, with the ranks and the reaso
 
     inner, kind = unwrap(ddp_model)             # (ddp_model.module, "DistributedDataParallel")
     report = GradExplorer(inner, x, loss_fn=..., target=y).run()   # local, no collective
-    ranks = gather_ranks(report, ddp=ddp_model)  # every rank calls it (one all_gather)
+    ranks = gather_ranks(report, ddp=ddp_model)  # every rank calls it (two all_gathers)
     ranks.table[1]["b.weight"].status, ranks.findings
 
 FSDP2 (fully_shard) models: see distributed/fsdp.py.
@@ -131,7 +131,9 @@ def decode(rows: torch.Tensor, names: list[str]) -> dict[str, RankParam]:
 def gather_ranks(
     report: GradReport, group: dist.ProcessGroup | None = None, ddp: nn.Module | None = None
 ) -> RanksSummary:
-    """Every rank's parameter statuses, with ONE collective (an all_gather of `encode(report)`).
+    """Every rank's parameter statuses, with two small collectives: an all_gather of each rank's
+    parameter count and names' checksum (the same size on every rank), then of
+    `encode(report)`, once they agree (tables of other sizes made gloo abort the process).
 
     Every rank of `group` must call it with its own local report (of the same model). `ddp`,
     the DistributedDataParallel model, lets the findings say what its settings
@@ -143,29 +145,34 @@ def gather_ranks(
         device = torch.device("cuda", torch.cuda.current_device())
     local = local.to(device)
     world = dist.get_world_size(group)
-    gathered = [torch.empty_like(local) for _ in range(world)]
+    ranks = [dist.get_global_rank(group, i) if group is not None else i for i in range(world)]
+    head = local[0].clone()  # (crc32 of the names, their count, 0): one size on every rank
+    heads = _gathered(head, world, group)
+    different = [r for r, t in zip(ranks, heads) if not torch.equal(t, head)]
+    if different:  # every rank sees the same heads: every rank raises
+        raise GradExplorerError(
+            f"ranks {different} explored a model with other parameters (names or count) than "
+            f"rank {dist.get_rank()}: explore the same model on every rank (unwrap(model)[0])"
+        )
+    gathered = _gathered(local, world, group)
+    names = [p.name for p in report.params]
+    table = {r: decode(t.cpu(), names) for r, t in zip(ranks, gathered)}
+    return RanksSummary(table, rank_findings(table, ddp_settings(ddp)))
+
+
+def _gathered(t: torch.Tensor, world: int, group: dist.ProcessGroup | None) -> list[torch.Tensor]:
+    """`t` of every rank (one all_gather); a rank that never came: GradExplorerError."""
+    out = [torch.empty_like(t) for _ in range(world)]
     try:
-        dist.all_gather(gathered, local, group=group)
+        dist.all_gather(out, t, group=group)
     except RuntimeError as e:  # a rank that never came: gloo / NCCL time out with their words
         raise GradExplorerError(
             f"rank {dist.get_rank()} waited for the other ranks to compare this run's "
-            "gradients (one all_gather) and they did not come: call ex.run() on every rank, "
-            f"or ex.run(ranks=False) for this rank alone ({type(e).__name__}: {str(e)[:200]})"
+            "gradients (an all_gather) and they did not come: run it on every rank "
+            "(ex.run() of a DDP model, or gather_ranks), or ex.run(ranks=False) for this rank "
+            f"alone ({type(e).__name__}: {str(e)[:200]})"
         ) from e
-    names = [p.name for p in report.params]
-    ranks = [dist.get_global_rank(group, i) if group is not None else i for i in range(world)]
-    different = [
-        r
-        for r, t in zip(ranks, gathered)
-        if t.shape != local.shape or t[0, 0].item() != local[0, 0].item()
-    ]
-    if different:
-        raise GradExplorerError(
-            f"ranks {different} explored a model with other parameter names than rank "
-            f"{dist.get_rank()}: explore the same model on every rank (unwrap(model)[0])"
-        )
-    table = {r: decode(t.cpu(), names) for r, t in zip(ranks, gathered)}
-    return RanksSummary(table, rank_findings(table, ddp_settings(ddp)))
+    return out
 
 
 def ddp_settings(ddp: nn.Module | None) -> dict[str, bool] | None:

@@ -24,6 +24,7 @@ import datetime
 import math
 import time
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,30 @@ def rank_setup(
     group, why = None, "ranks=False: no collective"
     if on and world > 1 and ranks is not False:
         group, why = _side_group(rank, world, timeout_s)
+    if group is not None:
+        group, why = _same_parameters(group, inner, world)
     return inner, RankSetup(rank, world, mode, group, timeout_s, why)
+
+
+def _same_parameters(group: Any, model: nn.Module, world: int) -> tuple[Any, str]:
+    """The side group when every rank watches the same parameters (names and shapes: one
+    all_gather of a checksum), else None, warned on every rank: ranks that watch other models
+    (pipeline stages) sent per-step vectors of other sizes, and gloo aborted the process."""
+    text = "\n".join(f"{n}:{tuple(p.shape)}" for n, p in model.named_parameters())
+    count = sum(1 for _ in model.named_parameters())
+    mine = torch.tensor([float(zlib.crc32(text.encode())), float(count)], dtype=torch.float64)
+    every = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(every, mine, group=group)
+    if all(torch.equal(t, every[0]) for t in every):
+        return group, ""
+    counts = ", ".join(f"rank {r}: {int(t[1])}" for r, t in enumerate(every))
+    why = f"the ranks watch different parameters ({counts} parameters, or other names)"
+    warnings.warn(
+        f"GradWatch: no cross-rank check ({why}: pipeline stages?); each rank records its own "
+        "gradients.",
+        stacklevel=4,
+    )
+    return None, why
 
 
 def _side_group(rank: int, world: int, timeout_s: float) -> tuple[Any, str]:

@@ -196,7 +196,22 @@ def _lonely_gather(rank: int, world: int, folder: Path) -> dict:
     return {"said": said}
 
 
+def _other_sizes(rank: int, world: int, folder: Path) -> dict:
+    """Ranks that explored models of other parameter counts gather: their tables had other
+    sizes, and gloo aborted rank 0 ("84 vs 60"; an outside try-out)."""
+    model = nn.Linear(4, 2) if rank == 0 else nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+    report = GradExplorer(model, torch.randn(3, 4)).run()
+    try:
+        gather_ranks(report)
+        said = ""
+    except GradExplorerError as e:
+        said = str(e)
+    dist.barrier()
+    return {"said": said}
+
+
 SCENARIOS = {
+    "sizes": _other_sizes,
     "ddp": lambda r, w, _f: {"ddp": _ddp_rank(r, w)},
     "ddp+fsdp": _ddp_and_fsdp,
     "lonely": _lonely_gather,
@@ -208,7 +223,8 @@ def _check_ddp(results: list[dict]) -> None:
     for r, res in enumerate(results):
         assert res["kind"] == "DistributedDataParallel"
         assert res["explore_calls"] == {}, "an explorer run issued a collective"
-        assert res["calls"] == {"all_gather": 1}, "gather_ranks: exactly one collective"
+        # gather_ranks: a header of one size on every rank, then the table
+        assert res["calls"] == {"all_gather": 2}, "gather_ranks: exactly two small collectives"
         assert res["norms"].keys() == res["truth"].keys()
         for name, truth in res["truth"].items():
             norm = res["norms"][name]
@@ -283,4 +299,10 @@ def test_fsdp2_norms_from_shards_world2(world2: list[dict]) -> None:
 
 def test_a_rank_gathering_alone_is_told_what_to_do(tmp_path: Path) -> None:
     said = launch(__name__, "lonely", 2, tmp_path)[0]["said"]
-    assert "call ex.run() on every rank, or ex.run(ranks=False)" in said
+    assert "run it on every rank (ex.run() of a DDP model, or gather_ranks)" in said
+    assert "ex.run(ranks=False)" in said
+
+
+def test_ranks_with_other_parameter_counts_raise_on_every_rank(tmp_path: Path) -> None:
+    for r in launch(__name__, "sizes", 2, tmp_path):  # both exit 0: no abort (launch checks)
+        assert "explored a model with other parameters (names or count)" in r["said"], r

@@ -67,7 +67,48 @@ def _setup(rank: int, world: int, folder: Path) -> dict:
     return out
 
 
-SCENARIOS = {"setup": _setup}
+def _stages(rank: int, world: int, folder: Path) -> dict:
+    """Pipeline-like stages: each rank watches its own model, of another parameter count (and
+    one of the same count with other shapes): their per-step vectors had other sizes, and gloo
+    aborted rank 0 ("Received data size doesn't match"; an outside try-out)."""
+    out: dict = {}
+    for case, model in (
+        (
+            "count",
+            nn.Linear(4, 2) if rank == 0 else nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2)),
+        ),
+        ("shapes", nn.Linear(4, 2) if rank == 0 else nn.Linear(4, 3)),
+    ):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            watch = GradWatch(model, optimizer=opt, path=folder / case, flush_s=0.05)
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.randn(3, 4)).square().mean().backward()
+            opt.step()
+        history = watch.history()
+        out[case] = {
+            "warned": [str(w.message) for w in caught],
+            "check": watch._ranks.meta()["check"],
+            "steps": sorted(int(s) for s in history.step.unique()),
+            "anomalies": [a.kind for a in watch.anomalies],
+        }
+        watch.close()
+        dist.barrier()
+    return out
+
+
+SCENARIOS = {"setup": _setup, "stages": _stages}
+
+
+def test_ranks_that_watch_other_models_record_their_own_without_a_check(tmp_path: Path) -> None:
+    for r in launch(__name__, "stages", 2, tmp_path):  # both ranks exit 0 (launch checks)
+        for case in ("count", "shapes"):
+            got = r[case]
+            assert got["check"] == "off" and got["steps"] == [0, 1, 2], got
+            assert any("the ranks watch different parameters" in w for w in got["warned"]), got
+            assert "rank_divergence" not in got["anomalies"], got  # no false divergence
 
 
 def test_watch_on_some_ranks_and_different_paths(tmp_path: Path) -> None:
