@@ -112,8 +112,10 @@ class StepTiming:
         self.compare = compare
         self._eob: _Backward | None = None
         self._warned: set[str] = set()
-        #: every in-place change so far divided all gradients by one integer (`divided_by`)
+        #: every in-place change so far divided all gradients by one integer (`divided_by`),
+        #: and that integer (0: none seen; on the CPU)
         self._averaging: Any = True
+        self._divisor = 0
         self._update: Any = None
         self._had_update = False
         #: reads so far; the next one is a probe (module doc); a probe's device result waiting
@@ -210,12 +212,9 @@ class StepTiming:
         `clipped`: the end-of-backward values `pre` where the change was a clipping
         (`clip_like`), else what the optimizer applied (one warning)."""
         now = _rows(post, changed)
+        by, k = self._averaged(pre, now, post, changed)
+        pre = self._before_clipping(pre, now)
         clipped, clip = _differ(pre, now, _is_scale(divisor)), clip_like(pre, now)
-        # averaging by hand (`p.grad /= k`) scales every gradient by one 1/k, as a clipping may
-        # once in a long while: it counts while no change before it was something else
-        by, k = divided_by(pre, now)
-        by = by & self._averaging if isinstance(by, torch.Tensor) else by and self._averaging
-        self._averaging = by
         if isinstance(clip, torch.Tensor):
             clip = clip & ~torch.as_tensor(by, device=clip.device)
         elif by:
@@ -224,6 +223,32 @@ class StepTiming:
         elif clip is False:
             self._warn_once("applied", _NOT_A_CLIP.format(step=step))
         return _chosen(clip, _replaced(post, changed, pre), post), _both(clipped, clip)
+
+    def _averaged(self, pre: Any, now: Any, post: Any, changed: list[int]) -> tuple[Any, Any]:
+        """Whether the change is an average by hand (`p.grad /= k`: every gradient, the
+        unchanged ones all zero, divided by one integer k), and k. A clipping scales by
+        one 1/k once in a long while: it counts while no change before it was something else,
+        or when k is the run's own average seen before (learnt: `_before_clipping`)."""
+        by, k = divided_by(pre, now)
+        # a gradient left as it was: only some were scaled (a layer's multiplier), no average
+        untouched = _zero_rows(post, [i for i in range(len(post)) if i not in set(changed)])
+        if isinstance(by, torch.Tensor):
+            by = by & untouched & self._averaging
+        else:
+            by = by and bool(untouched)
+            by = by and (self._averaging is True or (bool(self._divisor) and k == self._divisor))
+            self._divisor = k if by else self._divisor
+        self._averaging = by
+        return by, k
+
+    def _before_clipping(self, pre: Any, now: Any) -> Any:
+        """`pre` divided by the run's average by hand (k, learnt from a step that only
+        averaged) where the change is that average and then a clipping: the averaged gradient
+        before clipping is what clipping saw (the record held the sum, k x it). On the CPU."""
+        if not self._divisor or (isinstance(pre, torch.Tensor) and pre.device.type != "cpu"):
+            return pre
+        averaged = _divided(pre, list(range(len(pre))), self._divisor)
+        return averaged if clip_like(averaged, now) is True else pre
 
     def _next_read(self, step: int) -> bool:
         """Count this read (of `step`); whether it is a probe (and schedule the next one)."""
@@ -450,6 +475,18 @@ def _divided(stats: Any, rows: list[int], scale: Any) -> Any:
 def _unfused(stats: Any, grad_scale: Any) -> Any:
     """A fused optimizer's (still scaled) gradient statistics, unscaled."""
     return stats if grad_scale is None else _divided(stats, list(range(len(stats))), grad_scale)
+
+
+def _zero_rows(stats: Any, rows: list[int]) -> Any:
+    """Whether every row of `rows` has a zero norm (True for none): a bool, or a device
+    tensor (no host sync)."""
+    if not rows:
+        return True
+    part = _rows(stats, rows)
+    if isinstance(part, torch.Tensor):
+        zero = ~(part[:, 0] > 0).any()
+        return bool(zero) if zero.device.type == "cpu" else zero
+    return not bool((np.asarray(part)[:, 0] > 0).any())
 
 
 def _rows(stats: Any, rows: list[int]) -> Any:

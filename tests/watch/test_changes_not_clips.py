@@ -199,3 +199,45 @@ def test_data_parallel_by_hand_records_the_averaged_gradient_on_every_rank(tmp_p
         assert any("in a way no clipping does" in w for w in r["warned"])
     assert ranks[0]["recorded"] == ranks[1]["recorded"]
     assert "rank_divergence" not in ranks[0]["anomalies"]
+
+
+def test_an_average_then_a_clipping_records_the_average_before_clipping():
+    """`p.grad /= k` then `clip_grad_norm_`: the record held the sum, k x what clipping saw,
+    `clipped=True` (an outside check). Once a step has shown the run's k (it only averaged), a
+    step that averages and clips records the averaged gradient before clipping."""
+    averaged: list[dict[str, float]] = []
+
+    def change(model: nn.Module, opt: object) -> None:
+        for p in model.parameters():
+            p.grad /= 4
+        averaged.append(_applied(model))
+        if len(averaged) > 1:  # the first step only averages
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        watch, seen = _loop(mlp(), change, steps=4)
+    h = watch.history()
+    watch.close()
+    assert h[h.step == 0].clipped.tolist() == [False] * 6
+    assert h[h.step > 0].clipped.all()
+    for k in range(4):
+        rows = h[h.step == k].set_index("param")
+        for name, norm in averaged[k].items():
+            assert rows.loc[name, "norm"] == pytest.approx(norm, rel=1e-6), (k, name)
+
+
+def test_one_layers_multiplier_is_no_average():
+    """`p.grad *= 0.1` on one layer: "every gradient was divided by 10" was said of it."""
+
+    def backbone(model: nn.Module, opt: object) -> None:
+        for p in model.fc1.parameters():
+            p.grad *= 0.1
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        watch, _ = _loop(mlp(), backbone)
+    h = watch.history()
+    watch.close()
+    assert not any("divided by" in str(w.message) for w in caught)
+    assert h.clipped.all()  # read as a clipping of that layer: its norm before the multiplier
