@@ -233,7 +233,7 @@ class GradExplorer:
     def _settings(self) -> tuple:
         """What a run depends on: to tell whether the newest run is stale."""
         return (
-            model_fingerprint(self._model, self.sample_input),
+            model_fingerprint(self._model, (self.sample_input, self.target)),
             self._plan.on,
             tuple(self._plan.modifiers.items()),
             self.device,

@@ -12,9 +12,11 @@ from torch.utils._pytree import tree_leaves
 
 def model_fingerprint(model: nn.Module | None, sample: Any = None) -> tuple:
     """Each parameter's identity, in-place version and `requires_grad`, each buffer's identity
-    and version, each module's identity and train/eval mode, and the identity and version of each
-    tensor of `sample`: equal as long as nothing a run reads changed (an optimizer step, a
-    `requires_grad_(False)`, a layer replaced, `model.eval()`, a batch changed in place).
+    and version, each module's identity and plain settings (train/eval mode, Dropout's `p`),
+    and the identity and version of each tensor of `sample`: equal as long as nothing a run
+    reads changed (an optimizer step, a `requires_grad_(False)`, a layer replaced,
+    `model.eval()`, `dropout.p = 0`, a batch or target changed in place). A change through
+    `.data` bumps no version and is not seen.
 
     Example:
         >>> net = nn.Linear(2, 2)
@@ -27,13 +29,17 @@ def model_fingerprint(model: nn.Module | None, sample: Any = None) -> tuple:
         return ()
     seen: list[tuple] = []
     for m in model.modules():  # one walk (parameters() and buffers() walk it again each)
-        seen.append((id(m), m.training))
+        seen.append((id(m), tuple((k, v) for k, v in vars(m).items() if type(v) in _PLAIN)))
         seen += [
             (id(p), _version(p), p.requires_grad) for p in m._parameters.values() if p is not None
         ]
         seen += [(id(b), _version(b)) for b in m._buffers.values() if b is not None]
     inputs = [(id(t), _version(t)) for t in tree_leaves(sample) if isinstance(t, torch.Tensor)]
     return tuple(seen), tuple(inputs)
+
+
+#: a module's settings a forward reads (`training`, Dropout's `p`, `eps`, `in_features`)
+_PLAIN = (bool, int, float, str, type(None))
 
 
 def _version(t: torch.Tensor) -> int:

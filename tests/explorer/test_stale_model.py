@@ -18,7 +18,9 @@ def _no_grad(fn, *args):  # noqa: ANN001, ANN202
 
 def _net() -> nn.Sequential:
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    return nn.Sequential(
+        nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3), nn.Dropout(0.1)
+    )
 
 
 CHANGES = {
@@ -29,6 +31,7 @@ CHANGES = {
     "replaced": lambda net, x: net.__setitem__(3, nn.Linear(8, 3)),
     "added": lambda net, x: net.append(nn.Tanh()),
     "buffer": lambda net, x: net[1].running_mean.add_(1.0),
+    "dropout p": lambda net, x: setattr(net[4], "p", 0.0),
     "input in place": lambda net, x: x.mul_(2.0),
 }
 
@@ -47,6 +50,15 @@ def test_a_change_in_code_makes_the_run_stale(change: str) -> None:
     assert ex.stale
     ex.run()
     assert not ex.stale
+
+
+def test_a_target_changed_in_place_makes_the_run_stale() -> None:
+    net, x, y = _net(), torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1])
+    ex = GradExplorer(net, x, loss_fn=nn.CrossEntropyLoss(), target=y)
+    ex.run()
+    assert not ex.stale
+    y[0] = 2
+    assert ex.stale
 
 
 def test_show_again_after_a_change_shows_a_new_run() -> None:
