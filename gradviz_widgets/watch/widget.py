@@ -224,8 +224,7 @@ class WatchWidget:
         writer = getattr(self.source, "_writer", None)
         if writer is not None and self._on_flush in writer.listeners:
             writer.listeners.remove(self._on_flush)
-        for part in (self.box, *self.box.children):
-            part.close()
+        _close_tree(self.box)
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
@@ -239,6 +238,17 @@ class WatchWidget:
                 fig._widget_layout = layout  # synced traits: sent to the page, layout first
                 fig._widget_data = data
         display(self.box)
+
+
+def _close_tree(widget: Any) -> None:
+    """Close `widget`, its children, theirs, and their layout and style widgets (a close of
+    the box alone left the lines list, the rank menu and 9 layout / style widgets open)."""
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    for part in (getattr(widget, "layout", None), getattr(widget, "style", None)):
+        if part is not None and hasattr(part, "close"):
+            part.close()
+    widget.close()
 
 
 #: the picker's label (ipywidgets' --jp-widgets-inline-label-width) and its list's padding,

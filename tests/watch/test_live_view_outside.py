@@ -171,6 +171,8 @@ def test_a_view_closes_and_the_record_goes_on(tmp_path):
     _train(model, opt, 2)
     view.close()
     assert view._on_flush not in watch._writer.listeners
+    for part in (view.picker, view.rank_menu, view.picker.layout, view.status, view.box):
+        assert part.comm is None, part  # closed: the lines list and the menu too
     updates = view.updates
     _train(model, opt, 3)
     assert watch.history().step.max() == 4 and view.updates == updates
