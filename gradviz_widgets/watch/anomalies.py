@@ -123,6 +123,8 @@ class Anomaly:
         Anomaly(step 12: nonfinite in fc1.weight)
         >>> Anomaly(3, "nonfinite", ["fc1.weight", "fc2.weight"], held=["fc2.weight"])
         Anomaly(step 3: nonfinite in fc1.weight, fc2.weight; NaN/Inf held in fc2.weight)
+        >>> Anomaly(15, "rank_divergence", [], detail="cross-rank check stopped at step 15")
+        Anomaly(step 15: rank_divergence: cross-rank check stopped at step 15)
     """
 
     step: int
@@ -188,7 +190,8 @@ class Anomaly:
         held = ""
         if self.held:
             held = f"; NaN/Inf held in {named_few(self.held, 3)}"
-        return f"Anomaly(step {self.step}: {self.kind} in {shown}{where}{held})"
+        what = f" in {shown}" if self.params else f": {self.detail}" if self.detail else ""
+        return f"Anomaly(step {self.step}: {self.kind}{what}{where}{held})"
 
 
 class Tracker:
