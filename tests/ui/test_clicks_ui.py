@@ -47,6 +47,20 @@ def node(lab: LabPage, node_id: str) -> Any:
     return lab.page.locator(f".gvw-pane g.node[data-key={json.dumps(key)}]")
 
 
+def folded_again(lab: LabPage, module: str) -> Any:
+    """Fold `module` from the kernel; its box once drawn."""
+    lab.execute(f"w.collapse.add({module!r}); w.refresh()")
+    drawn = f"any(n.id == 'module:{module}' for n in w.view.nodes)"
+    wait_until(lambda: py(lab, drawn), 60, f"{module} folded")
+    lab.page.wait_for_timeout(1000)
+    return node(lab, f"module:{module}")
+
+
+def unfolded(lab: LabPage, module: str) -> None:
+    gone = f"all(n.id != 'module:{module}' for n in w.view.nodes)"
+    wait_until(lambda: py(lab, gone), 60, f"{module} unfolded")
+
+
 def opened(lab: LabPage, name: str) -> None:
     lab.notebook(name, CELLS)
     lab.open_notebook(name)
@@ -64,38 +78,24 @@ def test_a_double_click_on_a_folded_module_only_unfolds_it(small_lab: LabPage) -
     box = node(small_lab, "module:enc")
     box.scroll_into_view_if_needed()
     box.dblclick()
-    wait_until(
-        lambda: py(small_lab, "all(n.id != 'module:enc' for n in w.view.nodes)"), 60, "enc unfolded"
-    )
+    unfolded(small_lab, "enc")
     small_lab.page.wait_for_timeout(1500)  # a stray click would have run by now
     assert py(small_lab, "ex.hooks") == []
     assert "hooks" not in py(small_lab, f"changes[{before}:]")
     # a slower double-click, 380 ms between its clicks (within the usual OS 500 ms): it had
     # hooked the module too, its first click sent when a 300 ms wait ran out
-    small_lab.execute("w.collapse.add('enc'); w.refresh()")
-    wait_until(
-        lambda: py(small_lab, "any(n.id == 'module:enc' for n in w.view.nodes)"), 60, "folded"
-    )
-    small_lab.page.wait_for_timeout(1000)
-    box = node(small_lab, "module:enc")
+    box = folded_again(small_lab, "enc")
     box.scroll_into_view_if_needed()
     b = box.bounding_box()
     at = (b["x"] + b["width"] / 2, b["y"] + b["height"] / 2)
     small_lab.page.mouse.click(*at)
     small_lab.page.wait_for_timeout(380)
     small_lab.page.mouse.click(*at, click_count=2)
-    wait_until(
-        lambda: py(small_lab, "all(n.id != 'module:enc' for n in w.view.nodes)"), 60, "unfolded"
-    )
+    unfolded(small_lab, "enc")
     small_lab.page.wait_for_timeout(1500)
     assert py(small_lab, "ex.hooks") == []
     # a single click on a folded module still hooks it, once the double-click window passed
-    small_lab.execute("w.collapse.add('enc'); w.refresh()")
-    wait_until(
-        lambda: py(small_lab, "any(n.id == 'module:enc' for n in w.view.nodes)"), 60, "folded"
-    )
-    small_lab.page.wait_for_timeout(1000)
-    box = node(small_lab, "module:enc")
+    box = folded_again(small_lab, "enc")
     box.click()
     wait_until(lambda: py(small_lab, "ex.hooks") == [["enc", "backward"]], 60, "the hook on")
     # quick clicks on two folded modules hook both (the second's wait dropped the first's)
@@ -160,9 +160,7 @@ def test_unfolding_after_a_click_shows_the_flow_inside(small_lab: LabPage) -> No
     box = node(small_lab, "module:enc")
     box.scroll_into_view_if_needed()
     box.dblclick()
-    wait_until(
-        lambda: py(small_lab, "all(n.id != 'module:enc' for n in w.view.nodes)"), 60, "enc unfolded"
-    )
+    unfolded(small_lab, "enc")
     wait_until(lambda: py(small_lab, "len(ex.history)") == runs + 1, 60, "the run in full")
     assert py(small_lab, "unmeasured(ex.graph) == (0, 0) and drawn_measured(w.view)")
     small_lab.page.wait_for_timeout(1500)  # the new drawing is in

@@ -42,6 +42,19 @@ def _loop(model: nn.Module, change, steps: int = 3) -> tuple[Any, list[dict[str,
     return watch, seen
 
 
+def _kept_before_clipping(watch: Any, pre: list, seen: list, unclipped: str = "-") -> None:
+    """Every row `clipped` and its norm the one before clipping (`pre`), above what the
+    optimizer applied (`seen`) but in the `unclipped` module."""
+    h = watch.history()
+    watch.close()
+    assert h.clipped.tolist() == [True] * len(h)
+    for k in range(3):
+        rows = h[h.step == k].set_index("param")
+        for name, norm in pre[k].items():
+            assert rows.loc[name, "norm"] == pytest.approx(norm, rel=1e-6)  # float32 store
+            assert seen[k][name] < norm or name.startswith(unclipped)
+
+
 def test_a_zero_grad_before_step_is_recorded_as_zero_with_its_anomaly():
     with pytest.warns(UserWarning, match="in a way no clipping does"):
         watch, seen = _loop(mlp(), lambda m, opt: opt.zero_grad(set_to_none=False))
@@ -64,14 +77,7 @@ def test_a_clip_grad_norm_still_keeps_the_pre_clip_numbers():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "no clipping" warning
         watch, seen = _loop(mlp(), clip)
-    h = watch.history()
-    watch.close()
-    assert h.clipped.tolist() == [True] * len(h)
-    for k in range(3):
-        rows = h[h.step == k].set_index("param")
-        for name, norm in pre[k].items():
-            assert rows.loc[name, "norm"] == pytest.approx(norm, rel=1e-6)  # float32 store
-            assert seen[k][name] < norm
+    _kept_before_clipping(watch, pre, seen)
 
 
 def test_the_rule_on_readings():
@@ -109,14 +115,7 @@ def test_clipping_each_sub_network_on_its_own_keeps_the_pre_clip_numbers():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         watch, seen = _loop(mlp(), clip)
-    h = watch.history()
-    watch.close()
-    assert h.clipped.tolist() == [True] * len(h)
-    for k in range(3):
-        rows = h[h.step == k].set_index("param")
-        for name, norm in pre[k].items():
-            assert rows.loc[name, "norm"] == pytest.approx(norm, rel=1e-6)
-            assert seen[k][name] < norm or name.startswith("fc3")  # fc3 is not clipped
+    _kept_before_clipping(watch, pre, seen, unclipped="fc3")
 
 
 def test_an_average_by_hand_records_the_divided_gradient():

@@ -28,6 +28,14 @@ def _train(model: nn.Module, opt: torch.optim.Optimizer, steps: int) -> None:
         opt.step()
 
 
+def _watched(tmp_path) -> tuple:  # noqa: ANN001
+    """A small model, its optimizer, a watch flushing every 50 ms and its live view."""
+    model = _net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", flush_s=0.05)
+    return model, opt, watch, watch.show()
+
+
 def _header_step(view) -> int:
     return int(re.search(r"up to step (-?\d+)", view.status.value).group(1))
 
@@ -81,10 +89,7 @@ def test_close_draws_the_last_step_whatever_the_throttle(tmp_path):
 def test_a_view_the_throttle_holds_back_says_how_far_behind_it_is(tmp_path):
     """A 212-parameter view took 0.27 s a redraw, so it drew every ~14 s (2% of the kernel's
     time) and read "up to step 466" at step 1,800, unsaid (an outside try-out)."""
-    model = _net()
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", flush_s=0.05)
-    view = watch.show()
+    model, opt, watch, view = _watched(tmp_path)
     _train(model, opt, 3)
     watch.history()
     view.refresh(force=True)
@@ -164,10 +169,7 @@ def test_the_list_offers_parameters_the_writer_had_not_yet(tmp_path, monkeypatch
 
 def test_a_view_closes_and_the_record_goes_on(tmp_path):
     """`view.close()` raised AttributeError (the docs call it a VBox, which has one)."""
-    model = _net()
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run", flush_s=0.05)
-    view = watch.show()
+    model, opt, watch, view = _watched(tmp_path)
     _train(model, opt, 2)
     view.close()
     assert view._on_flush not in watch._writer.listeners
