@@ -110,7 +110,7 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
     anomalies = list(run.anomalies)  # on a live GradWatch this waits for the queued steps
     spikes = list(getattr(run, "spikes", None) or [])
     said = functools.partial(_detail, sentences={int(s.step): s.sentence for s in spikes})
-    ranks = _rank_overviews(run, max_steps)
+    ranks, apart = _alike_ranks(run, _rank_overviews(run, max_steps))
     params, overview = (list(run.params), ranks[0][1]) if ranks else _snapshot(run, max_steps)
     order = module_order(params)
     index = {params[i].name: row for row, i in enumerate(order)}
@@ -125,7 +125,7 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
     th = run.thresholds
     return {
         # the run's name (`exp1/run-...`), never an absolute path: the page is shared
-        "name": str(getattr(run, "name", None) or Path(getattr(run, "path", "")).name),
+        "name": str(getattr(run, "name", None) or Path(getattr(run, "path", "")).name) + apart,
         # shown as text, never markup; bidi overrides and controls made visible (a U+202E in
         # a name drew "layers.thgiew.live")
         "names": [plain_text(params[i].name) for i in order],
@@ -233,6 +233,27 @@ def _rank_overviews(run: Any, max_steps: int) -> list[tuple[Any, Overview]]:
         return [(r, run.overview(n_buckets=max(max_steps, 2), rank=r)) for r in ranks]
     except TypeError:  # an overview() without ranks: built from the history's rank column
         return _history_overviews(run, list(run.params), max_steps)
+
+
+def _alike_ranks(
+    run: Any, ranks: list[tuple[Any, Overview]]
+) -> tuple[list[tuple[Any, Overview]], str]:
+    """The ranks that watched the parameters of the first one (the page names every view's rows
+    by them), and what the title says of the others: ranks that watched other models
+    (pipeline stages) were drawn under the first rank's names."""
+    stores = getattr(run, "stores", None)
+    if not ranks or not isinstance(stores, dict):
+        return ranks, ""
+    names = [[p.name for p in stores[r].params] if r in stores else None for r, _ in ranks]
+    keep = [k for k, n in enumerate(names) if n is None or n == names[0]]
+    if len(keep) == len(ranks):
+        return ranks, ""
+    apart = [str(ranks[k][0]) for k in range(len(ranks)) if k not in keep]
+    said = (
+        f" · rank {', '.join(apart)} watched other parameters: not drawn here "
+        "(GradWatch.open(<run>/rank<r>) draws one rank)"
+    )
+    return [ranks[k] for k in keep], said
 
 
 def _history_overviews(

@@ -54,8 +54,15 @@ class RankSetup:
     mode: str = "local"
     group: Any = None
     timeout_s: float = 60.0
-    #: why there is no side group (with `group` None and a world above 1)
+    #: why there is no side group (with `group` None and a world above 1), or no check
     why: str = ""
+    #: the ranks watch different parameters: the side group agrees the run id, no check
+    apart: bool = False
+
+    @property
+    def checked(self) -> bool:
+        """Whether the per-step cross-rank check runs (one all_reduce per step)."""
+        return self.group is not None and not self.apart
 
     def directory(self, path: Path) -> Path:
         """`path` for one process; `path/rank{r}` for each rank of a world larger than 1.
@@ -67,7 +74,7 @@ class RankSetup:
         return path / f"rank{self.rank}" if self.world > 1 else path
 
     def meta(self) -> dict[str, str]:
-        check = "off" if self.group is None else "one all_reduce per step"
+        check = "one all_reduce per step" if self.checked else "off"
         return {"rank": str(self.rank), "world": str(self.world), "mode": self.mode, "check": check}
 
 
@@ -86,22 +93,23 @@ def rank_setup(
     group, why = None, "ranks=False: no collective"
     if on and world > 1 and ranks is not False:
         group, why = _side_group(rank, world, timeout_s)
-    if group is not None:
-        group, why = _same_parameters(group, inner, world)
-    return inner, RankSetup(rank, world, mode, group, timeout_s, why)
+    apart = group is not None and not _same_parameters(group, inner, world)
+    if apart:
+        why = "the ranks watch different parameters"
+    return inner, RankSetup(rank, world, mode, group, timeout_s, why, apart)
 
 
-def _same_parameters(group: Any, model: nn.Module, world: int) -> tuple[Any, str]:
-    """The side group when every rank watches the same parameters (names and shapes: one
-    all_gather of a checksum), else None, warned on every rank: ranks that watch other models
-    (pipeline stages) sent per-step vectors of other sizes, and gloo aborted the process."""
+def _same_parameters(group: Any, model: nn.Module, world: int) -> bool:
+    """Whether every rank watches the same parameters (names and shapes: one all_gather of a
+    checksum); if not, warned on every rank: ranks that watch other models (pipeline stages)
+    sent per-step vectors of other sizes, and gloo aborted the process."""
     text = "\n".join(f"{n}:{tuple(p.shape)}" for n, p in model.named_parameters())
     count = sum(1 for _ in model.named_parameters())
     mine = torch.tensor([float(zlib.crc32(text.encode())), float(count)], dtype=torch.float64)
     every = [torch.empty_like(mine) for _ in range(world)]
     dist.all_gather(every, mine, group=group)
     if all(torch.equal(t, every[0]) for t in every):
-        return group, ""
+        return True
     counts = ", ".join(f"rank {r}: {int(t[1])}" for r, t in enumerate(every))
     why = f"the ranks watch different parameters ({counts} parameters, or other names)"
     warnings.warn(
@@ -109,7 +117,7 @@ def _same_parameters(group: Any, model: nn.Module, world: int) -> tuple[Any, str
         "gradients.",
         stacklevel=4,
     )
-    return None, why
+    return False
 
 
 def _side_group(rank: int, world: int, timeout_s: float) -> tuple[Any, str]:
@@ -236,7 +244,7 @@ class Exchange:
 
     @property
     def active(self) -> bool:
-        return self.setup.group is not None and self.failed is None
+        return self.setup.checked and self.failed is None
 
     def combine(
         self, step: int, ids: np.ndarray, values: np.ndarray, extra: Any, names: list[str]

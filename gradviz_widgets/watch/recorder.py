@@ -58,7 +58,7 @@ class Recorder:
         self.rounds = Rounds(list(opts) or [None], start_step)  # type: ignore[list-item]
         self.ranks = ranks or RankSetup()
         #: ids of the parameters this rank's own backward reached since the last step (DDP)
-        checked = self.ranks.group is not None
+        checked = self.ranks.checked
         self._used: set[int] | None = set() if self.ranks.mode == "ddp" and checked else None
         self._deferred = False
         fsdp = self.ranks.mode == "fsdp"  # Δp of a shard is not the update: off
@@ -228,13 +228,13 @@ class Recorder:
         opt = self.optimizers[j] if self.optimizers else None
         reading = self.timing.read(ids, grads, self.step, skipped, opt)
         stats = reading.stats
-        if not self.optimizers and self.ranks.group is None:
+        if not self.optimizers and not self.ranks.checked:
             ids, stats = self._with_arrivals(ids, stats)
         if self.timing.unknown:  # earlier steps' `clipped` turned out unknown: the record says so
             self.emit("clip_unknown", self.timing.unknown)
             self.timing.unknown = []
         extra = None
-        if self.ranks.group is not None:
+        if self.ranks.checked:
             extra = rank_part(self.ranks, self._used, self.params, ids, grads)
         host = self._host_stats(stats)  # None: on a device, not read this step
         if self.flights is not None:  # before the update: the pre-update weights

@@ -130,7 +130,7 @@ class GradWatch(HistoryViews):
         """The writer thread, the flight recorder and the recorder's hooks."""
         from .recorder import Recorder
 
-        exchange = Exchange(self._ranks) if self._ranks.group is not None else None
+        exchange = Exchange(self._ranks) if self._ranks.checked else None
         #: how spikes are found (None: spikes=False)
         self.spike_rule = check_spikes(options["spikes"])
         self._writer = self._make_writer(options["flush_s"], exchange)

@@ -96,6 +96,14 @@ def _stages(rank: int, world: int, folder: Path) -> dict:
         }
         watch.close()
         dist.barrier()
+    if rank == 0:  # the page of the record: rank 1's rows had read rank 0's names
+        from gradviz_widgets.watch.page import page_data
+
+        run = GradWatch.open(folder / "count")
+        page = page_data(run)
+        out["page"] = {"name": page["name"], "views": [v["label"] for v in page["views"]]}
+        out["page"]["names"] = page["names"]
+        run.close()
     return out
 
 
@@ -103,7 +111,11 @@ SCENARIOS = {"setup": _setup, "stages": _stages}
 
 
 def test_ranks_that_watch_other_models_record_their_own_without_a_check(tmp_path: Path) -> None:
-    for r in launch(__name__, "stages", 2, tmp_path):  # both ranks exit 0 (launch checks)
+    ranks = launch(__name__, "stages", 2, tmp_path)  # both ranks exit 0 (launch checks)
+    page = ranks[0]["page"]
+    assert page["names"] == ["weight", "bias"] and page["views"] == ["rank 0"], page
+    assert "rank 1 watched other parameters: not drawn here" in page["name"], page
+    for r in ranks:
         for case in ("count", "shapes"):
             got = r[case]
             assert got["check"] == "off" and got["steps"] == [0, 1, 2], got
