@@ -29,7 +29,7 @@ def model_fingerprint(model: nn.Module | None, sample: Any = None) -> tuple:
         return ()
     seen: list[tuple] = []
     for m in model.modules():  # one walk (parameters() and buffers() walk it again each)
-        seen.append((id(m), tuple((k, v) for k, v in vars(m).items() if type(v) in _PLAIN)))
+        seen.append((id(m), *[v for v in m.__dict__.values() if v.__class__ in _PLAIN]))
         seen += [
             (id(p), _version(p), p.requires_grad) for p in m._parameters.values() if p is not None
         ]
@@ -39,7 +39,7 @@ def model_fingerprint(model: nn.Module | None, sample: Any = None) -> tuple:
 
 
 #: a module's settings a forward reads (`training`, Dropout's `p`, `eps`, `in_features`)
-_PLAIN = (bool, int, float, str, type(None))
+_PLAIN = frozenset((bool, int, float, str, type(None)))
 
 
 def _version(t: torch.Tensor) -> int:
