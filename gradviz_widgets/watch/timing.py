@@ -228,7 +228,8 @@ class StepTiming:
         """Whether the change is an average by hand (`p.grad /= k`: every gradient, the
         unchanged ones all zero, divided by one integer k), and k. A clipping scales by
         one 1/k once in a long while: it counts while no change before it was something else,
-        or when k is the run's own average seen before (learnt: `_before_clipping`)."""
+        or when k is the run's own average seen before (learnt here, on the CPU, for
+        `_before_clipping`)."""
         by, k = divided_by(pre, now)
         # a gradient left as it was: only some were scaled (a layer's multiplier), no average
         untouched = _zero_rows(post, [i for i in range(len(post)) if i not in set(changed)])
