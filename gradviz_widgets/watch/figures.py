@@ -12,7 +12,7 @@ import numpy as np
 from ..render.chart import distinct, plotly_text, text_px
 from ..render.elide import elide_middle
 from ..vocabulary import OFF_SCALE, STATUSES, STYLES, Thresholds, format_norm, named_few, style
-from .anomalies import NONFINITE_LOSS
+from .anomalies import NONFINITE_LOSS, SPIKE
 from .events import NONE_WORDS, none_why
 from .history import Overview
 from .store import ParamInfo
@@ -379,6 +379,11 @@ def _blamed(anomalies: Sequence[Any], known: set[str]) -> list[str]:
 
 #: the colour of spike marks (step axis, outlines of the leading rows; the page's too)
 SPIKE_COLOR = "#d62728"
+#: colour and label of the anomaly kinds that are no status (the live view and the page alike)
+WATCH_KIND_LOOKS = {
+    SPIKE: (SPIKE_COLOR, "spike"),
+    NONFINITE_LOSS: (STYLES["nonfinite"].line, "NaN/Inf loss"),
+}
 
 
 #: anomalies less than this share of the step axis after a label's first one share its label
@@ -424,9 +429,8 @@ def _severity(kind: str) -> int:
 
 
 def _colour(kind: str) -> str:
-    if kind == NONFINITE_LOSS:
-        return style("nonfinite").line
-    return SPIKE_COLOR if kind == "spike" else style(kind).line
+    look = WATCH_KIND_LOOKS.get(kind)
+    return look[0] if look is not None else style(kind).line
 
 
 def _anomaly_marks(anomalies: list, span: float = 1.0) -> dict:

@@ -39,9 +39,9 @@ import numpy as np
 
 from ..frontend import script_json, script_text, static_text
 from ..vocabulary import OFF_SCALE, SELECTED_COLOR, STATUSES, STYLES, format_norm, plain_text
-from .anomalies import NONFINITE_LOSS, SPIKE
+from .anomalies import SPIKE
 from .events import NONE_WORDS, none_why
-from .figures import NONFINITE_MARK, SPIKE_COLOR, default_selection, module_order
+from .figures import NONFINITE_MARK, WATCH_KIND_LOOKS, default_selection, module_order
 from .history import EMPTY, Overview
 from .page_data import merge_buckets, view_data
 from .store import DB_NAME, ParamInfo
@@ -199,8 +199,7 @@ def _snapshot(run: Any, max_steps: int) -> tuple[list[ParamInfo], Overview]:
 def _kinds(anomalies: list[Any]) -> dict[str, list[str]]:
     """Colour and label of each anomaly kind (statuses, and others such as rank_divergence)."""
     out = {s: [STYLES[s].line, STYLES[s].label] for s in STATUSES}
-    out[SPIKE] = [SPIKE_COLOR, "spike"]
-    out[NONFINITE_LOSS] = [STYLES["nonfinite"].line, "NaN/Inf loss"]
+    out.update({kind: list(look) for kind, look in WATCH_KIND_LOOKS.items()})
     for a in anomalies:
         out.setdefault(a.kind, [SELECTED_COLOR, a.kind.replace("_", " ")])
     return out

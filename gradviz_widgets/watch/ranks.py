@@ -103,9 +103,9 @@ def _same_parameters(group: Any, model: nn.Module, world: int) -> bool:
     """Whether every rank watches the same parameters (names and shapes: one all_gather of a
     checksum); if not, warned on every rank: ranks that watch other models (pipeline stages)
     sent per-step vectors of other sizes, and gloo aborted the process."""
-    text = "\n".join(f"{n}:{tuple(p.shape)}" for n, p in model.named_parameters())
-    count = sum(1 for _ in model.named_parameters())
-    mine = torch.tensor([float(zlib.crc32(text.encode())), float(count)], dtype=torch.float64)
+    named = list(model.named_parameters())
+    text = "\n".join(f"{n}:{tuple(p.shape)}" for n, p in named)
+    mine = torch.tensor([float(zlib.crc32(text.encode())), float(len(named))], dtype=torch.float64)
     every = [torch.empty_like(mine) for _ in range(world)]
     dist.all_gather(every, mine, group=group)
     if all(torch.equal(t, every[0]) for t in every):

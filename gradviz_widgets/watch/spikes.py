@@ -309,8 +309,9 @@ def _firsts(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per series (columns): where it left its baseline for this event (the start of the run
     of departed steps, `baselines.departed`, that reaches the event; big: it did not) and its
-    peak score from the event's `start` on. A blip that came back before the event does not count as leaving, nor does a
-    run before the event whose deviations add up to less than `z` spreads."""
+    peak score from the event's `start` on. A blip that came back before the event does not
+    count as leaving, nor does a run before the event whose deviations add up to less than `z`
+    spreads."""
     left = departed(scores, zs, rule)
     run = np.zeros(left.shape, dtype=np.int64)  # where each departed run began
     for t in range(len(steps)):
@@ -613,14 +614,18 @@ def open_spike(
     return b.compare(a)
 
 
+#: `calm_target` not given (None is a target a loss_fn may take)
+_NO_TARGET = object()
+
+
 def _calm_options(options: dict[str, Any], calm: int, step: int) -> dict[str, Any]:
     """The calm step's replay options: the spike's, but its own `calm_target` (popped from
     `options`). The target is no model argument, so no record holds it: one `target=` for both
     replays gave the calm step the spike step's labels, and its norms were wrong unsaid."""
+    own = options.pop("calm_target", _NO_TARGET)
     mine = dict(options)
-    if "calm_target" in options:
-        mine["target"] = options.pop("calm_target")
-        mine.pop("calm_target")
+    if own is not _NO_TARGET:
+        mine["target"] = own
     elif "target" in options:
         raise GradExplorerError(
             f"spike.compare() replays two steps, the calm step {calm} (A) and the spike's step "

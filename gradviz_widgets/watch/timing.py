@@ -232,7 +232,8 @@ class StepTiming:
         `_before_clipping`)."""
         by, k = divided_by(pre, now)
         # a gradient left as it was: only some were scaled (a layer's multiplier), no average
-        untouched = _zero_rows(post, [i for i in range(len(post)) if i not in set(changed)])
+        moved = set(changed)
+        untouched = _zero_rows(post, [i for i in range(len(post)) if i not in moved])
         if isinstance(by, torch.Tensor):
             by = by & untouched & self._averaging
         else:

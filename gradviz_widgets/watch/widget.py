@@ -182,7 +182,8 @@ class WatchWidget:
             self._sync[0].sync(heat, dx=self._overview.width)
             self._sync[1].sync(lines)
             self._sync_picker(self._params())
-            self._drawn = (self._header(), self._last_step())
+            steps = self._last_step()
+            self._drawn = (self._header(steps), steps)
             self.status.value = self._drawn[0]
             self.updates += 1
         self.throttle.done(now, time.thread_time() - cpu, forced=force)
@@ -209,8 +210,7 @@ class WatchWidget:
             return int(writer.last_step)
         return int(self._overview.bucket_steps()[-1]) if self._overview.used else -1
 
-    def _header(self) -> str:
-        steps = self._last_step()
+    def _header(self, steps: int) -> str:
         rank = f" rank {self.rank_menu.value}" if self.rank_menu.options else ""
         return (
             f"<b>GradWatch</b> {html.escape(str(getattr(self.source, 'name', self.source.path)))}"

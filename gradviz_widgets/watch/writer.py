@@ -244,7 +244,7 @@ class Writer(threading.Thread):
                     ended += self.spikes.add_loss(step, float(value))
         self._losses = keep
         if self.spikes is not None:
-            self._record_spikes(self._spiked(ended))
+            self._record_rows(self._spiked(ended))
 
     def _loss_seen(self, step: int, value: float) -> None:
         """A NaN/Inf loss is an anomaly of its own: a loop that skips the batch (a NaN guard
@@ -254,13 +254,13 @@ class Writer(threading.Thread):
             return
         self._loss_said = True
         row = {"params": ["loss"], "detail": LOSS_DETAIL.format(value=value)}
-        self._record_spikes([(step, NONFINITE_LOSS, row)])
+        self._record_rows([(step, NONFINITE_LOSS, row)])
 
     def _finish_spikes(self) -> None:
         if self.spikes is not None:
             with self._lock:
                 ended = self.spikes.finish()
-            self._record_spikes(self._spiked(ended))
+            self._record_rows(self._spiked(ended))
 
     def _spiked(self, ended: list[Spike]) -> list[tuple[int, str, Any]]:
         """Spike anomaly rows: an event's as soon as it opens (the series that spiked at its
@@ -276,7 +276,7 @@ class Writer(threading.Thread):
         rows = [(s, SPIKE, p) for s, p in opened if s not in done]
         return rows + [(s.step, SPIKE, list(s.params) or ["loss"]) for s in ended]
 
-    def _record_spikes(self, rows: list[tuple[int, str, Any]]) -> None:
+    def _record_rows(self, rows: list[tuple[int, str, Any]]) -> None:
         """Anomaly rows found outside a batch of steps (a loss's spike or NaN/Inf, the end)."""
         if rows:
             with self._lock:
