@@ -173,8 +173,11 @@ class GradExplorer:
         settings = dataclasses.replace(self._run_settings(), flow_scope=scope)
         plan = self._plan
         baseline = run(self.model, self.sample_input, settings) if plan.modifiers else None
+        if scope is not None and self._last is not None and _has_bad_flow(self._last):
+            # the newest run found zeros or NaN: measuring one view first would only run twice
+            settings = dataclasses.replace(settings, flow_scope=None)
         result = self._capture(settings)
-        if scope is not None and _needs_every_edge(result):
+        if settings.flow_scope is not None and _needs_every_edge(result):
             result = self._capture(dataclasses.replace(settings, flow_scope=None))
         if result.hooks is not None:
             self._learned = result.hooks.facts
@@ -539,6 +542,11 @@ def _needs_every_edge(result: Capture) -> bool:
     it could be missed, or pinned on a node whose inflow was not measured."""
     if unmeasured(result.graph) == (0, 0):  # the view drew everything (the quickstart's)
         return False
+    return _has_bad_flow(result)
+
+
+def _has_bad_flow(result: Capture) -> bool:
+    """A parameter's gradient is exactly zero or NaN/Inf, or NaN/Inf flowed somewhere."""
     bad = ("zero", "nonfinite")
     return (
         any(p.status in bad for p in result.report.params)

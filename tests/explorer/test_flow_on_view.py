@@ -16,6 +16,7 @@ from gradviz_widgets.examples.zoo import ZOO_NAMES, zoo
 from gradviz_widgets.graph.grad_graph import GradGraph
 from gradviz_widgets.graph.measure import drawn_measured, unmeasured
 from gradviz_widgets.render.dot import render_dot
+from gradviz_widgets.run.timing import stage_times
 from tests.small_models import tiny_bert_config
 
 
@@ -186,6 +187,35 @@ def test_a_zero_or_nan_gradient_runs_again_measuring_every_edge() -> None:
     ex.run(view={"depth": 0})
     assert unmeasured(ex.graph) == (0, 0)
     assert ex.report.nonfinite_origin == origin and origin is not None
+
+
+def test_after_a_run_that_found_zeros_a_view_runs_once_in_full() -> None:
+    """A view's run that finds a zero gradient runs again in full; the next click, on the same
+    model, goes straight to the full run (it would only find the zeros again: a deep chain's
+    vanishing layers made every click cost two runs)."""
+    torch.manual_seed(0)
+    net = nn.Sequential(*[nn.Linear(4, 4) for _ in range(3)], nn.ReLU(), nn.Linear(4, 1))
+    with torch.no_grad():
+        net[2].bias.fill_(-100.0)  # every ReLU off: the layers below get exactly 0.0
+    ex = GradExplorer(net, torch.randn(5, 4))
+    view = {"depth": 0, "collapse": ["0"]}
+    ex.run(view=view)  # no graph yet: a full run, which finds the zeros
+    with stage_times() as clock:
+        ex.run(view=view)  # the zeros again: one full run, not a view's run and a full one
+    assert clock.runs == 1 and unmeasured(ex.graph) == (0, 0) and ex.report.zero_origins
+    with torch.no_grad():
+        net[2].bias.fill_(0.0)
+    with stage_times() as clock:
+        ex.run(view=view)  # full still (the newest run found zeros); it finds none
+    assert clock.runs == 1 and not ex.report.zero_origins
+    with stage_times() as clock:
+        ex.run(view=view)
+    assert clock.runs == 1 and unmeasured(ex.graph) != (0, 0)
+    with torch.no_grad():
+        net[2].bias.fill_(-100.0)
+    with stage_times() as clock:
+        ex.run(view=view)  # a view's run that finds zeros anew runs again in full
+    assert clock.runs == 2 and unmeasured(ex.graph) == (0, 0)
 
 
 @pytest.mark.parametrize("name", ["resnet18", "bert_like", "unrolled_lstm"])
