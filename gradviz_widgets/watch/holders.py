@@ -37,6 +37,8 @@ class Held:
 
     holders: tuple[tuple[str, int, int, int | None], ...] = ()
     unchecked: str = ""
+    #: every gradient was finite at the end of backward: a change before step() made the NaN/Inf
+    made: bool = False
 
     def to_json(self) -> list[list[Any]]:
         return [list(h) for h in self.holders]
@@ -59,12 +61,14 @@ class HeldCheck:
         params: Sequence[torch.Tensor],
         names: Sequence[str],
         scan: Sequence[int] | None = None,
+        made: bool = False,
     ) -> Held | None:
         """None for a step with nothing to say (every gradient finite, or none turned NaN/Inf
         for the first time); else what was found (`Held.unchecked` when `host`, the (n, 3)
         statistics of the parameters `ids`, is None: they stayed on the device). `scan`: the
         slots whose values are looked at (default all: several optimizers leave out the ones
-        another optimizer already updated this round)."""
+        another optimizer already updated this round). `made`: the step's NaN/Inf was made
+        between backward and the step (`timing.made_nonfinite`)."""
         if host is None:
             return UNCHECKED_ON_DEVICE
         if not len(host) or math.isfinite(float(host[:, 0].sum())):  # norm >= max |g|
@@ -87,7 +91,8 @@ class HeldCheck:
                 (names[i], k, params[i].numel(), self._before(i, step))
                 for i, k in zip(slots, counts)
                 if k
-            )
+            ),
+            made=made,
         )
 
     def _before(self, i: int, step: int) -> int | None:
@@ -112,6 +117,8 @@ def held_detail(held: Held, skipped: bool = False) -> str:
         fc2.weight holds NaN/Inf (1 of 64 elements; its gradient was NaN/Inf first, at step 7) before this step's update: the NaN/Inf gradients start from its values, not from an op
         >>> print(held_detail(Held(), skipped=True))
         no parameter held NaN/Inf before it
+        >>> print(held_detail(Held(made=True))[:61])
+        every gradient was finite at the end of backward: the NaN/Inf
         >>> print(held_detail(Held((("a.weight", 4, 4, 3), ("b.bias", 2, 2, None)))))
         2 parameters hold NaN/Inf before this step's update: a.weight (4 of 4 elements; its gradient was NaN/Inf first, at step 3), b.bias (2 of 2 elements): the NaN/Inf gradients start from their values
         >>> print(held_detail(Held((("fc2.bias", 1, 2, None),))).split("; ")[1][:62])
@@ -119,6 +126,8 @@ def held_detail(held: Held, skipped: bool = False) -> str:
     """
     if held.unchecked:
         return held.unchecked
+    if held.made and not held.holders:
+        return MADE_DETAIL
     if not held.holders:
         if skipped:  # the scaler's overflow check at work: nothing to blame, but say so
             return "no parameter held NaN/Inf before it"
@@ -139,6 +148,14 @@ def held_detail(held: Held, skipped: bool = False) -> str:
             "NaN/Inf gradients start from their values"
         )
     return said + _after_backward(held)
+
+
+#: a NaN/Inf anomaly whose gradients were finite at the end of backward
+MADE_DETAIL = (
+    "every gradient was finite at the end of backward: the NaN/Inf was made between backward "
+    "and optimizer.step, by an in-place change to .grad (p.grad /= n with n = 0, "
+    "clip_grad_norm_ of an Inf gradient), and this step's update applied it"
+)
 
 
 def _after_backward(held: Held) -> str:

@@ -246,7 +246,8 @@ class Recorder:
             seen = stats if host is None else host
             scale = float(reading.scale) if skipped and reading.scale is not None else None
             self.flights.check(self.step, seen, bool(missing), ids, missing, self.names, scale)
-        held = self.held.check(self.step, host, ids, self.params, self.names, self._unmoved(j))
+        scan, made = self._unmoved(j), reading.made
+        held = self.held.check(self.step, host, ids, self.params, self.names, scan, made)
         due = bool(ids) and not skipped and self.update_ratio and self.step % self.ratio_every == 0
         if due:
             self._snaps[j].take(ids, [self.params[i] for i in ids])

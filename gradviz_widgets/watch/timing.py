@@ -69,6 +69,9 @@ class Reading:
     scale: Any = None
     clipped: Any = False  # True / False, None: unknown; a device tensor until the writer reads it
     skipped: Any = False  # a fused optimizer's found_inf tensor under a GradScaler
+    #: NaN/Inf made between backward and the step (`p.grad /= 0`): the record is the applied
+    #: gradient's, whose anomaly says so (watch/holders.py); on the CPU only
+    made: bool = False
 
 
 @dataclasses.dataclass
@@ -202,11 +205,12 @@ class StepTiming:
             )
             return Reading(ids, post, scale, None, skipped)
         pre = _divided(eob.stats, [rows[k] for k in changed], divisor)  # type: ignore[misc]
-        kept, clipped = self._kept(pre, post, changed, divisor, step)
-        return Reading(ids, kept, scale, clipped, skipped)
+        made = made_nonfinite(pre, _rows(post, changed))  # its anomaly says so, no warning
+        kept, clipped = self._kept(pre, post, changed, divisor, step, made)
+        return Reading(ids, kept, scale, clipped, skipped, made)
 
     def _kept(
-        self, pre: Any, post: Any, changed: list[int], divisor: Any, step: int
+        self, pre: Any, post: Any, changed: list[int], divisor: Any, step: int, made: bool
     ) -> tuple[Any, Any]:
         """The reading of a step whose gradients `changed` in place since backward, and its
         `clipped`: the end-of-backward values `pre` where the change was a clipping
@@ -220,7 +224,7 @@ class StepTiming:
         elif by:
             clip = False
             self._warn_once("averaged", _AVERAGED.format(step=step, k=int(k)))
-        elif clip is False:
+        elif clip is False and not made:
             self._warn_once("applied", _NOT_A_CLIP.format(step=step))
         return _chosen(clip, _replaced(post, changed, pre), post), _both(clipped, clip)
 
@@ -563,8 +567,9 @@ def clip_like(pre: Any, post: Any) -> Any:
     `clip_grad_norm_`, of all parameters or of each sub-network on its own), or every changed
     row's max |g| cut to one value (`clip_grad_value_`). Not clipping: gradients zeroed
     (`zero_grad` before `step`), grown, or averaged across processes by hand (not a scaling).
-    Non-finite numbers on either side keep the backward's (the anomaly's detail says where a
-    NaN/Inf came in: watch/anomalies.py). A bool, or a device tensor (no host sync).
+    Non-finite numbers from the backward keep the backward's (the anomaly's detail says where
+    a NaN/Inf came in: watch/anomalies.py); a NaN/Inf the change made (`p.grad /= 0`) is no
+    clipping. A bool, or a device tensor (no host sync).
 
     Example:
         >>> pre = np.array([[2.0, 1.0, 3], [4.0, 2.0, 3]])
@@ -572,6 +577,8 @@ def clip_like(pre: Any, post: Any) -> Any:
         (True, False)
         >>> clip_like(pre, pre * [[0.5], [0.2]]), clip_like(pre, pre * [[0.5, 0.4, 1]])
         (True, False)
+        >>> clip_like(pre, pre * [[1.0], [float("nan")]]), clip_like(pre * 0, pre * float("nan"))
+        (False, False)
     """
     a, b = (torch.as_tensor(x, dtype=torch.float64)[:, :2] for x in (pre, post))
     b = b.to(a.device)
@@ -587,8 +594,29 @@ def clip_like(pre: Any, post: Any) -> Any:
     top = torch.where(moved, b[:, 1], b[:, 1].new_zeros(())).amax()
     cut = (b[:, 1] <= a[:, 1] + room[:, 1]).all() & (b[:, 0] <= a[:, 0] + room[:, 0]).all()
     cut &= ((~moved) | ((b[:, 1] - top).abs() <= CLIP_ROOM * top)).all() & (top > 0)
-    verdict = ~moved.any() | scaled | cut | ~torch.isfinite(torch.cat([a, b])).all()
+    # NaN/Inf the backward made stays as it came in (a clipping spreads it to every row); one
+    # the change made is what the optimizer applies (`p.grad /= n` with n = 0)
+    finite = torch.isfinite(a)
+    made = (finite & ~torch.isfinite(b)).any()
+    verdict = ~finite.all() | ((~moved.any() | scaled | cut) & ~made)
     return bool(verdict) if verdict.device.type == "cpu" else verdict
+
+
+def made_nonfinite(pre: Any, post: Any) -> bool:
+    """Whether a change between backward and the step made NaN/Inf of finite gradients: some
+    row finite in `pre` is not in `post`, and every row of `pre` is finite (a NaN the backward
+    made, which clipping spread, is the backward's). False on a device (no host sync).
+
+    Example:
+        >>> pre = np.array([[2.0, 1.0, 3], [0.0, 0.0, 3]])
+        >>> nan = pre * [[1], [float("nan")]]
+        >>> made_nonfinite(pre, nan), made_nonfinite(pre, pre * 0.5), made_nonfinite(nan, nan)
+        (True, False, False)
+    """
+    if any(isinstance(x, torch.Tensor) and x.device.type != "cpu" for x in (pre, post)):
+        return False
+    a, b = (torch.as_tensor(x, dtype=torch.float64)[:, :2].cpu() for x in (pre, post))
+    return bool(torch.isfinite(a).all() and not torch.isfinite(b).all())
 
 
 def _chosen(clip: Any, pre_kept: Any, applied: Any) -> Any:

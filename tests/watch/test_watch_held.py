@@ -262,10 +262,11 @@ def test_a_skipped_step_without_holders_says_no_weight_held_nan():
     assert detail.startswith(SKIPPED_DETAIL) and "no parameter held NaN/Inf" in detail
 
 
-def test_nan_made_between_backward_and_step_is_said_to_come_after_a_backward(tmp_path):
+def test_nan_made_between_backward_and_step_is_recorded_at_its_step(tmp_path):
     """An Inf written into a gradient after backward, which clip_grad_norm_ turns into NaN and
-    the optimizer applies: the record of that step is its backward's (finite); the next step's
-    NaN anomaly says where the held NaN must have come from."""
+    the optimizer applies: that step records the NaN the update applied (it had kept its
+    backward's finite numbers, and only the next step's anomaly told of it), and its anomaly
+    says the NaN was made between backward and step."""
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
@@ -279,7 +280,36 @@ def test_nan_made_between_backward_and_step_is_said_to_come_after_a_backward(tmp
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
     nan = [a for a in watch.anomalies if a.kind == "nonfinite"]
-    assert nan[0].step == 2 and "0.bias" in nan[0].held
-    assert "the NaN/Inf came in after a backward, in an earlier update" in nan[0].detail
-    assert "clip_grad_norm_" in nan[0].detail
+    assert nan[0].step == 1 and nan[0].params == ["0.bias"]  # 0 x Inf; the others: x 0
+    assert nan[0].detail == holders_mod.MADE_DETAIL
+    steps = watch.history()
+    at = steps[steps.step == 1].set_index("param")
+    assert at.status["0.bias"] == "nonfinite" and (at.norm.drop("0.bias") == 0).all()
+    assert not at.clipped.any()
+    watch.close()
+
+
+def test_a_nan_made_by_averaging_over_no_tokens_is_recorded_at_its_step(tmp_path):
+    """Averaging by token count by hand (`p.grad /= n`), with a batch of padding only (n = 0):
+    the update applies 0/0 = NaN. That step reads NaN/Inf, not the backward's exact zeros (it
+    read `zero`, clipped, and the NaN anomaly came a step late, blaming the weights); after an
+    earlier in-place change a NaN written into .grad is no clipping either."""
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    seed_all()
+    for k in range(4):
+        x, y = torch.randn(6, 4), torch.randint(0, 3, (6,))
+        mask = torch.zeros(6) if k == 3 else torch.ones(6)
+        opt.zero_grad()
+        (nn.functional.cross_entropy(model(x), y, reduction="none") * mask).sum().backward()
+        for p in model.parameters():
+            p.grad /= mask.sum()
+        opt.step()
+    steps = watch.history()
+    assert (steps[steps.step == 3].status == "nonfinite").all()
+    assert (steps[steps.step < 3].status == "healthy").all()
+    nan = [a for a in watch.anomalies if a.kind == "nonfinite"]
+    assert [a.step for a in nan] == [3] and nan[0].detail == holders_mod.MADE_DETAIL
+    assert not [a for a in watch.anomalies if a.kind == "zero"]
     watch.close()
