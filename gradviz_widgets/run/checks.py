@@ -74,6 +74,14 @@ def check_model(model: nn.Module, index: ModelIndex | None = None) -> None:
                 "gradviz_widgets.distributed.fsdp.fsdp_param_stats(fsdp_gradients(model, x, "
                 "loss_fn=...)) on every rank (see docs/distributed.md)."
             )
+        if isinstance(module, torch.jit.ScriptModule):
+            raise GradExplorerError(
+                f"{where} is a TorchScript module ({kind}, from torch.jit.script or "
+                "torch.jit.trace): its forward runs in the TorchScript interpreter, where a run "
+                "can neither tell which module made each op nor put its stand-ins in place. "
+                "Explore the Python module it was made from (the model before torch.jit.script "
+                "/ trace): it computes the same gradients."
+            )
         if (
             path
             and type(module).__module__.startswith("torch._dynamo")

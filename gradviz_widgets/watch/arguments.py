@@ -38,6 +38,14 @@ def check_arguments(model: Any, optimizer: Any, path: Any, options: dict[str, An
         raise GradExplorerError(
             f"model must be a torch.nn.Module (the model you train), got {_what(model)}"
         )
+    if isinstance(model, torch.jit.ScriptModule):
+        raise GradExplorerError(
+            f"model is a TorchScript module ({type(model).__name__}, from torch.jit.script or "
+            "trace), whose forward takes no hooks. Watch the Python module it was made from, "
+            "GradWatch(module, optimizer=opt): the scripted module trains the same parameter "
+            "tensors, so every step is recorded (the flight recorder sees no forward call: "
+            "an anomaly cannot be replayed in the explorer, which explores Python modules only)."
+        )
     check_lazy(model)
     optimizers = check_optimizers(optimizer)
     check_scaler(options["scaler"], optimizers)

@@ -70,6 +70,20 @@ def test_compiled_submodule_is_refused() -> None:
         GradExplorer(model, images()[0])
 
 
+def test_torchscript_models_are_refused_before_anything_runs() -> None:
+    """torch.jit.script / trace, whole or as a submodule: a GradExplorerError saying to explore
+    the Python module (it was a bare TypeError from the stand-in swap); the model untouched."""
+    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    scripted, x = torch.jit.script(model), torch.randn(4, 6)
+    before = full_state(scripted)
+    with pytest.raises(GradExplorerError, match="TorchScript.*Python module it was made from"):
+        GradExplorer(scripted, x).run()
+    assert_same_state(scripted, before)
+    outer = nn.Sequential(torch.jit.trace(nn.Linear(6, 3), torch.randn(1, 6)), nn.Linear(3, 1))
+    with pytest.raises(GradExplorerError, match="module '0' is a TorchScript module"):
+        GradExplorer(outer, torch.randn(4, 6)).run()
+
+
 def test_meta_device_model_is_refused() -> None:
     with torch.device("meta"):
         model = nn.Linear(3, 2)

@@ -205,3 +205,21 @@ def test_an_optimizer_of_another_model_is_named(tmp_path: Path) -> None:
     ]
     assert caught[0].filename == __file__  # points at the user's line
     watch.close()
+
+
+def test_a_torchscript_model_is_refused_and_its_python_module_watched(tmp_path: Path) -> None:
+    """A scripted model takes no forward hooks (GradWatch raised torch's RuntimeError from
+    attach): a GradExplorerError says to watch the Python module, which records every step."""
+    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    scripted = torch.jit.script(model)
+    opt = torch.optim.SGD(scripted.parameters(), lr=0.1)
+    with pytest.raises(GradExplorerError, match="TorchScript.*GradWatch\\(module"):
+        GradWatch(scripted, optimizer=opt, path=tmp_path / "a")
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "b", flight_recorder=False)
+    for _ in range(3):
+        opt.zero_grad()
+        scripted(torch.randn(4, 6)).sum().backward()
+        opt.step()
+    h = watch.history()
+    assert watch.steps == 3 and h.norm.notna().all() and len(h) == 12
+    watch.close()
