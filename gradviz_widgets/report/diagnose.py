@@ -48,6 +48,48 @@ def none_reason(
     )
 
 
+def refused_by(graph: GradGraph, leaf_id: str) -> str | None:
+    """Why a leaf the graph reaches got no gradient: the op nearest it (toward the loss) that
+    got a gradient gave it none (a custom autograd.Function whose backward returns None for
+    it); None when the graph lacks the leaf.
+
+    Example:
+        >>> from gradviz_widgets.graph.nodes import GradEdge, GradNode
+        >>> nodes = [
+        ...     GradNode("param:w", "Param", "param", "", "w"),
+        ...     GradNode("acc:param:w", "AccumulateGrad", "accumulate", "", ""),
+        ...     GradNode("ScaleBackward#0", "ScaleBackward", "op", "", "", grad_norm=1.0),
+        ... ]
+        >>> edges = [GradEdge("param:w", "acc:param:w"), GradEdge("acc:param:w", "ScaleBackward#0")]
+        >>> refused_by(GradGraph(tuple(nodes), tuple(edges), {}), "param:w")[:60]
+        'reached from the loss, but ScaleBackward gave it no gradient'
+    """
+    if acc_id(leaf_id) not in graph:
+        return None
+    consumers, by_id = graph.consumers(), graph.by_id
+    ops: list[str] = []
+    seen, todo = {acc_id(leaf_id)}, [acc_id(leaf_id)]
+    while todo:
+        for e in consumers.get(todo.pop(), ()):
+            node = by_id.get(e.dst)
+            if node is None or e.dst in seen:
+                continue
+            seen.add(e.dst)
+            if not node.measured:  # a view's run: which op it was is not known
+                ops = []
+                break
+            if node.grad_norm is not None:
+                ops.append(node.op)
+            else:
+                todo.append(e.dst)
+    said = ", ".join(list(dict.fromkeys(ops))[:3]) or "an op between it and the loss"
+    return (
+        f"reached from the loss, but {said} gave it no gradient (None) in backward: a custom "
+        "autograd.Function whose backward returns None for it, or an op not differentiable "
+        "with respect to it"
+    )
+
+
 def zero_origin(graph: GradGraph, leaf_id: str) -> str | None:
     """The node nearest leaf `leaf_id` (toward the loss) whose gradient turned all zeros.
 

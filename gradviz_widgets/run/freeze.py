@@ -275,7 +275,7 @@ def _param_records(state: RunState, graph: GradGraph) -> list[ParamRecord]:
                 pair[0] if pair else None,
                 pair[1] if pair else None,
                 status,
-                None if pair else _none_reason(state, name, p.requires_grad),
+                None if pair else _none_reason(state, graph, name, p.requires_grad),
                 origins.get(leaf_id) if status == "zero" else None,
                 None,  # modified_by and norm_before: set by mark_modified when a hook changes it
                 None,
@@ -291,10 +291,14 @@ def _described(state: RunState) -> str:
     return state.how if dtype is None else f"{state.how}, under autocast({str(dtype)[6:]})"
 
 
-def _none_reason(state: RunState, name: str, requires_grad: bool) -> str | None:
+def _none_reason(state: RunState, graph: GradGraph, name: str, requires_grad: bool) -> str | None:
     """Why parameter `name` got no gradient. When a reentrant checkpoint got no input requiring
     grad, a module that ran only without grad and inside a reentrant checkpoint was cut off by
-    it (one in a plain `torch.no_grad()` block is told so)."""
+    it (one in a plain `torch.no_grad()` block is told so); one the graph reaches was given
+    None by an op (`diagnose.refused_by`)."""
+    refused = diagnose.refused_by(graph, ids.param_id(name)) if requires_grad else None
+    if refused:
+        return refused
     tracker = state.tracker
     reason = diagnose.none_reason(name, requires_grad, tracker.calls, tracker.grad_enabled)
     if reason and state.cut_off and requires_grad:

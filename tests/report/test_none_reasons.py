@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 import torch
@@ -124,3 +125,38 @@ def test_input_requiring_grad_with_all_params_frozen_still_runs() -> None:
     assert set(report.param_status.values()) == {"none"}
     assert all(r.startswith("requires_grad=False") for r in report.none_reasons.values())
     assert report.input_norms["0"] > 0
+
+
+class _NoGradForWeight(torch.autograd.Function):
+    """x * w whose backward gives w nothing (None)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return x * w
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return g, None
+
+
+@pytest.mark.parametrize("through", [False, True])
+def test_a_function_that_gives_a_parameter_none_is_named(through: bool) -> None:
+    """A custom Function whose backward returns None for a parameter the graph reaches: the
+    reason names that Function (it said the result was detached), also where an op lies
+    between them (w * 2 fed to the Function)."""
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(4))
+            self.out = nn.Linear(4, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            w = self.w * 2 if through else self.w
+            return self.out(_NoGradForWeight.apply(x, w)).sum()
+
+    report = GradExplorer(M(), torch.randn(3, 4)).report
+    assert report.param_status["w"] == "none"
+    reason = report.none_reasons["w"]
+    assert reason.startswith("reached from the loss, but _NoGradForWeightBackward gave it no")
+    assert "detached" not in reason
