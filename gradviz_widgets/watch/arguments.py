@@ -89,7 +89,11 @@ def check_optimizers(optimizer: Any) -> tuple[torch.optim.Optimizer, ...]:
 
     A wrapper that is an Optimizer and holds the real one in `.optimizer` (lightning's
     LightningOptimizer, accelerate's AcceleratedOptimizer) is replaced by that inner optimizer:
-    its step() is the one that runs, and hooks registered on a wrapper may never fire."""
+    its step() is the one that runs, and hooks registered on a wrapper may never fire. So is
+    one holding it in `.base_optimizer` with the same param_groups (SAM, ASAM): its own step
+    perturbs the weights, takes a second gradient and has the base optimizer apply that to
+    the restored weights; the base optimizer's step is the update (and `first_step` /
+    `second_step` loops call no wrapper step at all)."""
     if optimizer is None:
         return ()
     if _parameters(optimizer):
@@ -111,6 +115,18 @@ def check_optimizers(optimizer: Any) -> tuple[torch.optim.Optimizer, ...]:
     return (_one_optimizer(optimizer, "optimizer"),)
 
 
+def wrapped_optimizer(opt: Any) -> torch.optim.Optimizer | None:
+    """The optimizer `opt` wraps (`.optimizer`; `.base_optimizer` sharing its param_groups,
+    as SAM's does), or None."""
+    inner = getattr(opt, "optimizer", None)
+    if isinstance(inner, torch.optim.Optimizer) and inner is not opt:
+        return inner
+    base = getattr(opt, "base_optimizer", None)
+    if not isinstance(base, torch.optim.Optimizer) or base is opt:
+        return None
+    return base if getattr(opt, "param_groups", None) is base.param_groups else None
+
+
 def _one_optimizer(value: Any, name: str) -> torch.optim.Optimizer:
     from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
 
@@ -120,10 +136,10 @@ def _one_optimizer(value: Any, name: str) -> torch.optim.Optimizer:
             f"it drives, {name}=scheduler.optimizer"
         )
     while isinstance(value, torch.optim.Optimizer):
-        inner = getattr(value, "optimizer", None)
-        if not isinstance(inner, torch.optim.Optimizer) or inner is value:
+        inner = wrapped_optimizer(value)
+        if inner is None:
             return value
-        value = inner  # a wrapper (LightningOptimizer, AcceleratedOptimizer): the real one
+        value = inner  # a wrapper (LightningOptimizer, AcceleratedOptimizer, SAM): the real one
     if _parameters(value):
         raise GradExplorerError(
             f"{name} must be a torch.optim.Optimizer, got parameters ({_what(value)}): pass "

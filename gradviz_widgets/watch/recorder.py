@@ -23,6 +23,7 @@ from torch.autograd import Variable
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from ..errors import user_stacklevel
+from .arguments import wrapped_optimizer
 from .arrivals import Arrivals
 from .events import describe, listed
 from .flight import Flights, on_host
@@ -304,6 +305,8 @@ class Recorder:
         record would otherwise just stop at the last step of the watched one."""
         if self._inside_step or any(opt is o for o in self.optimizers) or opt in self._foreign:
             return
+        if any(wrapped_optimizer(opt) is o for o in self.optimizers):
+            return  # a wrapper of a watched one (SAM): its base optimizer's step is recorded
         self._foreign.add(opt)
         mine = {id(p) for p in self.params}
         held = [p for g in opt.param_groups for p in g["params"] if id(p) in mine]
