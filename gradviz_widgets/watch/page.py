@@ -125,7 +125,9 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
     th = run.thresholds
     return {
         # the run's name (`exp1/run-...`), never an absolute path: the page is shared
-        "name": str(getattr(run, "name", None) or Path(getattr(run, "path", "")).name) + apart,
+        "name": str(getattr(run, "name", None) or Path(getattr(run, "path", "")).name)
+        + apart
+        + _crashed(run),
         # shown as text, never markup; bidi overrides and controls made visible (a U+202E in
         # a name drew "layers.thgiew.live")
         "names": [plain_text(params[i].name) for i in order],
@@ -155,6 +157,12 @@ def page_data(run: Any, *, max_steps: int = MAX_STEPS) -> dict[str, Any]:
         "none_why": none_why(getattr(run, "events", None) or [], [params[i].name for i in order]),
         "none_words": list(NONE_WORDS),
     }
+
+
+def _crashed(run: Any) -> str:
+    """What the title says of a run an uncaught exception ended ("" for any other)."""
+    crashed = getattr(run, "crashed", "")
+    return f" (ended by an uncaught {plain_text(crashed)})" if crashed else ""
 
 
 def skipped_steps(run: Any, rank: Any = None) -> list[int]:

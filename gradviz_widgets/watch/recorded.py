@@ -162,6 +162,8 @@ class RecordedRun(HistoryViews):
         #: whether the run's watch closed (False: still running, or killed, crashed, its disk
         #: lost: the record ends where it stopped); None: a record too old to say
         self.ended = info.closed
+        #: the uncaught exception that ended the run's script ("" when none did)
+        self.crashed = info.crashed
 
     def history(
         self,

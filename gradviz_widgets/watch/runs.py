@@ -46,6 +46,8 @@ class RunInfo:
     Example:
         >>> RunInfo("run-a", Path("run-a"), None, 10, (0,), 65, 74)
         <run run-a: start unknown, 10 steps (65-74)>
+        >>> RunInfo("run-b", Path("run-b"), None, 57, (0,), 0, 56, True, "ValueError: bad")
+        <run run-b: start unknown, 57 steps, ended by an uncaught ValueError: bad>
     """
 
     id: str
@@ -58,6 +60,9 @@ class RunInfo:
     #: the watch closed (True), did not (False: still running, or killed, crashed, its disk
     #: lost), or the record is too old to say (None)
     closed: bool | None = None
+    #: the uncaught exception that ended the script ("ValueError: ..."; the watch closed at
+    #: exit), "" when none did
+    crashed: str = ""
 
     def __repr__(self) -> str:
         when = f"started {self.started:%Y-%m-%d %H:%M:%S} UTC" if self.started else "start unknown"
@@ -66,6 +71,8 @@ class RunInfo:
         end = (
             ", not closed (still running, or stopped without close())"
             if self.closed is False
+            else f", ended by an uncaught {self.crashed}"
+            if self.crashed
             else ""
         )
         return f"<run {self.id}: {when}, {self.steps} steps{span}{ranks}{end}>"
@@ -233,7 +240,7 @@ def _info(folder: Path) -> RunInfo:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a mixed folder warns when it is opened, not listed
         ranks = rank_folders(folder)
-    started, span, ends = None, (0, -1, -1), []
+    started, span, ends, crashed = None, (0, -1, -1), [], ""
     for d in ranks.values():
         store = SQLiteStore(d, readonly=True)
         try:
@@ -247,8 +254,11 @@ def _info(folder: Path) -> RunInfo:
         if stamp and started is None:
             started = datetime.datetime.fromtimestamp(float(stamp), tz=datetime.timezone.utc)
         ends.append(ended(meta))
+        crashed = crashed or meta.get("crashed", "")
     closed = None if None in ends or not ends else all(ends)
-    return RunInfo(folder.name, folder, started, span[0], tuple(ranks), span[1], span[2], closed)
+    return RunInfo(
+        folder.name, folder, started, span[0], tuple(ranks), span[1], span[2], closed, crashed
+    )
 
 
 def ended(meta: dict[str, str]) -> bool | None:

@@ -6,6 +6,7 @@ import atexit
 import contextlib
 import json
 import shutil
+import sys
 import tempfile
 import time
 import warnings
@@ -371,6 +372,10 @@ class GradWatch(HistoryViews):
     # ---- lifetime -----------------------------------------------------------------------
     def close(self) -> None:
         """Remove every hook and write what is left; closing twice does nothing."""
+        self._close()
+
+    def _close(self, crashed: str = "") -> None:
+        """`close`; `crashed`: the uncaught exception ending the process (at exit)."""
         if self.closed:
             return
         self.closed = True
@@ -380,7 +385,7 @@ class GradWatch(HistoryViews):
         if reader is not None:  # an open reader would keep the WAL from folding into the file
             reader.close()
             del self._read_store
-        self._writer.stop()
+        self._writer.stop(crashed=crashed)
         for listener in self._writer.listeners:  # the TensorBoard writer the watch made
             getattr(listener, "close", lambda: None)()
         release(self._ranks, writer_done=not self._writer.is_alive())
@@ -404,10 +409,12 @@ def _close_at_exit() -> None:
     """Write what each open watch still holds when the interpreter exits without `close()`:
     a script's end, an uncaught exception, Ctrl-C. The writer is a daemon thread (it must never
     keep a finished script alive), so its queue and its last half second of records were lost
-    with it: 258 of 300 steps, and the NaN step that ended a crashed run."""
+    with it: 258 of 300 steps, and the NaN step that ended a crashed run. A script ended by
+    an uncaught exception says so in the record (`RunInfo.crashed`): it read as finished."""
+    crashed = uncaught()
     for watch in list(_WATCHED.values()):
         try:
-            watch.close()
+            watch._close(crashed)
         except Exception as e:  # noqa: BLE001  (the exit goes on: say what was not written)
             warnings.warn(
                 f"GradWatch could not finish {watch.run_path} at exit: {type(e).__name__}: {e}",
@@ -446,3 +453,22 @@ def _sync_default(model: nn.Module, sync_check: bool | None) -> bool:
         return sync_check
     first = next(model.parameters(), None)
     return first is None or first.device.type == "cpu"
+
+
+def uncaught() -> str:
+    """The uncaught exception ending a script ("ValueError: ..."; `sys.last_value`, which the
+    interpreter sets when it prints one), "" otherwise; "" in IPython and Jupyter, where an
+    error left by an earlier cell does not end the process.
+
+    Example:
+        >>> uncaught() if not hasattr(sys, "last_value") else ""
+        ''
+    """
+    ipython = sys.modules.get("IPython")
+    if ipython is not None and ipython.get_ipython() is not None:
+        return ""
+    exc = getattr(sys, "last_value", None)
+    if exc is None:
+        return ""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__

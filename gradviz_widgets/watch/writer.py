@@ -77,6 +77,8 @@ class Writer(threading.Thread):
         self._loss_said = False
         #: (first, last) steps whose `clipped` is unknown (watch/timing.py's `.data` probe)
         self._unknown: list[tuple[int, int]] = []
+        #: meta "crashed": the uncaught exception that ended the process (`stop`)
+        self._crashed: dict[str, str] = {}
 
     # ---- called from the training thread ----
     def put(self, kind: str, item: Any) -> None:
@@ -92,9 +94,11 @@ class Writer(threading.Thread):
         self._wake.set()
         done.wait(timeout)
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float = 30.0, crashed: str = "") -> None:
+        """Write what is queued and end the thread; `crashed`: the uncaught exception that
+        ended the process (the watch closed at exit), kept in the record's meta."""
         if self.is_alive():
-            self._items.append(("stop", None))
+            self._items.append(("stop", crashed))
             self._wake.set()
             self.join(timeout)
 
@@ -131,7 +135,8 @@ class Writer(threading.Thread):
                 done.set()
             if stop:
                 if isinstance(self.store, SQLiteStore) and self.store_error is None:
-                    self._store_call(self.store.set_meta, {"ended": str(time.time())})
+                    end = {"ended": str(time.time())}
+                    self._store_call(self.store.set_meta, {**end, **self._crashed})
                 self.store.close()
                 return
 
@@ -140,7 +145,9 @@ class Writer(threading.Thread):
         return any(k in ("flush", "stop") for k, _ in list(self._items))
 
     def _handle(self, kind: str, item: Any) -> None:
-        if kind == "params":
+        if kind == "stop":
+            self._crashed = {"crashed": item} if item else {}
+        elif kind == "params":
             self._add_params(item)
         elif kind == "events":
             with self._lock:

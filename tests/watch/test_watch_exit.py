@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gradviz_widgets.watch import GradWatch
+from gradviz_widgets.watch.page import page_data
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = textwrap.dedent("""
@@ -57,3 +58,13 @@ def test_every_step_is_written_without_close(tmp_path: Path, how: str) -> None:
     assert sorted(h.step.unique()) == list(range(120))  # the queue held them all (flush_s=30)
     if how == "nan":  # the step that broke the run is there, and said
         assert [a.step for a in recorded.anomalies if a.kind == "nonfinite"] == [119]
+    # a script an uncaught exception ended says so (it read as one that finished)
+    crashed = {"raise": "RuntimeError: the loop crashed", "interrupt": "KeyboardInterrupt"}.get(
+        how, ""
+    )
+    assert recorded.crashed == crashed and recorded.ended is True
+    (info,) = recorded.runs
+    assert info.crashed == crashed
+    assert (f"ended by an uncaught {crashed}" in repr(info)) == bool(crashed)
+    assert (f"(ended by an uncaught {crashed})" in page_data(recorded)["name"]) == bool(crashed)
+    recorded.close()
