@@ -51,6 +51,8 @@ const LABEL_MIN_ROW = 8;
 const SPARSE_LABEL_PX = 12;
 /** the row labels' column (px, js/watch_page.css): a longer name is elided in the middle */
 const LABELS_PX = 200;
+/** the parameters' pick list (px, js/watch_page.css #pick): a longer name is elided too */
+const PICK_PX = 240;
 
 /** The page: its data `D`, the drawn view `V`, the lines selected and their colours. */
 class WatchPage {
@@ -359,7 +361,10 @@ class WatchPage {
     const D = this.D;
     $("title").textContent = D.title;
     const pick = $("pick");
-    D.names.forEach((/** @type {string} */ n, /** @type {number} */ r) => { const o = document.createElement("option"); o.value = String(r); o.textContent = n; o.title = n; pick.append(o); });
+    // elided in the middle as the heat map's labels: two long names that differ at their end
+    // (`...weight` / `...bias`) read alike when the list cut them at its right edge
+    const fits = Math.floor((PICK_PX - 16) / (0.62 * 12));  // characters of the 12 px font
+    D.names.forEach((/** @type {string} */ n, /** @type {number} */ r) => { const o = document.createElement("option"); o.value = String(r); o.textContent = elideMiddle(n, fits); o.title = n; pick.append(o); });
     pick.onchange = () => {
       this.selected = Array.from(pick.selectedOptions, (/** @type {HTMLOptionElement} */ o) => Number(o.value)).slice(0, MAX_LINES);
       this.drawLines();

@@ -165,6 +165,12 @@ def test_a_long_name_leaves_the_heat_map_its_width(browser, tmp_path: Path, size
     text = first.text_content() or ""
     assert "…" in text and text.endswith("default.weight")
     assert "\u202e" not in (page.locator("#heat-labels").text_content() or "")
+    # the pick list elides in the middle too: it cut the name at its right edge, and two long
+    # names differing at their end read alike
+    option = page.locator("#pick option").first
+    picked = option.text_content() or ""
+    assert option.get_attribute("title") == LONG
+    assert "…" in picked and picked.endswith("default.weight") and len(picked) <= 30
     assert page.evaluate("document.documentElement.scrollWidth") <= size[0]
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"watch_long_names_{size[0]}.png"))
