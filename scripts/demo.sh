@@ -3,20 +3,29 @@
 # (ignored by git): running them, autosave and the widget's exports never touch notebooks/.
 #   bash scripts/demo.sh [JUPYTER LAB OPTIONS]
 #   bash scripts/demo.sh --headless [DIR]   no browser: writes DIR/index.html (standalone page),
-#                                           graph.svg, grad_norms.csv, grad_report.json
+#                                           graph.svg, grad_norms.csv, grad_report.json (DIR is
+#                                           relative to where you run it; default: the repo's out/)
 # Environment: GRADVIZ_DEMO_DIR   the working copy (default .demo; delete a copy to refresh it)
 #              GRADVIZ_DEMO_PORT  serve on exactly this port (default: 8888 or the next free one)
 # Runs as root too (fresh containers and VMs): passes --allow-root then. With no display it
 # opens no browser; open the printed http://127.0.0.1:PORT/lab/tree/quickstart.ipynb?token=...
 # URL yourself.
 set -euo pipefail
+caller=$(pwd)
+# a relative DIR or GRADVIZ_DEMO_DIR is the caller's, not the repository's (it went into the
+# checkout, where any name but out/ showed as untracked); the defaults stay in the repository
+from_caller() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$caller" "$1" ;; esac; }
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 if [ "${1:-}" = "--headless" ]; then
-  exec .venv/bin/python -m gradviz_widgets.demo "${2:-out}"
+  exec .venv/bin/python -m gradviz_widgets.demo "$(if [ -n "${2:-}" ]; then from_caller "$2"; else echo out; fi)"
 fi
 repo=$(pwd)
-workdir=$(.venv/bin/python -m gradviz_widgets.demo --workdir "${GRADVIZ_DEMO_DIR:-.demo}")
+demo_dir=.demo
+if [ -n "${GRADVIZ_DEMO_DIR:-}" ]; then
+  demo_dir=$(from_caller "$GRADVIZ_DEMO_DIR")
+fi
+workdir=$(.venv/bin/python -m gradviz_widgets.demo --workdir "$demo_dir")
 args=()
 if [ "$(id -u)" = 0 ]; then
   args+=(--allow-root)

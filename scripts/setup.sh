@@ -36,6 +36,13 @@ if [ -n "$stale" ]; then
   command -v npm >/dev/null 2>&1 || { echo "error: Node.js + npm are needed to build the widget's JS" >&2; exit 1; }
 fi
 
+if [ -e .venv ] && ! .venv/bin/python -c "" >/dev/null 2>&1; then
+  # a .venv copied from another user or machine links to an interpreter this one cannot run
+  # (venv then failed with a bare "Permission denied"), or an interrupted set-up left half of one
+  echo "setup: $(pwd)/.venv/bin/python does not run here (a .venv copied from another user or" \
+       "machine, or a set-up cut short?); delete it (rm -rf .venv) and run this again" >&2
+  exit 1
+fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 PIP=".venv/bin/python -m pip"
 stamp=.venv/.gradviz-setup

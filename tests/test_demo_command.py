@@ -270,19 +270,36 @@ def test_demo_command_serves_the_working_copy(tmp_path):
     reason="neither system Graphviz nor js/node_modules for WASM Graphviz",
 )
 def test_headless_demo_command(tmp_path):
+    """Run from elsewhere with a relative DIR: the page lands there (it went into the checkout,
+    as an untracked folder)."""
     env = isolated_env(tmp_path)
     done = subprocess.run(
-        ["bash", "scripts/demo.sh", "--headless", str(tmp_path / "out")],
-        cwd=ROOT,
+        ["bash", str(ROOT / "scripts" / "demo.sh"), "--headless", "headless out"],
+        cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
         timeout=SETUP_S,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert {p.name for p in (tmp_path / "out").iterdir()} == {
+    assert not (ROOT / "headless out").exists()
+    assert {p.name for p in (tmp_path / "headless out").iterdir()} == {
         "index.html",
         "graph.svg",
         "grad_norms.csv",
         "grad_report.json",
     }
+
+
+def test_setup_says_to_delete_a_venv_that_does_not_run_here(tmp_path):
+    """A .venv copied from another user links to an interpreter this one cannot run: set-up
+    says to delete it (it failed with a bare "Permission denied" from venv)."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "setup.sh", tmp_path / "scripts" / "setup.sh")
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").symlink_to("/nonexistent/bin/python3")
+    done = subprocess.run(
+        ["bash", "scripts/setup.sh"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1
+    assert "does not run here" in done.stderr and "rm -rf .venv" in done.stderr
