@@ -506,8 +506,9 @@ class GradExplorer:
     def show(self, **options: Any) -> Any:
         """The notebook widget: graph and gradient-norm chart side by side.
 
-        Options (`ExplorerWidget`): `depth` ("auto", an int or "full"), `max_nodes`,
-        `hook_kind`, `chart_mode`, `height`, `export_dir`, and `flow`: "view" (a click's re-run
+        Options (`ExplorerWidget`): `depth` ("auto", "full" or a fold depth, an int >= 0),
+        `max_nodes`, `hook_kind`, `chart_mode` ("param" or "module"), `height` (a CSS length;
+        an int is pixels), `export_dir`, and `flow`: "view" (a click's re-run
         measures the flow only where the view draws it, a few % of a large model's step; the
         first unfold after it runs once more, in full) or "all" (every edge at every run)."""
         from ..widget.explorer_widget import (

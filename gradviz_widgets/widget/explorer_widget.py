@@ -53,6 +53,7 @@ from .controller import (
 from .controls import Toolbar, depth_options
 from .first_view import FirstView
 from .graph_pane import GraphPane
+from .options import checked_chart_mode, checked_depth, checked_height, checked_max_nodes
 from .session import Session
 
 # taller charts (more than ~40 flat bars) scroll inside their box, with a hint at its bottom;
@@ -105,9 +106,10 @@ class ExplorerWidget(W.VBox):
         if hook_kind not in HOOK_KINDS:
             raise GradExplorerError(f"hook_kind must be one of {HOOK_KINDS}, got {hook_kind!r}")
         self.flow = _flow_mode(flow)
+        chart_mode, height = checked_chart_mode(chart_mode), checked_height(height)
         self.explorer = explorer
-        self.max_nodes = max_nodes
-        self.depth = None if depth == "full" else depth
+        self.max_nodes = checked_max_nodes(max_nodes)
+        self.depth = checked_depth(depth)
         self.expand: set[str] = set()
         self.collapse: set[str] = set()
         self._measuring = False  # a re-run for a view that drew unmeasured flow is under way
@@ -186,8 +188,10 @@ class ExplorerWidget(W.VBox):
         ex = self.explorer
         current = device_in_force(ex)
         devices = list(dict.fromkeys([current, *ex.available_devices()]))
-        depth = "full" if self.depth is None else self.depth
         deepest = ex.graph.max_depth if ran else 1
+        if isinstance(self.depth, int) and self.depth >= max(deepest, 1):
+            self.depth = None  # deeper than the graph folds: every node, as "full"
+        depth = "full" if self.depth is None else self.depth
         return Toolbar(
             self.guard, devices, current, hook_kind, chart_mode, ex.thresholds,
             depth_options(deepest), depth,
