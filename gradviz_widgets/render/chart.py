@@ -159,6 +159,30 @@ def figure_dict(
     return {"data": data, "layout": layout}
 
 
+def empty_figure(text: str) -> dict[str, Any]:
+    """A chart with no bars that says why (`text`, shown as text): before any run succeeded,
+    in place of plotly's empty axes.
+
+    Example:
+        >>> empty_figure("No run yet")["layout"]["annotations"][0]["text"]
+        'No run yet'
+    """
+    hidden = {"visible": False}
+    note = {
+        "text": plotly_text(text),
+        "xref": "paper",
+        "yref": "paper",
+        "x": 0.5,
+        "y": 0.5,
+        "showarrow": False,
+        "font": {"size": 13, "color": "#555"},
+    }
+    return {
+        "data": [],
+        "layout": {"xaxis": hidden, "yaxis": hidden, "annotations": [note], "height": 200},
+    }
+
+
 def label_plan(rows: list[dict[str, Any]], mode: str, width: int) -> dict[str, Any]:
     """Shape, category names and tick angle of a chart `width` px wide: upright bars when
     every name fits under its bar (per-parameter: module groups, then weight/bias), else flat

@@ -27,7 +27,7 @@ from ..graph.groups import inside_group, unfolded_group_at
 from ..graph.measure import drawn_measured
 from ..graph.search import search_index, targets, unfold_to
 from ..hooks.config import HOOK_KINDS
-from ..render.chart import CHART_BOX_PX, figure_dict
+from ..render.chart import CHART_BOX_PX, empty_figure, figure_dict
 from ..render.dot import hook_fields, node_info, render_dot
 from ..render.hook_marks import hooked_at, hooked_clusters, plan_text
 from ..render.readout import readout_html
@@ -55,6 +55,9 @@ from .first_view import FirstView
 from .graph_pane import GraphPane
 from .options import checked_chart_mode, checked_depth, checked_height, checked_max_nodes
 from .session import Session
+
+#: the chart before any run succeeded (the status line says what failed)
+NO_RUN = "No run yet: the first run failed (the status line says why). Fix it, then press Run."
 
 # taller charts (more than ~40 flat bars) scroll inside their box, with a hint at its bottom;
 # up to ~40 fit whole (render/chart.chart_shape squeezes their rows)
@@ -126,7 +129,11 @@ class ExplorerWidget(W.VBox):
         self.pane = GraphPane(height=height)
         self.readout = W.HTML(readout_html([], None, {}))
         first_error = self._first_run()
-        first = figure_dict(explorer.report, chart_mode) if first_error is None else {}
+        first = (
+            figure_dict(explorer.report, chart_mode)
+            if first_error is None
+            else empty_figure(NO_RUN)
+        )
         self.pane.layout.width = "100%"  # the pane fills its box (a flex row would shrink it)
         self.chart_view = ChartView(
             first, chart_mode, self.guard, self.select_param, self._pick,
@@ -301,7 +308,8 @@ class ExplorerWidget(W.VBox):
             return
         self.controls.show_settings(device_in_force(ex), ex.thresholds)
         if what == "failed" and ex.failure is not None:  # ex.run() raised in a cell
-            said = f"ex.run() failed: {error_text(ex.failure)}; showing the last good run"
+            shown = "showing the last good run" if self._shown else "no run has succeeded yet"
+            said = f"ex.run() failed: {error_text(ex.failure)}; {shown}"
             self._fail(said, ex.failure, run_failed=True)
             return
         newest = ex.history[-1] if ex.history else None

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from gradviz_widgets import GradExplorer, Thresholds
+from gradviz_widgets import GradExplorer, GradExplorerError, Thresholds
 from gradviz_widgets.examples import resnet18
 
 
@@ -176,9 +176,19 @@ def test_show_reuses_the_newest_run_and_reports_a_failing_first_run(dead_explore
     w = dead_explorer.show()
     assert len(dead_explorer.history) == 1 and w.runs == 1
     assert w.controls.depth_box.options[2:] == (("0", 0),)  # the dead-branch net is one level deep
-    bad = GradExplorer(nn.Linear(3, 2), torch.randn(2, 5)).show()
+    failing = GradExplorer(nn.Linear(3, 2), torch.randn(2, 5))
+    bad = failing.show()
     assert "shapes" in bad.last_error and bad.pane.status_level == "error"
     assert bad.view is None and bad.runs == 0
+    # the chart says why it is empty (it was plotly's bare axes), and a failing ex.run() in a
+    # cell says no run succeeded yet (it said "showing the last good run", of which was none)
+    assert bad.chart_view.figure.layout.annotations[0].text.startswith("No run yet")
+    with pytest.raises(GradExplorerError):
+        failing.run()
+    assert bad.last_error.endswith("; no run has succeeded yet")
+    failing.sample_input = torch.randn(2, 3)
+    bad.rerun()
+    assert bad.last_error is None and bad.runs == 1 and len(bad.chart_view.figure.data) == 1
 
 
 def test_show_reruns_when_settings_changed_since_the_newest_run(dead_explorer):
