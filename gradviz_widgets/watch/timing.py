@@ -205,17 +205,18 @@ class StepTiming:
             )
             return Reading(ids, post, scale, None, skipped)
         pre = _divided(eob.stats, [rows[k] for k in changed], divisor)  # type: ignore[misc]
-        made = made_nonfinite(pre, _rows(post, changed))  # its anomaly says so, no warning
-        kept, clipped = self._kept(pre, post, changed, divisor, step, made)
+        kept, clipped, made = self._kept(pre, post, changed, divisor, step)
         return Reading(ids, kept, scale, clipped, skipped, made)
 
     def _kept(
-        self, pre: Any, post: Any, changed: list[int], divisor: Any, step: int, made: bool
-    ) -> tuple[Any, Any]:
-        """The reading of a step whose gradients `changed` in place since backward, and its
-        `clipped`: the end-of-backward values `pre` where the change was a clipping
-        (`clip_like`), else what the optimizer applied (one warning)."""
+        self, pre: Any, post: Any, changed: list[int], divisor: Any, step: int
+    ) -> tuple[Any, Any, bool]:
+        """The reading of a step whose gradients `changed` in place since backward, its
+        `clipped`, and whether the change made NaN/Inf: the end-of-backward values `pre`
+        where the change was a clipping (`clip_like`), else what the optimizer applied (one
+        warning; none for a NaN/Inf the change made: its anomaly says so)."""
         now = _rows(post, changed)
+        made = made_nonfinite(pre, now)
         by, k = self._averaged(pre, now, post, changed)
         pre = self._before_clipping(pre, now)
         clipped, clip = _differ(pre, now, _is_scale(divisor)), clip_like(pre, now)
@@ -226,7 +227,7 @@ class StepTiming:
             self._warn_once("averaged", _AVERAGED.format(step=step, k=int(k)))
         elif clip is False and not made:
             self._warn_once("applied", _NOT_A_CLIP.format(step=step))
-        return _chosen(clip, _replaced(post, changed, pre), post), _both(clipped, clip)
+        return _chosen(clip, _replaced(post, changed, pre), post), _both(clipped, clip), made
 
     def _averaged(self, pre: Any, now: Any, post: Any, changed: list[int]) -> tuple[Any, Any]:
         """Whether the change is an average by hand (`p.grad /= k`: every gradient, the

@@ -58,6 +58,7 @@ from .session import Session
 
 #: the chart before any run succeeded (the status line says what failed)
 NO_RUN = "No run yet: the first run failed (the status line says why). Fix it, then press Run."
+_NO_RUN_FIGURE = empty_figure(NO_RUN)
 
 # taller charts (more than ~40 flat bars) scroll inside their box, with a hint at its bottom;
 # up to ~40 fit whole (render/chart.chart_shape squeezes their rows)
@@ -94,6 +95,9 @@ class ExplorerWidget(W.VBox):
         >>> ExplorerWidget(GradExplorer(model, x))     # doctest: +SKIP
     """
 
+    #: what the status line says went wrong last (None: nothing since the newest good run)
+    last_error: str | None
+
     def __init__(
         self,
         explorer: Session,
@@ -110,7 +114,7 @@ class ExplorerWidget(W.VBox):
             raise GradExplorerError(f"hook_kind must be one of {HOOK_KINDS}, got {hook_kind!r}")
         self.flow = _flow_mode(flow)
         chart_mode, height = checked_chart_mode(chart_mode), checked_height(height)
-        self.explorer = explorer
+        self.explorer, self.last_error = explorer, None
         self.max_nodes = checked_max_nodes(max_nodes)
         self.depth = checked_depth(depth)
         self.expand: set[str] = set()
@@ -119,7 +123,6 @@ class ExplorerWidget(W.VBox):
         self._selected: str | None = None
         self.selected_module: str | None = None
         self.view: GradGraph | None = None
-        self.last_error: str | None = None
         #: what the loss line of the view drawn was made from (redrawn as stale on a failed run)
         self._loss_args: dict[str, Any] | None = None
         self.last_exception: BaseException | None = None
@@ -129,11 +132,7 @@ class ExplorerWidget(W.VBox):
         self.pane = GraphPane(height=height)
         self.readout = W.HTML(readout_html([], None, {}))
         first_error = self._first_run()
-        first = (
-            figure_dict(explorer.report, chart_mode)
-            if first_error is None
-            else empty_figure(NO_RUN)
-        )
+        first = figure_dict(explorer.report, chart_mode) if not first_error else _NO_RUN_FIGURE
         self.pane.layout.width = "100%"  # the pane fills its box (a flex row would shrink it)
         self.chart_view = ChartView(
             first, chart_mode, self.guard, self.select_param, self._pick,
