@@ -197,12 +197,13 @@ def loss_line_html(
     *,
     auto: bool = False,
     leaves: bool = False,
+    by_hand: tuple[int, int] = (0, 0),
     stale: bool = False,
 ) -> str:
     """The toolbar's loss line: one row (ellipsis, full text on hover), user text escaped. It
     says how the view was folded, so that choosing it by hand gives the same view: the depth,
-    and for the `auto` fold whether leaf modules were folded into boxes too (`leaves`).
-    `stale`: the newest run failed, and graph and chart are the last good run's.
+    and for the `auto` fold whether leaf modules were folded into boxes too (`leaves`), and
+    how many modules were unfolded / folded by hand (`by_hand`). `stale`: the newest run failed, and graph and chart are the last good run's.
 
     Example:
         >>> from types import SimpleNamespace as R
@@ -212,7 +213,7 @@ def loss_line_html(
     """
     text = (
         f"loss {format_norm(report.loss)} = {report.loss_description} · {report.device} · "
-        f"{drawn} of {total} nodes shown" + fold_text(depth, auto, leaves)
+        f"{drawn} of {total} nodes shown" + fold_text(depth, auto, leaves, by_hand)
     )
     rest = text[len("loss ") :]
     warn = STALE_TEXT if stale else ""
@@ -229,16 +230,26 @@ def loss_line_html(
 STALE_TEXT = "the newest run failed; showing the last good run: "
 
 
-def fold_text(depth: int | None, auto: bool = False, leaves: bool = False) -> str:
-    """How the view is folded, for the loss line ("" when nothing is).
+def fold_text(
+    depth: int | None, auto: bool = False, leaves: bool = False, by_hand: tuple[int, int] = (0, 0)
+) -> str:
+    """How the view is folded, for the loss line ("" when nothing is); `by_hand`: how many
+    modules or groups were unfolded and folded by double-click since (the view is no longer
+    that depth's alone).
 
     Example:
         >>> fold_text(3), fold_text(3, auto=True, leaves=True), fold_text(None, True, True)
         (' (folded at depth 3)', ' (auto: folded at depth 3, leaf modules as boxes)', \
 ' (auto: leaf modules as boxes)')
+        >>> fold_text(0, True, by_hand=(1, 0))
+        ' (auto: folded at depth 0, 1 unfolded by hand)'
     """
-    parts = ([f"folded at depth {depth}"] if depth is not None else []) + (
-        ["leaf modules as boxes"] if leaves else []
+    opened, closed = by_hand
+    parts = (
+        ([f"folded at depth {depth}"] if depth is not None else [])
+        + (["leaf modules as boxes"] if leaves else [])
+        + ([f"{opened} unfolded by hand"] if opened else [])
+        + ([f"{closed} folded by hand"] if closed else [])
     )
     if not parts:
         return ""

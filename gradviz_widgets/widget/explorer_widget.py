@@ -575,6 +575,7 @@ class ExplorerWidget(W.VBox):
         self._loss_args = {
             "report": report, "drawn": len(drawn.node_ids), "total": drawn_count(full),
             "depth": depth, "auto": self.depth == "auto", "leaves": bool(leaves),
+            "by_hand": self._by_hand(depth),
         }  # fmt: skip
         loss = loss_line_html(**self._loss_args)
         # built: show it
@@ -649,6 +650,12 @@ class ExplorerWidget(W.VBox):
         # "" is the root module (a click on an op at the top level): a target like any other
         quiet = quiet_reason(ex.hooks, ex.graph, ex.report, target) if target is not None else ""
         self.readout.value = readout_html(ex.events, target, ex.hook_mechanisms, quiet)
+
+    def _by_hand(self, depth: int | None) -> tuple[int, int]:
+        """Modules unfolded and folded by double-click that change the view at `depth` (one
+        folded back where the depth folds it anyway is none)."""
+        closed = [m for m in self.collapse if depth is None or m.count(".") < depth]
+        return len(self.expand), len(closed)
 
     def _set_depth(self, value: Any) -> None:
         self.depth = None if value == "full" else value

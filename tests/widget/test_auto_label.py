@@ -61,3 +61,18 @@ def test_the_auto_fold_before_any_leaf_folding_names_its_depth_alone() -> None:
     assert not w.first_view.fold_leaves and "leaf modules" not in label
     if w.first_view.shown is not None:
         assert f"(auto: folded at depth {w.first_view.shown})" in label
+
+
+def test_a_module_unfolded_by_hand_is_said() -> None:
+    """From outside: after unfolding a folded group by double-click, the line still said
+    "(folded at depth 0)" over a view with every layer drawn."""
+    w = deep_mlp()
+    w._set_depth(0)
+    folded = next(n.module for n in w.view.nodes if n.kind == "module")
+    w.toggle_scope(folded)
+    assert "(folded at depth 0, 1 unfolded by hand)" in w.controls.loss_label.value
+    w.toggle_scope(folded)
+    assert "(folded at depth 0)" in w.controls.loss_label.value
+    w._set_depth("full")
+    w.toggle_scope(folded)  # drawn open at full depth: folded by hand
+    assert "(1 folded by hand)" in w.controls.loss_label.value
