@@ -60,8 +60,10 @@ export function tooltipRows(id, info) {
   if (i.param_text) rows.push(["parameters", i.param_text]);
   // the hooks it shows (Python's "hooked: backward at layer2.0"), else just that it is hooked
   if (i.hooked) rows.push(["hooked", String(i.hooked_text ?? "").replace(/^hooked: /, "") || "yes"]);
-  if (i.expandable) rows.push(["double-click", `expand ${i.expandable}`]);
-  else if (i.collapsible) rows.push(["double-click", `collapse ${i.collapsible}`]);
+  // both are the node's own module, which the module row names (as text made visible: these
+  // travel raw); a 300-character name was printed three times
+  if (i.expandable) rows.push(["double-click", "expand this module"]);
+  else if (i.collapsible) rows.push(["double-click", "collapse this module"]);
   return { title: (i.label || id).split("\n")[0], rows };
 }
 

@@ -35,8 +35,10 @@ test("the tooltip shows the norm as Python wrote it, and tooltip rows", () => {
   assert.equal(title, "AddmmBackward0");
   assert.deepEqual(Object.fromEntries(rows), {
     op: "AddmmBackward0", module: "layer1", shape: "(8, 16)", "grad norm": "0.25", status: "ok",
-    hooked: "yes", "double-click": "collapse layer1",
+    hooked: "yes", "double-click": "collapse this module",
   });
+  const folded = Object.fromEntries(tooltipRows("m", { module: "blk", expandable: "blk" }).rows);
+  assert.equal(folded["double-click"], "expand this module");
   assert.equal(tooltipRows("x", undefined).title, "x");
   const ghost = Object.fromEntries(tooltipRows("ghost:param:w", {
     label: "w\n✂ frozen", op: "Ghost", kind: "ghost", shape: [16], status: "none",
