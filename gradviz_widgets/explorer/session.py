@@ -515,7 +515,9 @@ class GradExplorer:
             ExplorerWidget,  # the analysis never imports widget code
         )
         from ..widget.marimo_mirror import in_marimo, marimo_view
+        from ..widget.options import check_names
 
+        check_names(options, ExplorerWidget.__init__)
         widget = ExplorerWidget(self, **options)
         return marimo_view(widget) if in_marimo() else widget  # marimo: drawn whole
 

@@ -38,7 +38,8 @@ class Held:
     holders: tuple[tuple[str, int, int, int | None], ...] = ()
     unchecked: str = ""
     #: every gradient was finite at the end of backward: a change before step() made the NaN/Inf
-    made: bool = False
+    #: (None: the gradients were changed in place, and the backward's numbers were not read)
+    made: bool | None = False
 
     def to_json(self) -> list[list[Any]]:
         return [list(h) for h in self.holders]
@@ -61,7 +62,7 @@ class HeldCheck:
         params: Sequence[torch.Tensor],
         names: Sequence[str],
         scan: Sequence[int] | None = None,
-        made: bool = False,
+        made: bool | None = False,
     ) -> Held | None:
         """None for a step with nothing to say (every gradient finite, or none turned NaN/Inf
         for the first time); else what was found (`Held.unchecked` when `host`, the (n, 3)
@@ -119,6 +120,8 @@ def held_detail(held: Held, skipped: bool = False) -> str:
         no parameter held NaN/Inf before it
         >>> print(held_detail(Held(made=True))[:61])
         every gradient was finite at the end of backward: the NaN/Inf
+        >>> print(held_detail(Held(made=None))[:60])
+        the gradients were changed in place between backward and opt
         >>> print(held_detail(Held((("a.weight", 4, 4, 3), ("b.bias", 2, 2, None)))))
         2 parameters hold NaN/Inf before this step's update: a.weight (4 of 4 elements; its gradient was NaN/Inf first, at step 3), b.bias (2 of 2 elements): the NaN/Inf gradients start from their values
         >>> print(held_detail(Held((("fc2.bias", 1, 2, None),))).split("; ")[1][:62])
@@ -126,8 +129,8 @@ def held_detail(held: Held, skipped: bool = False) -> str:
     """
     if held.unchecked:
         return held.unchecked
-    if held.made and not held.holders:
-        return MADE_DETAIL
+    if held.made is not False and not held.holders:
+        return MADE_DETAIL if held.made else CHANGED_DETAIL
     if not held.holders:
         if skipped:  # the scaler's overflow check at work: nothing to blame, but say so
             return "no parameter held NaN/Inf before it"
@@ -155,6 +158,15 @@ MADE_DETAIL = (
     "every gradient was finite at the end of backward: the NaN/Inf was made between backward "
     "and optimizer.step, by an in-place change to .grad (p.grad /= n with n = 0, "
     "clip_grad_norm_ of an Inf gradient), and this step's update applied it"
+)
+
+
+#: ... and one whose gradients were changed in place where the backward's were not read
+CHANGED_DETAIL = (
+    "the gradients were changed in place between backward and optimizer.step (the first such "
+    "change this watch saw, so the backward's own numbers were not read): the NaN/Inf came "
+    "from that change (p.grad /= n with n = 0, clip_grad_norm_ of an Inf gradient) or from the "
+    "forward or backward (anomaly.explore() names the node)"
 )
 
 

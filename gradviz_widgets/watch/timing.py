@@ -70,8 +70,9 @@ class Reading:
     clipped: Any = False  # True / False, None: unknown; a device tensor until the writer reads it
     skipped: Any = False  # a fused optimizer's found_inf tensor under a GradScaler
     #: NaN/Inf made between backward and the step (`p.grad /= 0`): the record is the applied
-    #: gradient's, whose anomaly says so (watch/holders.py); on the CPU only
-    made: bool = False
+    #: gradient's, whose anomaly says so (watch/holders.py); on the CPU only; None: changed in
+    #: place where the backward's numbers were not read (the first change the watch saw)
+    made: bool | None = False
 
 
 @dataclasses.dataclass
@@ -203,7 +204,7 @@ class StepTiming:
                 "also read at the end of each backward. That step's norms are the ones the "
                 "optimizer applied (history's `clipped` is <NA> there).",
             )
-            return Reading(ids, post, scale, None, skipped)
+            return Reading(ids, post, scale, None, skipped, None)  # backward's not read
         pre = _divided(eob.stats, [rows[k] for k in changed], divisor)  # type: ignore[misc]
         kept, clipped, made = self._kept(pre, post, changed, divisor, step)
         return Reading(ids, kept, scale, clipped, skipped, made)

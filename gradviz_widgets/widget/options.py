@@ -4,7 +4,9 @@ selection: value not found", or accepted and drawn wrong)."""
 
 from __future__ import annotations
 
+import inspect
 import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import GradExplorerError
@@ -58,3 +60,22 @@ def checked_max_nodes(max_nodes: Any) -> int:
     if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1:
         raise GradExplorerError(f"max_nodes must be an int >= 1, got {max_nodes!r}")
     return max_nodes
+
+
+def check_names(options: Mapping[str, Any], takes: Callable[..., Any]) -> None:
+    """Every option is one `takes` (the widget's constructor) has a parameter for: a misspelt
+    one is a GradExplorerError listing them (it was a TypeError about __init__).
+
+    Example:
+        >>> def widget(explorer, *, depth="auto", height="520px"): ...
+        >>> check_names({"depht": 1}, widget)
+        Traceback (most recent call last):
+        ...
+        gradviz_widgets.errors.GradExplorerError: show() takes no option 'depht'; its options: depth, height
+    """
+    params = inspect.signature(takes).parameters
+    names = [n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    unknown = [k for k in options if k not in names]
+    if unknown:
+        said = ", ".join(repr(k) for k in unknown)
+        raise GradExplorerError(f"show() takes no option {said}; its options: {', '.join(names)}")

@@ -313,3 +313,24 @@ def test_a_nan_made_by_averaging_over_no_tokens_is_recorded_at_its_step(tmp_path
     assert [a.step for a in nan] == [3] and nan[0].detail == holders_mod.MADE_DETAIL
     assert not [a for a in watch.anomalies if a.kind == "zero"]
     watch.close()
+
+
+def test_the_first_change_to_grad_being_a_nan_says_it_may_come_from_that_change(tmp_path):
+    """The run's first in-place change to .grad after step 0 writes an Inf (the backward's
+    numbers were not read then): the anomaly said the NaN/Inf arose in the forward or backward;
+    it now says the gradients were changed in place and the NaN/Inf may come from that."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    seed_all()
+    for k in range(5):
+        x, y = torch.randn(6, 4), torch.randint(0, 3, (6,))
+        opt.zero_grad()
+        CE(model(x), y).backward()
+        if k == 3:
+            model[0].weight.grad[0, 0] = float("inf")
+        opt.step()
+    nan = [a for a in watch.anomalies if a.kind == "nonfinite"]
+    assert nan[0].step == 3 and nan[0].params == ["0.weight"]
+    assert nan[0].detail == holders_mod.CHANGED_DETAIL
+    watch.close()

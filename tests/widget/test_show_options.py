@@ -26,6 +26,7 @@ def ex() -> GradExplorer:
         ({"height": 0}, "height must be a CSS length"),
         ({"chart_mode": "bogus"}, "chart_mode must be one of"),
         ({"max_nodes": 0}, "max_nodes must be an int >= 1"),
+        ({"dpeth": 1}, "show\\(\\) takes no option 'dpeth'; its options: depth, max_nodes"),
     ],
 )
 def test_a_wrong_option_names_itself(ex: GradExplorer, options: dict, said: str) -> None:
