@@ -14,6 +14,7 @@ import json
 import os
 import pathlib
 import sys
+from typing import Any
 
 import pytest
 
@@ -66,7 +67,11 @@ def test_there_are_lessons() -> None:
 @pytest.mark.notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_notebook_runs(path: pathlib.Path, kernel_dirs: list[str]) -> None:
-    nb = nbformat.read(path, as_version=4)
+    _execute(nbformat.read(path, as_version=4), kernel_dirs, path.name)
+
+
+def _execute(nb: Any, kernel_dirs: list[str], name: str) -> None:
+    """Run `nb` top to bottom in a fresh lesson kernel started in notebooks/."""
     km = AsyncKernelManager(
         kernel_name=KERNEL_NAME, kernel_spec_manager=KernelSpecManager(kernel_dirs=kernel_dirs)
     )
@@ -76,7 +81,7 @@ def test_notebook_runs(path: pathlib.Path, kernel_dirs: list[str]) -> None:
     try:
         client.execute()
     except nbclient.exceptions.CellExecutionError as err:
-        pytest.fail(f"{path.name} failed:\n{_error_summary(err)}", pytrace=False)
+        pytest.fail(f"{name} failed:\n{_error_summary(err)}", pytrace=False)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
@@ -102,3 +107,23 @@ def test_notebook_shape(path: pathlib.Path) -> None:
     assert nb.cells[-1].cell_type == "markdown" and "What to remember" in nb.cells[-1].source
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     assert any("assert " in s for s in code[-3:]), f"{path.name} ends without assertion cells"
+
+
+# a learner's click (it toggles the module's hook and re-runs) after the cell shown, on the
+# node the lesson points at: the lessons promise their checks hold whatever was clicked
+CLICKS = [
+    ("quickstart", 13, 'ex.toggle_hook("gate")\n_ = ex.run()'),
+    ("05_module_hooks", 18, 'ex_inplace.toggle_hook("fc1")\n_ = ex_inplace.run()'),
+    ("09_mixed_precision_checkpointing", 5, 'ex_bf16.toggle_hook("fc1")\n_ = ex_bf16.run()'),
+]
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize(("stem", "after", "click"), CLICKS, ids=[c[0] for c in CLICKS])
+def test_checks_hold_after_a_click(stem: str, after: int, click: str, kernel_dirs: list[str]):
+    """From a student: a click after the hook was turned off (quickstart), on the hooked module
+    (05) or on another one (09) failed the lesson's own checks, which read live state."""
+    path = NOTEBOOK_DIR / f"{stem}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(after + 1, nbformat.v4.new_code_cell(click))
+    _execute(nb, kernel_dirs, f"{path.name} with a click")
