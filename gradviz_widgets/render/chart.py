@@ -153,7 +153,8 @@ def figure_dict(
         texts = [
             format_norm(r["norm_before"]) if r["norm_before"] is not None else "—" for r in rows
         ]
-        data.append(_placed(_before_bar(shape, texts), names, before, flat))
+        changed = [r["norm_before"] is not None for r in rows]
+        data.append(_placed(_before_bar(shape, texts, changed), names, before, flat))
     layout = figure_layout(report, mode, (lo, hi), shape, multi=len(data) > 1)
     layout["xaxis" if not flat else "yaxis"]["tickangle"] = plan["tickangle"]
     return {"data": data, "layout": layout}
@@ -384,13 +385,17 @@ def _inside(module: str, selected: str | None) -> bool:
     return module == selected or (bool(selected) and module.startswith(selected + "."))
 
 
-def _before_bar(shape: dict[str, Any], texts: list[str]) -> dict[str, Any]:
-    """Outlines of the norms before modifiers; hover shows Python's text (format_norm)."""
+def _before_bar(shape: dict[str, Any], texts: list[str], changed: list[bool]) -> dict[str, Any]:
+    """Outlines of the norms before modifiers, on the bars a modifier changed only (the others'
+    sat at the axis floor as dark stubs); hover shows Python's text (format_norm)."""
     return {
         "type": "bar",
         "name": "before modifiers",
         "orientation": shape["orientation"],
-        "marker": {"color": "rgba(0,0,0,0)", "line": {"color": "#555", "width": 1.5}},
+        "marker": {
+            "color": "rgba(0,0,0,0)",
+            "line": {"color": "#555", "width": [1.5 if c else 0 for c in changed]},
+        },
         "hovertext": texts,
         "hovertemplate": "before modifiers: %{hovertext}<extra></extra>",
     }

@@ -56,6 +56,11 @@ def test_modifier_adds_before_trace(dead_explorer):
     report = dead_explorer.run()
     fig = figure_dict(report)
     assert [t["name"] for t in fig["data"]] == ["gradient norm", "before modifiers"]
+    # outlines on the bars the modifier changed only (the others drew dark stubs at the floor)
+    widths = fig["data"][1]["marker"]["line"]["width"]
+    changed = [p.norm_before is not None for p in report.params]
+    assert any(changed) and not all(changed)
+    assert widths == [1.5 if c else 0 for c in changed]
 
 
 def test_csv_and_json_exports(dead_explorer, tmp_path):
