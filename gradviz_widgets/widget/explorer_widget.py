@@ -130,7 +130,7 @@ class ExplorerWidget(W.VBox):
         self._shown: GradReport | None = None  # the run drawn now
         self.guard = ActionGuard(self._failed, self._queued)
         self.pane = GraphPane(height=height)
-        self.readout = W.HTML(readout_html([], None, {}))
+        self.readout = W.HTML(readout_html([], None, {})).add_class("gv-readout-box")
         first_error = self._first_run()
         first = figure_dict(explorer.report, chart_mode) if not first_error else _NO_RUN_FIGURE
         self.pane.layout.width = "100%"  # the pane fills its box (a flex row would shrink it)
