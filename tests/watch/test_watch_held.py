@@ -262,23 +262,34 @@ def test_a_skipped_step_without_holders_says_no_weight_held_nan():
     assert detail.startswith(SKIPPED_DETAIL) and "no parameter held NaN/Inf" in detail
 
 
+def _written_after_backward(
+    tmp_path, steps: int, at: int, where: tuple, clip: bool = False
+) -> GradWatch:
+    """A watched mlp trained with SGD; at step `at`, between backward and step, an Inf is
+    written into layer `where[0]`'s `where[1]` gradient at index `where[2]`."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
+    seed_all()
+    for k in range(steps):
+        x, y = torch.randn(6, 4), torch.randint(0, 3, (6,))
+        opt.zero_grad()
+        CE(model(x), y).backward()
+        if k == at:
+            layer, name, index = where
+            getattr(model[layer], name).grad[index] = float("inf")
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    return watch
+
+
 def test_nan_made_between_backward_and_step_is_recorded_at_its_step(tmp_path):
     """An Inf written into a gradient after backward, which clip_grad_norm_ turns into NaN and
     the optimizer applies: that step records the NaN the update applied (it had kept its
     backward's finite numbers, and only the next step's anomaly told of it), and its anomaly
     says the NaN was made between backward and step."""
-    model = mlp()
-    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
-    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
-    seed_all()
-    for k in range(4):
-        x, y = torch.randn(6, 4), torch.randint(0, 3, (6,))
-        opt.zero_grad()
-        CE(model(x), y).backward()
-        if k == 1:
-            model[0].bias.grad[0] = float("inf")
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+    watch = _written_after_backward(tmp_path, 4, 1, (0, "bias", 0), clip=True)
     nan = [a for a in watch.anomalies if a.kind == "nonfinite"]
     assert nan[0].step == 1 and nan[0].params == ["0.bias"]  # 0 x Inf; the others: x 0
     assert nan[0].detail == holders_mod.MADE_DETAIL
@@ -319,17 +330,7 @@ def test_the_first_change_to_grad_being_a_nan_says_it_may_come_from_that_change(
     """The run's first in-place change to .grad after step 0 writes an Inf (the backward's
     numbers were not read then): the anomaly said the NaN/Inf arose in the forward or backward;
     it now says the gradients were changed in place and the NaN/Inf may come from that."""
-    model = mlp()
-    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
-    watch = GradWatch(model, optimizer=opt, path=tmp_path / "run")
-    seed_all()
-    for k in range(5):
-        x, y = torch.randn(6, 4), torch.randint(0, 3, (6,))
-        opt.zero_grad()
-        CE(model(x), y).backward()
-        if k == 3:
-            model[0].weight.grad[0, 0] = float("inf")
-        opt.step()
+    watch = _written_after_backward(tmp_path, 5, 3, (0, "weight", (0, 0)))
     nan = [a for a in watch.anomalies if a.kind == "nonfinite"]
     assert nan[0].step == 3 and nan[0].params == ["0.weight"]
     assert nan[0].detail == holders_mod.CHANGED_DETAIL
