@@ -306,11 +306,15 @@ def lines_figure(
         steps, vals = overview.series(j) if j is not None and j < overview.n_params else ([], [])
         ys = [float(v) for v in vals]  # type: ignore[attr-defined]
         shown = plotly_text(elide_middle(name, LEGEND_CHARS))
+        off = _off_the_axis(overview, j if j is not None and j < overview.n_params else None, ys)
         data.append(
             {
                 "type": "scatter",
                 "mode": "lines",
-                "name": shown,
+                "name": shown + off,
+                # nothing to draw on a log axis: listed in the legend all the same, saying why
+                # (a selected parameter whose norm was exactly 0.0 had simply been left out)
+                **({"visible": "legendonly"} if off else {}),
                 "x": np.asarray(steps, dtype=np.int32),  # 1-D arrays travel as binary
                 "y": np.asarray(ys, dtype=np.float64),
                 "text": [format_norm(v) for v in ys],  # Python formats; Plotly only shows it
@@ -336,6 +340,23 @@ def lines_figure(
     layout["shapes"] = marks["shapes"] + [_hline(v, k) for k, v in th.lines().items()]
     layout["annotations"] = marks["annotations"]
     return {"data": data, "layout": layout}
+
+
+def _off_the_axis(overview: Overview, j: int | None, ys: list[float]) -> str:
+    """What a legend entry adds for parameter j's series when a log axis has nothing of it to
+    draw: no bucket with a positive finite norm ("" while it has one, or no step yet)."""
+    if j is None or not overview.used or any(v > 0 and math.isfinite(v) for v in ys):
+        return ""
+    seen = {STATUSES[c] for c in np.unique(overview.status[: overview.used, j])}
+    return OFF_AXIS_WORDS.get(frozenset(seen), " (no finite norm)")
+
+
+#: legend words of a series with nothing on the log axis, by the statuses its buckets had
+OFF_AXIS_WORDS = {
+    frozenset({"zero"}): " (exactly 0.0: off the log axis)",
+    frozenset({"none"}): " (no gradient: None)",
+    frozenset({"zero", "none"}): " (0.0 or None: off the log axis)",
+}
 
 
 def default_selection(

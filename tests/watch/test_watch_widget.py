@@ -199,3 +199,25 @@ def test_a_nan_step_breaks_the_line_and_its_mark_stays_inside_the_plot():
     assert y[list(steps).index(7)] is None  # a gap: Plotly breaks the line there
     (note,) = fig["layout"]["annotations"]
     assert note["y"] == 1.0 and note["yanchor"] == "top"
+
+
+def test_a_selected_line_the_log_axis_cannot_draw_is_listed_and_says_why() -> None:
+    """From outside: a selected parameter whose norm was exactly 0.0 at every step (the zero
+    anomaly's) drew nothing and had no legend entry in the live view; the page says why."""
+    from gradviz_widgets.watch.figures import lines_figure
+    from gradviz_widgets.watch.store import ParamInfo
+
+    ov = Overview()
+    for step in range(5):
+        norms = np.array([1.0 + step, 0.0, np.nan])
+        codes = np.array([CODE["healthy"], CODE["zero"], CODE["nonfinite"]], dtype=np.uint8)
+        ov.add(step, norms, codes)
+    params = [ParamInfo(i, n, "", (2,), 2, 0) for i, n in enumerate(["w", "dead", "broken"])]
+    fig = lines_figure(ov, params, ["w", "dead", "broken"], Thresholds())
+    shown = {t["name"]: t.get("visible", True) for t in fig["data"]}
+    assert shown == {
+        "w": True,
+        "dead (exactly 0.0: off the log axis)": "legendonly",
+        "broken (no finite norm)": "legendonly",
+    }
+    assert lines_figure(Overview(), params, ["w"], Thresholds())["data"][0]["name"] == "w"
