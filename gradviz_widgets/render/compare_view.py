@@ -117,9 +117,14 @@ def run_label(report: Any, name: str | None = None) -> str:
         >>> from types import SimpleNamespace as R
         >>> run_label(R(device="cpu", loss=2.5), "spike step 412")
         'spike step 412 · cpu · loss 2.5'
+        >>> run_label(R(device="cpu", loss=2.5, params=[R(modified_by="clip_norm=0.01 at 10")]))
+        'cpu · loss 2.5 · with clip_norm=0.01 at 10'
     """
     head = f"{name} · " if name else ""
-    return f"{head}{report.device} · loss {format_norm(report.loss)}"
+    # a run made with modifiers says so: A is often an explorer whose modifier was removed since
+    mods = dict.fromkeys(p.modified_by for p in getattr(report, "params", ()) if p.modified_by)
+    tail = f" · with {', '.join(mods)}" if mods else ""
+    return f"{head}{report.device} · loss {format_norm(report.loss)}{tail}"
 
 
 def compare_html(

@@ -68,6 +68,11 @@ class CompareView:
             return (baseline[0], baseline[1])
         if hasattr(type(baseline), "report") and hasattr(type(baseline), "graph"):  # explorer
             try:
+                if not baseline.stale and unmeasured(baseline.graph) != (0, 0):
+                    # its newest run measured one view only (its widget's click): the same run
+                    # again, every edge measured, so that every edge B shares gets its ratio (a
+                    # stale explorer keeps its run: A is often the model before a change)
+                    baseline.run(ranks=False)
                 return (baseline.report, baseline.graph)
             except GradExplorerError as e:  # closed, or never run
                 raise GradExplorerError(f"the baseline explorer cannot be compared: {e}") from e

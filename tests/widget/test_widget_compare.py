@@ -149,3 +149,33 @@ def test_a_threshold_changed_after_pinning_changes_no_status_by_itself(dead_expl
     assert not any(str(x).startswith("Δ") for x in run_b.x)
     assert a.judged_by(b.thresholds).param_status == b.param_status
     assert a.judged_by(a.thresholds) is a
+
+
+def test_a_baseline_explorer_is_measured_whole_and_says_its_modifiers():
+    """From a teacher's try-out: run A came from an explorer whose widget had measured one view
+    only (most edges then had no ratio) and which had a modifier on (removed since, unsaid).
+    A current explorer's view-only run is run again in full; A's modifiers are named."""
+    from torch import nn
+
+    from gradviz_widgets import GradExplorer
+    from gradviz_widgets.graph.measure import unmeasured
+    from gradviz_widgets.widget.explorer_widget import compare_with
+
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4), nn.Tanh())
+    net, x = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), block, nn.Linear(4, 1)), torch.randn(5, 3)
+    a, b = GradExplorer(net, x), GradExplorer(net, x)
+    try:
+        a.set_modifier("3", scale=0.5)
+        a.run()
+        a.run(view={"depth": 0})
+        assert unmeasured(a.graph) != (0, 0) and not a.stale
+        w = compare_with(b, a)
+        assert unmeasured(a.graph) == (0, 0) and w.baseline[0] is a.report
+        assert "with scale by 0.5 at 3" in w.compare_view.notes.value
+        a.clear_hooks()  # stale now: A stays the run it was (often the model before a change)
+        w.compare(a)
+        assert w.baseline[0] is a.history[-1]
+    finally:
+        a.close()
+        b.close()
