@@ -110,7 +110,7 @@ class Toolbar:
         )
         self._secondary(thresholds)
         # one row, whatever its text (long names end in an ellipsis): nothing below it moves
-        self.loss_label = W.HTML(layout=W.Layout(height="22px", overflow="hidden", width="100%"))
+        self.loss_label = W.HTML(layout=W.Layout(height="22px", overflow="hidden", width="auto"))
         self.box = self._rows()
         self.modifier_in_force: float = self.modifier_value.value
 
