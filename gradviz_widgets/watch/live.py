@@ -179,15 +179,18 @@ def _shape(trace: dict) -> tuple:
 
 
 def _blocks(trace: dict, dx: float | None) -> list[dict]:
-    """A heat map of many columns as heat maps of `BLOCK` columns each (x0 + i * dx)."""
+    """A heat map of many columns as heat maps of `BLOCK` columns each (x0 + i * dx), each
+    after the first starting one column early: drawn over its neighbour's last column (the same
+    colours), it hides the light seam Plotly left where two blocks met (every 32 steps)."""
     z = trace["z"]
     x = list(trace.get("x", []))
     step = dx if dx else (x[1] - x[0] if len(x) > 1 else 1)
     out = []
     for b in range(0, max(z.shape[1], 1), BLOCK):
+        first = b - 1 if b else 0
         part = {k: v for k, v in trace.items() if k != "x"}
-        part["z"] = np.round(z[:, b : b + BLOCK], 3)  # colour; hover shows 2 decimals
-        part["x0"], part["dx"] = (x[b] if b < len(x) else 0), step
+        part["z"] = np.round(z[:, first : b + BLOCK], 3)  # colour; hover shows 2 decimals
+        part["x0"], part["dx"] = (x[first] if first < len(x) else 0), step
         if b:  # one colour bar, one legend entry per heat map
             part.pop("colorbar", None)
             part["showscale"] = False

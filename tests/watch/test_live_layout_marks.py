@@ -115,3 +115,16 @@ def test_both_figures_share_their_margins_and_step_axis() -> None:
         assert heat["layout"]["margin"][side] == lines["layout"]["margin"][side]
     assert lines["layout"]["xaxis"]["range"] == [-0.5, 299.5]  # the map's columns
     assert lines["layout"]["legend"]["orientation"] == "h"  # under the plot, not beside it
+
+
+def test_each_heat_block_after_the_first_overlaps_its_neighbour_by_one_column() -> None:
+    """From outside: the live heat map had light seams every 32 steps, where two of its
+    blocks met; each block after the first starts one column early, on the same colours."""
+    from gradviz_widgets.watch.live import BLOCK, layered
+
+    z = np.arange(3 * (2 * BLOCK + 5), dtype=float).reshape(3, -1)
+    heat = {"type": "heatmap", "z": z, "x": list(range(0, 2 * (2 * BLOCK + 5), 2))}
+    blocks = layered([heat], 2.0)
+    assert [b["x0"] for b in blocks] == [0, 2 * (BLOCK - 1), 2 * (2 * BLOCK - 1)]
+    assert np.array_equal(blocks[1]["z"][:, 0], blocks[0]["z"][:, -1])
+    assert np.array_equal(blocks[2]["z"][:, 1:], z[:, 2 * BLOCK :])
