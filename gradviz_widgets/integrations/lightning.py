@@ -59,7 +59,8 @@ class GradWatchCallback(Callback):
     def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
         # args: pl_module, outputs (the training_step's loss), batch, batch_idx; called after
         # the batch's backward (and the optimizer step when there was one): the loss's step
-        self._run.log_loss(args[1] if len(args) > 1 else None)
+        outputs = args[1] if len(args) > 1 else None
+        self._run.log_loss(_step_loss(outputs, trainer, args[0] if args else None))
         if len(trainer.optimizers) == 1:
             self._run.check(trainer.global_step)
 
@@ -71,3 +72,14 @@ class GradWatchCallback(Callback):
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self._run.close()
+
+
+def _step_loss(outputs: Any, trainer: Any, module: Any) -> Any:
+    """The training_step's own loss: under automatic optimization Lightning hands the hook
+    the loss divided by `accumulate_grad_batches` (what it backpropagates), so the watch had
+    recorded half the loss with 2 batches a step."""
+    k = getattr(trainer, "accumulate_grad_batches", 1)
+    if not isinstance(k, int) or k <= 1 or not getattr(module, "automatic_optimization", True):
+        return outputs
+    loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+    return loss * k if isinstance(loss, torch.Tensor) else outputs

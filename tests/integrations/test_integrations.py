@@ -344,3 +344,31 @@ def test_start_step_must_be_a_step_number(bad: Any) -> None:
 
     with pytest.raises(GradExplorerError, match="start_step"):
         GradWatch(nn.Linear(2, 1), start_step=bad)
+
+
+def test_lightning_logs_each_training_steps_own_loss(tmp_path: Path, monkeypatch) -> None:
+    """Lightning hands on_train_batch_end the loss divided by accumulate_grad_batches (what it
+    backpropagates): the watch had recorded half each batch's loss with 2 batches a step."""
+    logged: list[float] = []
+    real = GradWatch.log_loss
+
+    def spy(self: GradWatch, loss: Any, step: Any = None) -> None:
+        logged.append(float(loss))
+        real(self, loss, step=step)
+
+    monkeypatch.setattr(GradWatch, "log_loss", spy)
+
+    class Recording(TinyModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.losses: list[float] = []
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = super().training_step(batch, batch_idx)
+            self.losses.append(float(loss))
+            return loss
+
+    module = Recording()
+    _fit([LightningWatch(path=tmp_path / "run")], max_steps=3, module=module)
+    assert len(logged) == len(module.losses) == 6
+    assert logged == pytest.approx(module.losses, rel=1e-6)
