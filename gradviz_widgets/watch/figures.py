@@ -99,9 +99,14 @@ def _step_range(overview: Overview) -> list[float] | None:
 
 
 def _norm_trace(
-    x: list, names: list[str], z: np.ndarray, span: tuple[float, float], thresholds: Thresholds
+    x: list,
+    names: list[str],
+    z: np.ndarray,
+    span: tuple[float, float],
+    thresholds: Thresholds,
+    where: str = "steps from %{x}",
 ) -> dict:
-    """The heat map's norm colours: log10 of each bucket's norm."""
+    """The heat map's norm colours: log10 of each bucket's norm (`where`: `column_hover`)."""
     return {
         "type": "heatmap",
         "name": "log10 ‖g‖",
@@ -120,7 +125,7 @@ def _norm_trace(
             "xanchor": "left",
         },
         "hoverongaps": False,
-        "hovertemplate": "%{y}<br>steps from %{x}<br>log10 ‖g‖ = %{z:.2f}<extra></extra>",
+        "hovertemplate": f"%{{y}}<br>{where}<br>log10 ‖g‖ = %{{z:.2f}}<extra></extra>",
     }
 
 
@@ -175,10 +180,11 @@ def heatmap_figure(
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(np.isfinite(values) & (values > 0), np.log10(values), np.nan).T
     names = distinct([plotly_text(params[i].name) for i in order])  # user text: data, never markup
-    data = [_norm_trace(x, names, z, (zmin, zmax), thresholds)]
+    where = column_hover(overview.width)
+    data = [_norm_trace(x, names, z, (zmin, zmax), thresholds, where)]
     why = _none_codes(events or [], [params[i].name for i in order], x)  # buckets x rows
-    data += [t for s in OFF_SCALE for t in _special_traces(s, x, names, status, why)]
-    data.append(nonfinite_marks(x, names, status))
+    data += [t for s in OFF_SCALE for t in _special_traces(s, x, names, status, why, where)]
+    data.append(nonfinite_marks(x, names, status, where))
     layout = {
         "title": {
             "text": f"gradient norms per parameter ({overview.width} step(s) per "
@@ -226,8 +232,24 @@ def _spike_leads(spikes: list, rows: dict[str, int], width: int, limit: int = 40
     return shapes
 
 
+def column_hover(width: int) -> str:
+    """A heat-map column in its hover: "step 200" where a column is one step (it said "steps
+    from 200"), "steps from 200 (4 a column)" where it is several.
+
+    Example:
+        >>> column_hover(1), column_hover(4)
+        ('step %{x}', 'steps from %{x} (4 a column)')
+    """
+    return "step %{x}" if width <= 1 else f"steps from %{{x}} ({width} a column)"
+
+
 def _special_traces(
-    s: str, x: list, names: list[str], status: np.ndarray, why: np.ndarray
+    s: str,
+    x: list,
+    names: list[str],
+    status: np.ndarray,
+    why: np.ndarray,
+    where: str = "steps from %{x}",
 ) -> list[dict]:
     """Cells of status `s` (None, 0.0, NaN/Inf) in their own colour, over the norm colours;
     None cells one trace per reason (`why`: NONE_WORDS codes, buckets x rows), whose hover
@@ -248,7 +270,7 @@ def _special_traces(
             "showscale": False,
             "colorscale": [[0, colour], [1, colour]],
             "hoverongaps": False,
-            "hovertemplate": f"%{{y}}<br>steps from %{{x}}<br>{words}<extra></extra>",
+            "hovertemplate": f"%{{y}}<br>{where}<br>{words}<extra></extra>",
         }
         for part, words in parts or [(cells, label)]
     ]
@@ -265,7 +287,9 @@ def _none_codes(events: list, names: list[str], steps: list) -> np.ndarray:
     return out
 
 
-def nonfinite_marks(x: list, names: list[str], status: np.ndarray) -> dict:
+def nonfinite_marks(
+    x: list, names: list[str], status: np.ndarray, where: str = "steps from %{x}"
+) -> dict:
     """A ✕ on every NaN/Inf cell (a scatter over the heat map), named "NaN / Inf" in the legend."""
     bad = (status == STATUSES.index("nonfinite")).T  # (params, buckets)
     starts = bad & ~np.concatenate([np.zeros((len(bad), 1), bool), bad[:, :-1]], axis=1)
@@ -284,7 +308,7 @@ def nonfinite_marks(x: list, names: list[str], status: np.ndarray) -> dict:
         "x": [x[c] for c in cols.tolist()],
         "y": [names[r] for r in rows.tolist()],
         "marker": {"symbol": "x-thin", "size": 9, "line": {"width": 2, "color": "#000000"}},
-        "hovertemplate": f"%{{y}}<br>steps from %{{x}}<br>{label}<extra></extra>",
+        "hovertemplate": f"%{{y}}<br>{where}<br>{label}<extra></extra>",
         "showlegend": True,
     }
 

@@ -221,3 +221,16 @@ def test_a_selected_line_the_log_axis_cannot_draw_is_listed_and_says_why() -> No
         "broken (no finite norm)": "legendonly",
     }
     assert lines_figure(Overview(), params, ["w"], Thresholds())["data"][0]["name"] == "w"
+
+
+def test_the_heat_maps_hover_names_one_step_as_a_step() -> None:
+    """From outside: a column of one step hovered as "steps from 200"."""
+    from gradviz_widgets.watch.figures import heatmap_figure
+    from gradviz_widgets.watch.store import ParamInfo
+
+    ov = Overview()
+    for step in range(5):
+        ov.add(step, np.array([1.0, 0.0]), np.array([CODE["healthy"], CODE["zero"]], np.uint8))
+    params = [ParamInfo(0, "w", "", (2,), 2, 0), ParamInfo(1, "dead", "", (2,), 2, 0)]
+    hovers = [t["hovertemplate"] for t in heatmap_figure(ov, params, Thresholds())["data"]]
+    assert all("<br>step %{x}<br>" in h for h in hovers) and ov.width == 1
