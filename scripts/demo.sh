@@ -18,7 +18,11 @@ from_caller() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$caller"
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 if [ "${1:-}" = "--headless" ]; then
-  exec .venv/bin/python -m gradviz_widgets.demo "$(if [ -n "${2:-}" ]; then from_caller "$2"; else echo out; fi)"
+  out_dir=out
+  if [ -n "${2:-}" ]; then
+    out_dir=$(from_caller "$2")
+  fi
+  exec .venv/bin/python -m gradviz_widgets.demo "$out_dir"
 fi
 repo=$(pwd)
 demo_dir=.demo

@@ -153,31 +153,29 @@ class GradExplorer:
 
     def _scope(self, view: Mapping[str, Any] | None) -> FlowScope | None:
         """What a run restricted to `view` measures (None: everything; also with no graph yet
-        to take the view of)."""
+        to take the view of, and after a run that found zeros or NaN, whose origins are found
+        along every edge: `_needs_every_edge`)."""
         if view is None or self._last is None or not self.track_flow:
             return None
         graph = self._last.graph
         key, size = repr(sorted(dict(view).items())), (len(graph.nodes), len(graph.edges))
-        if self._scoped is not None and self._scoped[:2] == (key, size):
-            return self._scoped[2]  # what a graph of another shape lacks is measured anyway
-        try:
-            scope = flow_scope(graph, **view)
-        except TypeError as e:
-            raise GradExplorerError(
-                f"view takes GradGraph.view's depth, expand and collapse, got {dict(view)!r}"
-            ) from e
-        self._scoped = (key, size, scope)
-        return scope
+        if self._scoped is None or self._scoped[:2] != (key, size):
+            # kept while the graph keeps its shape: what another shape lacks is measured anyway
+            try:
+                self._scoped = (key, size, flow_scope(graph, **view))
+            except TypeError as e:
+                raise GradExplorerError(
+                    f"view takes GradGraph.view's depth, expand and collapse, got {dict(view)!r}"
+                ) from e
+        # zeros or NaN in the newest run: a view's run would find them again and run twice
+        return None if _has_bad_flow(self._last) else self._scoped[2]
 
     def _run(self, ranks: bool | None, scope: FlowScope | None = None) -> GradReport:
         settings = dataclasses.replace(self._run_settings(), flow_scope=scope)
         plan = self._plan
         baseline = run(self.model, self.sample_input, settings) if plan.modifiers else None
-        if scope is not None and self._last is not None and _has_bad_flow(self._last):
-            # the newest run found zeros or NaN: measuring one view first would only run twice
-            settings = dataclasses.replace(settings, flow_scope=None)
         result = self._capture(settings)
-        if settings.flow_scope is not None and _needs_every_edge(result):
+        if scope is not None and _needs_every_edge(result):
             result = self._capture(dataclasses.replace(settings, flow_scope=None))
         if result.hooks is not None:
             self._learned = result.hooks.facts

@@ -104,7 +104,7 @@ def _norm_trace(
     z: np.ndarray,
     span: tuple[float, float],
     thresholds: Thresholds,
-    where: str = "steps from %{x}",
+    where: str,
 ) -> dict:
     """The heat map's norm colours: log10 of each bucket's norm (`where`: `column_hover`)."""
     return {
@@ -244,12 +244,7 @@ def column_hover(width: int) -> str:
 
 
 def _special_traces(
-    s: str,
-    x: list,
-    names: list[str],
-    status: np.ndarray,
-    why: np.ndarray,
-    where: str = "steps from %{x}",
+    s: str, x: list, names: list[str], status: np.ndarray, why: np.ndarray, where: str
 ) -> list[dict]:
     """Cells of status `s` (None, 0.0, NaN/Inf) in their own colour, over the norm colours;
     None cells one trace per reason (`why`: NONE_WORDS codes, buckets x rows), whose hover
@@ -287,9 +282,7 @@ def _none_codes(events: list, names: list[str], steps: list) -> np.ndarray:
     return out
 
 
-def nonfinite_marks(
-    x: list, names: list[str], status: np.ndarray, where: str = "steps from %{x}"
-) -> dict:
+def nonfinite_marks(x: list, names: list[str], status: np.ndarray, where: str) -> dict:
     """A ✕ on every NaN/Inf cell (a scatter over the heat map), named "NaN / Inf" in the legend."""
     bad = (status == STATUSES.index("nonfinite")).T  # (params, buckets)
     starts = bad & ~np.concatenate([np.zeros((len(bad), 1), bool), bad[:, :-1]], axis=1)
@@ -327,10 +320,11 @@ def lines_figure(
     data = []
     for name in selected[:MAX_LINES]:
         j = index.get(name)
-        steps, vals = overview.series(j) if j is not None and j < overview.n_params else ([], [])
+        j = j if j is not None and j < overview.n_params else None  # not recorded yet
+        steps, vals = overview.series(j) if j is not None else ([], [])
         ys = [float(v) for v in vals]  # type: ignore[attr-defined]
         shown = plotly_text(elide_middle(name, LEGEND_CHARS))
-        off = _off_the_axis(overview, j if j is not None and j < overview.n_params else None, ys)
+        off = _off_the_axis(overview, j, ys)
         data.append(
             {
                 "type": "scatter",

@@ -203,7 +203,8 @@ def loss_line_html(
     """The toolbar's loss line: one row (ellipsis, full text on hover), user text escaped. It
     says how the view was folded, so that choosing it by hand gives the same view: the depth,
     and for the `auto` fold whether leaf modules were folded into boxes too (`leaves`), and
-    how many modules were unfolded / folded by hand (`by_hand`). `stale`: the newest run failed, and graph and chart are the last good run's.
+    how many modules were unfolded / folded by hand (`by_hand`). `stale`: the newest run
+    failed, and graph and chart are the last good run's.
 
     Example:
         >>> from types import SimpleNamespace as R

@@ -17,7 +17,7 @@ _CSS_LENGTH = re.compile(r"\d+(\.\d+)?(px|em|rem|vh|%)")
 
 
 def checked_depth(depth: Any) -> int | str | None:
-    """ "auto", "full" (or None: the same) or a fold depth, an int >= 0.
+    """ "auto", "full" (or None, as "full": returned as None) or a fold depth, an int >= 0.
 
     Example:
         >>> checked_depth("full"), checked_depth(2)
